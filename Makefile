@@ -1,0 +1,79 @@
+# Course Makefile. `make test` is what CI runs (.ci/run); `make lab` is what a student runs.
+#
+# Targets that need the course's Python packages go through .venv (created on first use; the stamp file
+# .venv/.installed depends on pyproject.toml, so re-runs are instant until the dependencies change).
+# `make gpu-test` is the exception: the lent H100 has Python 3.12 with torch preinstalled and no package index,
+# so it must not create a venv there. It runs with $(PY) (default python3) directly; point PY at another
+# interpreter if needed (`make gpu-test PY=.venv/bin/python`).
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := test
+
+# The interpreter that creates .venv (>= 3.11).
+PYTHON ?= python3
+# The interpreter gpu-test uses (no venv on the GPU machine).
+PY ?= python3
+VENV := .venv
+VPY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+# CPU-only machines: the CPU torch wheel, installed before `pip install -e .` so that pip never resolves the
+# unpinned `torch` of pyproject.toml to a multi-GB CUDA build. A machine with nvidia-smi keeps its CUDA torch.
+TORCH_CPU ?= torch==2.13.0
+
+OUT ?= build/gpu
+WEEK ?= week1
+
+# Every cache and runtime dir lives inside the repo's ignored build/cache/, for every target.
+CACHE := $(CURDIR)/build/cache
+export TRITON_CACHE_DIR := $(CACHE)/triton
+export JUPYTER_DATA_DIR := $(CACHE)/jupyter/data
+export JUPYTER_RUNTIME_DIR := $(CACHE)/jupyter/runtime
+export IPYTHONDIR := $(CACHE)/ipython
+export MPLCONFIGDIR := $(CACHE)/matplotlib
+export XDG_CACHE_HOME := $(CACHE)/xdg
+export COURSE_CACHE_DIR := $(CACHE)/course
+export TORCHINDUCTOR_CACHE_DIR := $(CACHE)/torchinductor
+export CUDA_CACHE_PATH := $(CACHE)/nv
+# The course root on the path: nbgrader's autograde kernel imports kernels/ and autograder/ from it.
+export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
+
+.PHONY: venv test lab gpu-test autograde weeks clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(VPY) || $(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install --upgrade pip
+	@if command -v nvidia-smi >/dev/null 2>&1; then \
+	  echo "nvidia-smi found: keeping whatever CUDA torch pip resolves for this GPU machine"; \
+	else \
+	  echo "no nvidia-smi: installing the CPU torch ($(TORCH_CPU)) first"; \
+	  $(VPY) -m pip install "$(TORCH_CPU)"; \
+	fi
+	$(VPY) -m pip install -e .
+	@touch $@
+
+test: venv
+	@mkdir -p $(CACHE)
+	$(VPY) -m pytest -q tests kernels autograder
+
+lab: venv
+	$(VPY) -m autograder.lab
+
+# No venv here on purpose (see the top of this file): PY ?= python3.
+gpu-test:
+	OUT="$(OUT)" PY="$(PY)" bash tools/gpu_test.sh
+
+autograde: venv
+	$(VENV)/bin/autograder grade $(WEEK)
+
+# weeks/ is generated from solutions/ by `nbgrader generate_assignment`; never edit weeks/ by hand.
+weeks: venv
+	$(VPY) -m autograder.release
+
+clean:
+	rm -rf build .pytest_cache
+	find . -path ./$(VENV) -prune -o -type d \( -name __pycache__ -o -name .ipynb_checkpoints \) -print0 \
+	  | xargs -0 -r rm -rf
+	rm -rf *.egg-info

@@ -1,0 +1,83 @@
+"""Grading for the Hopper async-memory course.
+
+In a notebook (the student's early verdict; the gradebook's comes from the same harness run outside the notebook):
+
+    autograder.check("naive_loads", "row_bias", ROW_BIAS_CU)          # full report: correctness, path, throughput
+    autograder.grade("naive_loads", "row_bias", "path", ROW_BIAS_CU)  # a grade cell: prints why, returns points
+    autograder.quiz("naive_loads", "q1", QUIZ)                         # checks the answer is one of the choices
+
+What the notebook's interpreter reports is never what the gradebook records: `nbgrader autograde` re-grades every
+answer cell (taken out by grade_id) in a separate process — see autograder.nbgrader_plugin.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+
+from .spec import load
+
+__all__ = ["check", "grade", "quiz", "load"]
+
+_cache: dict = {}
+
+
+def _graded_elsewhere() -> bool:
+    return os.environ.get("NBGRADER_EXECUTION") in ("autograde", "validate")
+
+
+def check(slug: str, exercise: str, source, *, verbose: bool = True):
+    """Run the trusted harness on `source` (fresh secret inputs each call) and print the verdict of every part."""
+    from .harness import run_exercise
+    from .score import score
+
+    spec = load(slug)
+    if exercise not in spec.exercises:
+        raise KeyError(f"{slug} has no exercise {exercise!r}; it has {sorted(spec.exercises)}")
+    ex = spec.exercises[exercise]
+    key = (slug, exercise, source)
+    if key not in _cache:
+        if not isinstance(source, str):
+            from .score import ExerciseScore, PartScore
+
+            msg = (f"{ex.answer_var} is not set: write your kernel in the answer cell and run it"
+                   if source is None else f"{ex.answer_var} must be a string of CUDA source")
+            _cache[key] = ExerciseScore(exercise, {p: PartScore(pp.grade_id, p, 0, pp.points, msg)
+                                                   for p, pp in ex.parts.items()}, [], "not_attempted", {})
+        else:
+            facts = run_exercise(slug, exercise, source, seed=secrets.randbits(48))
+            _cache[key] = score(ex, facts)
+    res = _cache[key]
+    if verbose:
+        print(f"{slug} / {exercise}: {res.points:g} of {sum(p.max_points for p in res.parts.values()):g} points")
+        for name, part in res.parts.items():
+            mark = "ok " if part.points == part.max_points else ("-- " if not part.graded else "NO ")
+            print(f"  [{mark}] {name} ({part.points:g}/{part.max_points:g}): "
+                  + part.feedback.replace("\n", "\n        "))
+        for f in res.flags:
+            print(f"  FLAG: {f}")
+    return res
+
+
+def grade(slug: str, exercise: str, part: str, source) -> float:
+    """A grade cell's body: print the part's verdict and return its points (nbgrader reads the number)."""
+    if _graded_elsewhere():
+        print("graded by the trusted harness outside this notebook")
+        return 0.0
+    res = check(slug, exercise, source, verbose=False)
+    p = res.parts[part]
+    print(f"{part}: {p.points:g}/{p.max_points:g} — {p.feedback}")
+    return float(p.points)
+
+
+def quiz(slug: str, question: str, answers) -> None:
+    """Check that a quiz answer is well formed (the key is not in the release: hidden tests grade it)."""
+    q = load(slug).quiz.questions[question]
+    if not isinstance(answers, dict):
+        raise TypeError("QUIZ must be a dict like {'q1': 'b', ...}")
+    given = answers.get(question)
+    if given is None:
+        raise ValueError(f"{question} is not answered yet: set QUIZ[{question!r}] to one of {list(q.choices)}")
+    if str(given).strip().lower() not in q.choices:
+        raise ValueError(f"{question}: {given!r} is not one of {list(q.choices)}")
+    print(f"{question}: answer {given!r} recorded")

@@ -1,0 +1,109 @@
+"""Take the graded answers out of a notebook by grade_id — as data, never by running the notebook.
+
+An answer cell assigns string or dict literals (`ROW_BIAS_CU = r\"\"\"...\"\"\"`, `QUIZ = {"q1": "b"}`). The grader
+reads those literals with `ast`; anything else the cell does (calling torch, patching the checker) is reported as a
+flag and ignored: only the kernel source is graded.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+
+_STUB = re.compile(r"raise\s+NotImplementedError")
+_HIDDEN = re.compile(r"###\s*BEGIN HIDDEN TESTS(.*?)###\s*END HIDDEN TESTS", re.S)
+
+
+class AnswerError(ValueError):
+    pass
+
+
+@dataclass
+class Answer:
+    grade_id: str
+    value: object = None  # the literal, or None
+    attempted: bool = True
+    flags: list[str] = field(default_factory=list)
+    problem: str | None = None  # why no value could be read
+
+
+def cells_by_grade_id(nb) -> dict[str, dict]:
+    cells = {}
+    for cell in nb["cells"]:
+        gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if gid:
+            cells[gid] = cell
+    return cells
+
+
+def _source(cell) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def _describe_call(node: ast.Call) -> str:
+    try:
+        return ast.unparse(node.func)
+    except Exception:  # noqa: BLE001
+        return "a function"
+
+
+def read_literal(source: str, var: str, grade_id: str = "?") -> Answer:
+    """The literal assigned to `var` in a cell's source, with flags for any other code in the cell."""
+    ans = Answer(grade_id)
+    if _STUB.search(source) and f"{var}" not in source.split("raise")[0]:
+        ans.attempted = False
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        ans.problem = f"the answer cell is not valid Python (line {exc.lineno}: {exc.msg})"
+        if _STUB.search(source):
+            ans.attempted = False
+        return ans
+    found = False
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and node.targets[0].id == var:
+            try:
+                ans.value = ast.literal_eval(node.value)
+                found = True
+            except ValueError:
+                ans.problem = f"{var} must be a literal (a string or dict written out), not computed"
+            continue
+        if isinstance(node, ast.Raise) and _STUB.search(ast.unparse(node)):
+            ans.attempted = False
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = ", ".join(a.name for a in node.names)
+            ans.flags.append(f"answer cell imports {names}: only {var} is graded")
+            continue
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue  # a docstring / comment string
+        calls = [_describe_call(n) for n in ast.walk(node) if isinstance(n, ast.Call)]
+        what = f"calls {', '.join(sorted(set(calls)))}" if calls else f"runs `{ast.unparse(node)[:60]}`"
+        if any(c.startswith(("torch", "F.", "cublas", "cudnn")) for c in calls):
+            ans.flags.append(f"torch-instead-of-kernel: answer cell {what}; only the kernel source is graded")
+        else:
+            ans.flags.append(f"code-in-answer-cell: answer cell {what}; only {var} is graded")
+    if isinstance(ans.value, str) and _STUB.search(ans.value):
+        ans.attempted = False
+    if not found and ans.problem is None and ans.attempted:
+        ans.problem = f"the answer cell does not assign {var} = <literal>"
+    return ans
+
+
+def quiz_key(grade_cell_source: str, var: str, question: str) -> str | None:
+    """The key of one quiz question, read from the hidden tests of the instructor's grade cell:
+    `assert QUIZ["q1"] == "b"` between ### BEGIN HIDDEN TESTS / ### END HIDDEN TESTS."""
+    m = _HIDDEN.search(grade_cell_source)
+    if not m:
+        return None
+    for node in ast.walk(ast.parse(m.group(1))):
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
+            left, right = node.left, node.comparators[0]
+            if isinstance(left, ast.Subscript) and isinstance(left.value, ast.Name) and left.value.id == var:
+                key = ast.literal_eval(left.slice)
+                if key == question:
+                    return ast.literal_eval(right)
+    return None

@@ -1,0 +1,86 @@
+"""nbgrader configuration for the course (nbgrader 0.9.6).
+
+Use it from the repo root with `--config autograder/nbgrader_config.py`, e.g.
+
+    nbgrader generate_assignment week1 --config autograder/nbgrader_config.py --force
+    nbgrader autograde week1 --config autograder/nbgrader_config.py
+
+or put autograder/ on JUPYTER_CONFIG_PATH (what `python -m autograder.lab` does, so the formgrader finds it).
+
+Layout (nbgrader's `{nbgrader_step}/{student_id}/{assignment_id}` with nested step names, all relative to
+the repo root):
+
+    solutions/<week>/                          source: solutions + hidden tests (public self-study edition)
+    weeks/<week>/                              release: generated, never edited by hand
+    build/grading/submitted/<student>/<week>/  submissions to grade
+    build/grading/autograded/<student>/<week>/ after `nbgrader autograde`
+    build/grading/feedback/<student>/<week>/   after `nbgrader generate_feedback`
+    build/grading/gradebook.db                 the gradebook (sqlite)
+    build/exchange/                            nbgrader's exchange (unused by the course's own tooling)
+"""
+import os
+from pathlib import Path
+
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+from nbgrader.preprocessors import ClearHiddenTests, GetGrades
+
+c = get_config()  # noqa: F821  (injected by traitlets when it loads this file)
+
+ROOT = Path(__file__).resolve().parent.parent  # the course repo
+GRADING = ROOT / "build" / "grading"
+EXCHANGE = ROOT / "build" / "exchange"
+# sqlite creates the database file but not its folder; the exchange must exist before nbgrader checks it.
+GRADING.mkdir(parents=True, exist_ok=True)
+EXCHANGE.mkdir(parents=True, exist_ok=True)
+
+# Graded notebooks import the course packages (kernels, autograder): the kernels nbgrader starts inherit
+# this process's environment, so put the course root on their path whoever invoked nbgrader.
+_path = os.environ.get("PYTHONPATH", "")
+if str(ROOT) not in _path.split(os.pathsep):
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), _path) if p)
+import sys  # noqa: E402
+
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+# --- where things live --------------------------------------------------------------------------------------
+c.CourseDirectory.root = str(ROOT)
+c.CourseDirectory.course_id = "hopper-async"
+c.CourseDirectory.source_directory = "solutions"
+c.CourseDirectory.release_directory = "weeks"
+c.CourseDirectory.submitted_directory = "build/grading/submitted"
+c.CourseDirectory.autograded_directory = "build/grading/autograded"
+c.CourseDirectory.feedback_directory = "build/grading/feedback"
+c.CourseDirectory.solution_directory = "build/grading/solution"
+c.CourseDirectory.source_with_tests_directory = "build/grading/source_with_tests"
+c.CourseDirectory.db_url = f"sqlite:///{GRADING / 'gradebook.db'}"
+c.Exchange.root = str(EXCHANGE)
+
+# --- release (generate_assignment) --------------------------------------------------------------------------
+# What a student finds in an answer cell: `### BEGIN SOLUTION ... ### END SOLUTION` is replaced by this.
+c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+
+# --- grading (autograde) ------------------------------------------------------------------------------------
+# Kernels compile (NVRTC), check and time inside graded cells: give a cell minutes, not nbgrader's 30 s.
+# nbgrader's Execute redefines `timeout`, so set it on both classes.
+c.ExecutePreprocessor.timeout = 600
+c.Execute.timeout = 600
+
+# The gradebook's verdicts come from the trusted harness (a separate process), not from the student's notebook:
+# TrustedVerdicts re-grades the answer cells (taken out by grade_id) right after the notebook ran and replaces the
+# outputs of the spec's grade cells before SaveAutoGrades reads them (autograder/nbgrader_plugin.py).
+from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
+from nbgrader.preprocessors import (  # noqa: E402
+    AssignLatePenalties, CheckCellMetadata, Execute, IgnorePattern, LimitOutput, SaveAutoGrades)
+
+from autograder.nbgrader_plugin import TrustedVerdicts  # noqa: E402
+
+c.Autograde.autograde_preprocessors = [
+    Execute, TrustedVerdicts, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+    SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
+]
+
+# --- feedback -----------------------------------------------------------------------------------------------
+# nbgrader's default feedback shows the hidden tests' source; ClearHiddenTests removes it (a failing hidden
+# assert still shows its own line in the traceback: keep hidden asserts free of secrets).
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]

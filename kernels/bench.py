@@ -1,0 +1,177 @@
+"""The course's one timer, and the ceilings it is compared with (measured in the same run).
+
+    res = bench(lambda x, y: copy(x, out=y), make_args=lambda: (fresh_x(), out), bytes=2 * x.nbytes)
+    res.ms, res.p20_ms, res.p80_ms, res.tbps, res.tflops, res.fraction_of_copy
+
+Each repetition: fresh inputs (`make_args()` is called outside the timed region), an L2 flush (a write of a
+buffer larger than 50 MB, the H100's L2), then CUDA events on torch's current stream around the one call.
+Median with p20/p80. A wall-clock cross-check across a device sync catches work the events did not see
+(e.g. a launch on another stream): a timing it contradicts raises `TimingError`.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+FLUSH_BYTES = 256 * 1024 * 1024  # > 5x the 50 MB L2 of an H100
+_flush_buf = None
+_ceilings: dict | None = None
+
+
+class TimingError(RuntimeError):
+    """The events and a wall clock across a device sync disagree: the timed work was not on the timed stream."""
+
+
+@dataclass
+class BenchResult:
+    ms: float
+    p20_ms: float
+    p80_ms: float
+    reps: int
+    bytes: int
+    flops: int
+    wall_ms: float  # wall clock per call across a device sync (launch overhead included, no flush)
+    ceilings: dict | None = None
+
+    @property
+    def tbps(self) -> float | None:
+        return self.bytes / (self.ms * 1e-3) / 1e12 if self.bytes else None
+
+    @property
+    def tflops(self) -> float | None:
+        return self.flops / (self.ms * 1e-3) / 1e12 if self.flops else None
+
+    @property
+    def fraction_of_copy(self) -> float | None:
+        if self.tbps is None or not self.ceilings:
+            return None
+        return self.tbps / self.ceilings["copy_tbps"]
+
+    @property
+    def fraction_of_matmul(self) -> float | None:
+        if self.tflops is None or not self.ceilings or not self.ceilings.get("cublas_bf16_tflops"):
+            return None
+        return self.tflops / self.ceilings["cublas_bf16_tflops"]
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d.update(tbps=self.tbps, tflops=self.tflops, fraction_of_copy=self.fraction_of_copy,
+                 fraction_of_matmul=self.fraction_of_matmul)
+        return d
+
+    def __str__(self) -> str:
+        parts = [f"{self.ms:.4f} ms (p20 {self.p20_ms:.4f}, p80 {self.p80_ms:.4f}, n={self.reps})"]
+        if self.tbps is not None:
+            parts.append(f"{self.tbps:.3f} TB/s")
+            if self.fraction_of_copy is not None:
+                parts.append(f"{self.fraction_of_copy:.2f}x copy ceiling")
+        if self.tflops is not None:
+            parts.append(f"{self.tflops:.1f} TFLOPS")
+            if self.fraction_of_matmul is not None:
+                parts.append(f"{self.fraction_of_matmul:.2f}x cuBLAS")
+        return ", ".join(parts)
+
+
+def _flush() -> None:
+    global _flush_buf
+    import torch
+
+    if _flush_buf is None:
+        _flush_buf = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+    _flush_buf.zero_()
+
+
+def _quantile(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    pos = q * (len(s) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def bench(
+    fn: Callable,
+    make_args: Callable[[], tuple] | None = None,
+    *,
+    bytes: int = 0,  # noqa: A002 - the bytes the kernel must move (each input read once, each output written once)
+    flops: int = 0,
+    reps: int = 30,
+    warmup: int = 3,
+    flush: bool = True,
+    wall_check: bool = True,
+    with_ceilings: bool = True,
+) -> BenchResult:
+    """Time `fn(*make_args())` with the course's method. Needs a CUDA GPU."""
+    import torch
+
+    make_args = make_args or (lambda: ())
+    for _ in range(warmup):
+        fn(*make_args())
+    torch.cuda.synchronize()
+
+    stream = torch.cuda.current_stream()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for i in range(reps):
+        args = make_args()
+        if flush:
+            _flush()
+        starts[i].record(stream)
+        fn(*args)
+        ends[i].record(stream)
+    torch.cuda.synchronize()
+    times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+
+    wall_ms = float("nan")
+    if wall_check:
+        args = make_args()
+        n = max(3, min(reps, 20))
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn(*args)
+        torch.cuda.synchronize()
+        wall_ms = (time.perf_counter() - t0) * 1e3 / n
+        med = statistics.median(times)
+        # Back-to-back calls with no flush can only be faster than flushed ones by the cache's share; events that
+        # read far less than the wall clock (which also holds the launch cost, ~10 us) saw nothing of the work.
+        if wall_ms > 0.2 and med < 0.25 * wall_ms:
+            raise TimingError(
+                f"CUDA events measured {med:.4f} ms but a wall clock across a device sync saw {wall_ms:.4f} ms per "
+                "call: the work is not on torch's current stream (another stream, a thread, or deferred work)")
+    res = BenchResult(
+        ms=statistics.median(times), p20_ms=_quantile(times, 0.2), p80_ms=_quantile(times, 0.8), reps=reps,
+        bytes=int(bytes), flops=int(flops), wall_ms=wall_ms,
+        ceilings=ceilings() if with_ceilings else None,
+    )
+    return res
+
+
+def ceilings(refresh: bool = False) -> dict:
+    """The copy and matmul ceilings of this GPU, measured once per process with the same timer.
+
+    copy_tbps: torch's device-to-device copy of 1 GiB, bytes read + written.
+    cublas_bf16_tflops: torch.matmul (cuBLAS) of two random bf16 8192x8192 matrices.
+    """
+    global _ceilings
+    if _ceilings is not None and not refresh:
+        return _ceilings
+    import torch
+
+    n = 1 << 28  # 256 Mi float32 = 1 GiB
+    src = torch.randn(n, device="cuda")
+    dst = torch.empty_like(src)
+    copy = bench(lambda: dst.copy_(src), bytes=2 * src.nbytes, reps=20, with_ceilings=False)
+    del src, dst
+    m = 8192
+    a = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
+    mm = bench(lambda: a @ b, flops=2 * m**3, reps=20, with_ceilings=False)
+    del a, b
+    torch.cuda.empty_cache()
+    _ceilings = {"copy_tbps": copy.tbps, "cublas_bf16_tflops": mm.tflops,
+                 "copy_ms": copy.ms, "cublas_ms": mm.ms}
+    return _ceilings

@@ -1,0 +1,101 @@
+"""Launch cubin kernels through cuda.core on torch's current stream.
+
+A cuda.core launch on a stream of its own is not ordered with torch's stream: torch's CUDA events around it
+would time nothing. Every launch of the course goes through `launch()`, which wraps torch's current stream.
+
+    y = torch.empty_like(x)
+    launch(cubin, "copy_vec16", grid=n // 2048, block=256, args=(x, y, i64(n)))
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from .compile import Cubin
+
+i32, i64, u32, u64, f32 = np.int32, np.int64, np.uint32, np.uint64, np.float32
+
+
+@lru_cache(maxsize=1)
+def _device():
+    from cuda.core import Device
+
+    dev = Device(0)
+    dev.set_current()
+    return dev
+
+
+@lru_cache(maxsize=256)
+def _module(data: bytes):
+    from cuda.core import ObjectCode
+
+    _device()
+    return ObjectCode.from_cubin(data)
+
+
+def get_kernel(cubin: Cubin, name: str):
+    """The cuda.core Kernel `name` of a compiled module (module loaded once per process)."""
+    try:
+        return _module(cubin.data).get_kernel(name)
+    except Exception as exc:  # noqa: BLE001
+        raise KeyError(f"kernel {name!r} not found in {cubin.name}; it has {cubin.kernels}") from exc
+
+
+def torch_stream():
+    """torch's current CUDA stream as a cuda.core Stream (so launches order with torch's work and events)."""
+    import torch
+
+    return _device().create_stream(torch.cuda.current_stream())
+
+
+def _arg(a):
+    try:
+        import torch
+
+        if isinstance(a, torch.Tensor):
+            if not a.is_cuda:
+                raise TypeError("kernel argument is a CPU tensor: move it to the GPU first")
+            return np.uint64(a.data_ptr())
+    except ImportError:
+        pass
+    if isinstance(a, bool) or (isinstance(a, int) and not isinstance(a, np.integer)):
+        raise TypeError(f"plain Python int {a!r} as a kernel argument: say its C type (i32(...) or i64(...))")
+    if isinstance(a, float):
+        raise TypeError(f"plain Python float {a!r} as a kernel argument: say its C type (f32(...))")
+    return a
+
+
+def set_max_dynamic_smem(kernel, nbytes: int) -> None:
+    """Allow more than 48 KB of dynamic shared memory for `kernel` (Hopper: up to 227 KB per block)."""
+    if nbytes <= 48 * 1024:
+        return
+    from cuda.bindings import driver
+
+    attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    handle = kernel._handle  # cuda.core wraps a CUkernel (library API)
+    err, = driver.cuKernelSetAttribute(attr, nbytes, handle, _device().device_id)
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"cuKernelSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES={nbytes}) failed: {err}")
+
+
+def launch(cubin: Cubin, name: str, *, grid, block, args=(), smem: int = 0, cluster=None) -> None:
+    """Launch kernel `name` of `cubin` on torch's current stream. Tensors pass as pointers; ints need a C type."""
+    from cuda.core import LaunchConfig, launch as core_launch
+
+    kernel = get_kernel(cubin, name)
+    set_max_dynamic_smem(kernel, smem)
+    if cluster is not None:
+        # With a cluster, cuda.core's grid counts clusters; the course always speaks in blocks.
+        gx = grid if isinstance(grid, int) else grid[0]
+        cx = cluster if isinstance(cluster, int) else cluster[0]
+        if gx % cx:
+            raise ValueError(f"grid {grid} is not a multiple of the cluster size {cluster}")
+        grid = gx // cx if isinstance(grid, int) else (gx // cx, *grid[1:])
+    config = LaunchConfig(grid=grid, block=block, shmem_size=smem, cluster=cluster)
+    core_launch(torch_stream(), config, kernel, *(_arg(a) for a in args))
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
