@@ -23,6 +23,8 @@ TORCH_CPU ?= torch==2.13.0
 
 OUT ?= build/gpu
 WEEK ?= week1
+# e.g. make lab LAB_ARGS="--root . --port 9999 --no-browser" (--root . for the formgrader)
+LAB_ARGS ?=
 
 # Every cache and runtime dir lives inside the repo's ignored build/cache/, for every target.
 CACHE := $(CURDIR)/build/cache
@@ -39,6 +41,10 @@ export CUDA_CACHE_PATH := $(CACHE)/nv
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
 .PHONY: venv test lab gpu-test autograde weeks clean
+
+# Targets that run in the venv see its scripts first: nbgrader runs `alembic` by name, and tests may call
+# `nbgrader` / `jupyter`. (Not gpu-test: there `python3` must stay the machine's own interpreter.)
+test lab autograde weeks: export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 venv: $(STAMP)
 
@@ -59,11 +65,11 @@ test: venv
 	$(VPY) -m pytest -q tests kernels autograder
 
 lab: venv
-	$(VPY) -m autograder.lab
+	$(VPY) -m autograder.lab $(LAB_ARGS)
 
 # No venv here on purpose (see the top of this file): PY ?= python3.
 gpu-test:
-	OUT="$(OUT)" PY="$(PY)" bash tools/gpu_test.sh
+	OUT="$(OUT)" PY="$(PY)" bash tools/gpu_test.sh $(GPU_ARGS)
 
 autograde: venv
 	$(VENV)/bin/autograder grade $(WEEK)

@@ -27,7 +27,8 @@ from nbgrader.preprocessors import ClearHiddenTests, GetGrades
 c = get_config()  # noqa: F821  (injected by traitlets when it loads this file)
 
 ROOT = Path(__file__).resolve().parent.parent  # the course repo
-GRADING = ROOT / "build" / "grading"
+# COURSE_GRADING_DIR moves the grading state elsewhere (tests grade in a temporary folder).
+GRADING = Path(os.environ.get("COURSE_GRADING_DIR") or ROOT / "build" / "grading")
 EXCHANGE = ROOT / "build" / "exchange"
 # sqlite creates the database file but not its folder; the exchange must exist before nbgrader checks it.
 GRADING.mkdir(parents=True, exist_ok=True)
@@ -48,11 +49,11 @@ c.CourseDirectory.root = str(ROOT)
 c.CourseDirectory.course_id = "hopper-async"
 c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "weeks"
-c.CourseDirectory.submitted_directory = "build/grading/submitted"
-c.CourseDirectory.autograded_directory = "build/grading/autograded"
-c.CourseDirectory.feedback_directory = "build/grading/feedback"
-c.CourseDirectory.solution_directory = "build/grading/solution"
-c.CourseDirectory.source_with_tests_directory = "build/grading/source_with_tests"
+c.CourseDirectory.submitted_directory = str(GRADING / "submitted")
+c.CourseDirectory.autograded_directory = str(GRADING / "autograded")
+c.CourseDirectory.feedback_directory = str(GRADING / "feedback")
+c.CourseDirectory.solution_directory = str(GRADING / "solution")
+c.CourseDirectory.source_with_tests_directory = str(GRADING / "source_with_tests")
 c.CourseDirectory.db_url = f"sqlite:///{GRADING / 'gradebook.db'}"
 c.Exchange.root = str(EXCHANGE)
 

@@ -20,10 +20,9 @@ from pathlib import Path
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from .grade import ROOT, grade_notebook
+from .grade import grade_notebook
+from .release import grading_dir
 from .spec import for_notebook
-
-VERDICTS = ROOT / "build" / "grading" / "verdicts"
 
 
 class TrustedVerdicts(NbGraderPreprocessor):
@@ -49,7 +48,7 @@ class TrustedVerdicts(NbGraderPreprocessor):
                     new_output("stream", name="stdout", text=f"[trusted grader] {s.part}: {s.feedback}\n"),
                     new_output("execute_result", data={"text/plain": repr(float(s.points))}, execution_count=None),
                 ]
-        out = VERDICTS / student / assignment / f"{Path(notebook).stem}.json"
+        out = grading_dir() / "verdicts" / student / assignment / f"{Path(notebook).stem}.json"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result.as_dict(), indent=1))
         return nb, resources

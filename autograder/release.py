@@ -17,6 +17,11 @@ ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "autograder" / "nbgrader_config.py"
 
 
+def grading_dir() -> Path:
+    """Where grading state lives (submissions, gradebook, feedback): $COURSE_GRADING_DIR or build/grading."""
+    return Path(os.environ.get("COURSE_GRADING_DIR") or ROOT / "build" / "grading")
+
+
 def nbgrader(*args: str, cwd: Path = ROOT, env: dict | None = None, check: bool = True,
              timeout: float | None = None) -> subprocess.CompletedProcess:
     """Run the nbgrader command line with the course's config from the course root."""

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 __all__ = [
     "GPUSpec", "H100",
     "roofline", "littles_law_bandwidth", "bytes_in_flight_needed",
-    "warp_addresses", "sectors_per_request", "access_efficiency",
+    "warp_addresses", "sectors_per_request", "access_efficiency", "read_traffic_bytes", "write_traffic_bytes",
     "EventSim", "TileTimes", "PipelineResult", "simulate_pipeline",
     "relative_error", "within_band",
     "plot_predicted_vs_measured", "plot_pipeline_timeline",
@@ -85,7 +85,7 @@ H100 = GPUSpec(
     warp_size=32,
     bf16_dense_tflops=989.0,
     clock_ghz=1.83,
-    dram_latency_ns=600.0,
+    dram_latency_ns=560.0,
     sources={
         "sm_count": f"{_WHITEPAPER} and {_DATASHEET}: 132 SMs on H100 SXM5 (the full GH100 die has 144)",
         "hbm_tbps": f"{_DATASHEET}: GPU memory bandwidth 3.35 TB/s (HBM3). A copy kernel reaches less; the "
@@ -110,11 +110,13 @@ H100 = GPUSpec(
         "clock_ghz": "derived: 989.4e12 FLOP/s / (132 SMs x 4096 dense BF16 FLOP/clk/SM) = 1.83 GHz, the boost "
                      "clock the datasheet's tensor-core peak assumes (4096 = 4 tensor cores x 512 FMA x 2, "
                      f"{_WHITEPAPER}); the clock a running H100 holds varies with power and temperature",
-        "dram_latency_ns": "fit: NVIDIA publishes no DRAM latency. Microbenchmark papers (e.g. Luo et al., "
-                           "'Benchmarking and Dissecting the Nvidia Hopper GPU Architecture', IPDPS 2024, "
-                           "arXiv:2402.13499) measure an *idle* pointer-chasing latency of several hundred "
-                           "cycles; a streaming kernel sees a higher *loaded* latency. 600 ns is a placeholder "
-                           "of that order, to be replaced by the value fit to recorded_h100.json",
+        "dram_latency_ns": "fit: NVIDIA publishes no DRAM latency. 560 ns is the zero-load intercept of the "
+                           "effective load latency of copy_scalar measured on an H100 80GB HBM3 for this course "
+                           "(616 / 681 / 775 / 899 ns while drawing 0.44 / 0.79 / 1.40 / 2.41 TB/s; see "
+                           "kernels/naive_loads/model.py). It includes issue overheads, so it is not a pointer-chase "
+                           "latency; microbenchmark papers (e.g. Luo et al., 'Benchmarking and Dissecting the Nvidia "
+                           "Hopper GPU Architecture', IPDPS 2024, arXiv:2402.13499) measure that one, and report "
+                           "several hundred cycles. Refit to recorded_h100.json",
     },
     kinds={
         "sm_count": "datasheet", "hbm_tbps": "datasheet", "l2_bytes": "datasheet",
@@ -207,6 +209,23 @@ def access_efficiency(addresses: Iterable[int], bytes_per_access: int, sector: i
         useful.update(range(a, a + bytes_per_access))
     fetched = len(_touched_sectors(addresses, bytes_per_access, sector)) * sector
     return len(useful) / fetched if fetched else 0.0
+
+
+def read_traffic_bytes(addresses: Iterable[int], bytes_per_access: int, granule: int = 32) -> int:
+    """Bytes the next level must deliver for one warp's reads when it works in `granule`-byte pieces
+    (granule=32: the sectors L2 sends to L1; a larger granule models DRAM's access size)."""
+    return len(_touched_sectors(addresses, bytes_per_access, granule)) * granule
+
+
+def write_traffic_bytes(addresses: Iterable[int], bytes_per_access: int, granule: int = 32,
+                        partial_cost: float = 1.0) -> float:
+    """Bytes one warp's writes cost at a level that works in `granule`-byte pieces: a fully written granule
+    costs `granule`; a partly written one costs partial_cost x granule (2.0 models a read-modify-write)."""
+    written: dict[int, set[int]] = {}
+    for a in addresses:
+        for b in range(int(a), int(a) + bytes_per_access):
+            written.setdefault(b // granule, set()).add(b)
+    return sum(granule * (1.0 if len(bs) == granule else partial_cost) for bs in written.values())
 
 
 # ----------------------------------------------------------------------------------------------------------------

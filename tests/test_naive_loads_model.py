@@ -23,6 +23,17 @@ def test_efficiency_from_the_kernels_addresses():
     assert model.efficiency("strided", cols=1) == 1.0
 
 
+def test_dram_efficiency_granules_and_partial_writes():
+    # 64-byte granules, partial writes cost 2 granules: useful (read + written) / DRAM bytes
+    assert model.dram_efficiency("scalar") == 1.0
+    assert model.dram_efficiency("vec16") == 1.0
+    assert model.dram_efficiency("grid_stride") == 1.0
+    for cols, expected in ((1, 1.0), (2, 1 / 3), (4, 1 / 6), (8, 1 / 12), (32, 1 / 24), (64, 1 / 24)):
+        assert model.dram_efficiency("strided", cols) == pytest.approx(expected), cols
+    # with 32-byte granules and no write penalty it is the sector efficiency again
+    assert model.dram_efficiency("strided", granule=32, partial_write_cost=1.0) == model.efficiency("strided")
+
+
 def test_strided_address_pattern_matches_the_kernel_index():
     # copy_strided: i = (t % rows) * cols + t // rows; a warp is 32 consecutive t with the same t // rows
     cols, rows = model.STRIDED_COLS, 1 << 10
@@ -57,8 +68,10 @@ def test_never_above_the_ceiling():
 def test_ordering_strided_scalar_vec16():
     p = model.predict_all(CEIL)
     assert p["strided"] < p["scalar"] <= p["vec16"] <= p["grid_stride"]
-    assert p["strided"] == pytest.approx(CEIL * 0.125)
+    assert p["strided"] == pytest.approx(CEIL / 24)  # 8 useful bytes per 64 read + 128 read-modify-written
     assert p["grid_stride"] == CEIL
+    plain = model.predict_copy_tbps("strided", CEIL, granule=32, partial_write_cost=1.0)
+    assert plain == pytest.approx(CEIL * 0.125)  # the textbook sector model
     # with a long latency the 4 B scalar copy falls to Little's law while 16 B loads still reach the ceiling
     slow = model.predict_all(CEIL, latency_ns=1500)
     assert slow["scalar"] < slow["vec16"]
@@ -68,7 +81,7 @@ def test_ordering_strided_scalar_vec16():
 def test_l2_reuse_option_for_small_strided_copies():
     big = model.predict_copy_tbps("strided", CEIL, l2_tbps=7.0)              # n = 2^28: reuse misses L2
     small = model.predict_copy_tbps("strided", CEIL, l2_tbps=7.0, n=1 << 20)  # 2 * 32768 sectors = 2 MB
-    assert big == pytest.approx(CEIL * 0.125)
+    assert big == pytest.approx(CEIL / 24)
     assert small == pytest.approx(7.0 * 0.125)
 
 
@@ -90,5 +103,35 @@ def test_explain_mentions_every_variant_and_the_numbers():
     text = model.explain(ceiling_tbps=CEIL)
     for v in model.VARIANTS:
         assert v in text
-    assert "e = 0.125" in text and "32 sectors" in text and "Little" in text
+    assert "e = 0.125" in text and "32 sectors" in text and "e_dram = 0.042" in text and "Little" in text
     assert "fit" in text
+    assert "latency-bound" in model.explain(ceiling_tbps=CEIL, latency_ns=2000)
+    assert "latency-bound" not in model.explain(ceiling_tbps=CEIL, latency_ns=100)
+
+
+def test_fitted_constants_are_marked():
+    import inspect
+
+    src = inspect.getsource(model)
+    assert "LATENCY_NS = " in src and "fit to H100 measurements in recorded_h100.json" in src
+    assert 100 < model.LATENCY_NS < 5000
+
+
+def test_loaded_latency_option():
+    from kernels.naive_loads.model import _loaded_bandwidth
+
+    # the fixed point satisfies bw = concurrency / (idle + slope * bw)
+    conc = 2 * 8192 * 132 / 1e3
+    bw = _loaded_bandwidth(conc)
+    assert bw == pytest.approx(conc / (model.IDLE_LATENCY_NS + model.LATENCY_SLOPE_NS_PER_TBPS * bw))
+    assert _loaded_bandwidth(conc, slope=0.0) == pytest.approx(conc / model.IDLE_LATENCY_NS)
+    # it agrees with the constant latency at full occupancy, and predicts more at low occupancy
+    full_c = model.predict_copy_tbps("scalar", 10.0)
+    full_l = model.predict_copy_tbps("scalar", 10.0, loaded=True)
+    assert full_l == pytest.approx(full_c, rel=0.05)
+    low_c = model.predict_copy_tbps("scalar", 10.0, threads_per_sm=256)
+    low_l = model.predict_copy_tbps("scalar", 10.0, threads_per_sm=256, loaded=True)
+    assert low_l > 1.3 * low_c
+    preds = [model.predict_copy_tbps("scalar", 10.0, threads_per_sm=t, loaded=True) for t in (256, 512, 1024, 2048)]
+    assert preds == sorted(preds)
+    assert preds[1] < 2 * preds[0]  # sub-linear: latency grows with load

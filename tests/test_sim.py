@@ -123,6 +123,17 @@ def test_misaligned_and_small_strides():
     assert sectors_per_request(warp_addresses(4, base=4)) == 5
 
 
+def test_read_and_write_traffic():
+    from kernels.sim import read_traffic_bytes, write_traffic_bytes
+
+    coalesced, strided = warp_addresses(4), warp_addresses(128)
+    assert read_traffic_bytes(coalesced, 4) == 128 and read_traffic_bytes(strided, 4) == 32 * 32
+    assert read_traffic_bytes(strided, 4, granule=64) == 32 * 64
+    assert write_traffic_bytes(coalesced, 4, granule=64, partial_cost=2.0) == 128  # two full granules
+    assert write_traffic_bytes(strided, 4, granule=64, partial_cost=2.0) == 32 * 128  # 32 partial granules
+    assert write_traffic_bytes(strided, 4) == 32 * 32  # partial_cost=1: just the sectors
+
+
 # ---- event simulation --------------------------------------------------------------------------------------------
 
 def test_eventsim_runs_in_time_order_ties_in_schedule_order():

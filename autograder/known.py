@@ -1,0 +1,114 @@
+"""Known answers: submissions with the scores they must get (autograder/submissions/<slug>/expected.toml).
+
+Each entry names a source: "solution" (the answer cell of the solutions notebook), a `.cu` file (the kernel
+source, put into the answer variable) or a `.py` file (the whole answer cell, as a student might write it). The
+submission notebook is the solutions notebook with that answer cell replaced, graded by the same code as the
+gradebook. Parts that cannot be graded on this machine (no H100) are reported, not compared.
+"""
+
+from __future__ import annotations
+
+import copy
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .answers import cells_by_grade_id
+from .grade import NotebookGrade, grade_notebook, solution_notebook
+from .spec import load
+
+SUBMISSIONS = Path(__file__).resolve().parent / "submissions"
+
+
+@dataclass
+class KnownAnswer:
+    name: str
+    about: str
+    source: str
+    expected: dict  # exercise part -> points
+    status: str | None = None
+    flags: list[str] = field(default_factory=list)
+    exercise: str | None = None
+
+
+def known_answers(slug: str) -> list[KnownAnswer]:
+    with (SUBMISSIONS / slug / "expected.toml").open("rb") as f:
+        data = tomllib.load(f)
+    out = []
+    for name, d in data.items():
+        parts = {k: d[k] for k in ("correctness", "path", "throughput") if k in d}
+        out.append(KnownAnswer(name, d.get("about", ""), d["source"], parts, d.get("status"), list(d.get("flags", [])),
+                               d.get("exercise")))
+    return out
+
+
+def answer_cell_source(slug: str, ka: KnownAnswer, var: str) -> str | None:
+    if ka.source == "solution":
+        return None
+    path = SUBMISSIONS / slug / ka.source
+    text = path.read_text()
+    if path.suffix == ".py":
+        return text
+    return f'{var} = r"""\n{text}"""\n'
+
+
+def submission_notebook(slug: str, ka: KnownAnswer) -> dict:
+    spec = load(slug)
+    nb = copy.deepcopy(solution_notebook(spec))
+    ex = spec.exercises[ka.exercise] if ka.exercise else next(iter(spec.exercises.values()))
+    src = answer_cell_source(slug, ka, ex.answer_var)
+    if src is not None:
+        cells_by_grade_id(nb)[ex.answer_cell]["source"] = src
+    return nb
+
+
+@dataclass
+class KnownResult:
+    answer: KnownAnswer
+    grade: NotebookGrade
+    mismatches: list[str]
+    unchecked: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+
+def check_known(slug: str, *, seed: int = 12345, gpu: bool | None = None, names=None) -> list[KnownResult]:
+    spec = load(slug)
+    results = []
+    for ka in known_answers(slug):
+        if names and ka.name not in names:
+            continue
+        nb = submission_notebook(slug, ka)
+        g = grade_notebook(nb, spec, seed=seed, gpu=gpu, student=f"known-{ka.name}")
+        ex = spec.exercises[ka.exercise] if ka.exercise else next(iter(spec.exercises.values()))
+        es = g.exercises[ex.name]
+        mism, unchecked = [], []
+        for part, want in ka.expected.items():
+            got = es.parts[part]
+            if not got.graded:
+                unchecked.append(part)
+                continue
+            if abs(got.points - want) > 1e-9:
+                mism.append(f"{part}: got {got.points:g}, expected {want:g} ({got.feedback.splitlines()[0]})")
+        if ka.status and es.status != ka.status:
+            mism.append(f"status: got {es.status!r}, expected {ka.status!r}")
+        for flag in ka.flags:
+            if not any(flag in f for f in es.flags):
+                mism.append(f"flag {flag!r} not raised (flags: {es.flags})")
+        if not ka.flags and es.flags:
+            mism.append(f"unexpected flags: {es.flags}")
+        results.append(KnownResult(ka, g, mism, unchecked))
+    return results
+
+
+def table(results: list[KnownResult]) -> str:
+    lines = [f"{'answer':<16}{'correct.':>9}{'path':>6}{'thru.':>7}  {'ok':<4} notes"]
+    for r in results:
+        ex = next(iter(r.grade.exercises.values()))
+        cell = lambda p: (f"{ex.parts[p].points:g}" if ex.parts[p].graded else "-")  # noqa: E731
+        note = "; ".join(r.mismatches) or (f"not graded here: {', '.join(r.unchecked)}" if r.unchecked else "")
+        lines.append(f"{r.answer.name:<16}{cell('correctness'):>9}{cell('path'):>6}{cell('throughput'):>7}  "
+                     f"{'yes' if r.ok else 'NO':<4} {note}")
+    return "\n".join(lines)

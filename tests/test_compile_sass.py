@@ -1,0 +1,65 @@
+"""The compile helper and the SASS reader (no GPU needed)."""
+
+from pathlib import Path
+
+import pytest
+
+from kernels import sass
+from kernels.compile import CompileError, NotAttempted, clean_source, compile_cuda, kernel_file
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_copy_kernels_show_their_instructions():
+    cubin = compile_cuda(kernel_file("naive_loads", "copy.cu"))
+    assert set(cubin.kernels) >= {"copy_strided", "copy_scalar", "copy_vec16", "copy_grid_stride"}
+    sass.require(cubin, "copy_vec16", ["LDG.E.128", "STG.E.128"])
+    sass.require(cubin, "copy_scalar", ["LDG.E"], forbidden=["LDG.E.128"])
+    ev = sass.path_evidence(cubin, "copy_grid_stride", ["LDG.E.128"])
+    assert len(ev.found["LDG.E.128"]) >= 4  # four loads in flight per iteration
+    with pytest.raises(sass.SassPathError, match="MISSING LDG.E.128"):
+        sass.require(cubin, "copy_scalar", ["LDG.E.128"])
+    assert not any(op.startswith(("LDL", "STL")) for k in cubin.kernels for op in sass.opcodes(cubin, k))
+
+
+def test_path_check_looks_only_in_the_named_kernel():
+    src = r'''
+    extern "C" __global__ void dead(const float4* x, float4* y) { y[threadIdx.x] = x[threadIdx.x]; }
+    extern "C" __global__ void work(const float* x, float* y) { y[threadIdx.x] = x[threadIdx.x]; }
+    '''
+    cubin = compile_cuda(src, name="two.cu")
+    assert sass.path_evidence(cubin, "dead", ["LDG.E.128"]).ok
+    assert not sass.path_evidence(cubin, "work", ["LDG.E.128"]).ok
+    with pytest.raises(KeyError, match="not in the module"):
+        sass.path_evidence(cubin, "missing", ["LDG.E"])
+
+
+def test_compile_error_names_the_students_source_and_line():
+    src = 'extern "C" __global__ void k(float* y) {\n  y[0] = 1.0f\n}\n'
+    with pytest.raises(CompileError) as err:
+        compile_cuda(src, name="ROW_BIAS_CU")
+    text = str(err.value)
+    assert "ROW_BIAS_CU" in text and ("line 2" in text or "line 3" in text)
+    assert "default_program" not in text
+
+
+def test_unattempted_stub_is_not_a_compiler_error():
+    stub = 'extern "C" __global__ void k() {\n    # YOUR CODE HERE\n    raise NotImplementedError()\n}\n'
+    with pytest.raises(NotAttempted, match="not attempted"):
+        compile_cuda(stub)
+
+
+def test_solution_markers_become_blank_lines_keeping_line_numbers():
+    src = "a\n### BEGIN SOLUTION\nb\n### END SOLUTION\nc"
+    assert clean_source(src).splitlines() == ["a", "", "b", "", "c"]
+
+
+def test_cache_returns_the_same_cubin_and_options_change_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
+    src = 'extern "C" __global__ void k(int* p) { *p = N; }'
+    a = compile_cuda(src, defines={"N": 1})
+    b = compile_cuda(src, defines={"N": 1})
+    c = compile_cuda(src, defines={"N": 2})
+    assert a.path == b.path and a.data == b.data
+    assert c.path != a.path
+    assert a.path.is_relative_to(tmp_path)

@@ -1,0 +1,121 @@
+"""The grader against known-good and known-bad answers, and its rules (no GPU needed)."""
+
+import copy
+import tomllib
+
+import pytest
+
+from autograder import answers, score, spec
+from autograder.harness import run_exercise
+from autograder.known import check_known, table
+
+SPEC = spec.load("naive_loads")
+EX = SPEC.exercises["row_bias"]
+
+
+def test_known_answers_score_as_expected_on_cpu():
+    results = check_known("naive_loads", gpu=False)
+    print(table(results))
+    assert all(r.ok for r in results), table(results)
+    by = {r.answer.name: r for r in results}
+    # what a CPU can grade, it grades: the path part and the stub
+    assert by["correct"].grade.scores["row_bias_path"].points == 2
+    assert by["scalar_loads"].grade.scores["row_bias_path"].points == 0
+    assert by["stub"].grade.exercises["row_bias"].status == "not_attempted"
+    assert "torch-instead-of-kernel" in " ".join(by["torch_call"].grade.flags)
+    # the solution's quiz is right, all five questions
+    assert sum(by["correct"].grade.scores[f"quiz_q{i}"].points for i in range(1, 6)) == 5
+
+
+def test_answer_cell_is_read_as_data_and_other_code_is_flagged():
+    src = 'import torch\nX = r"""abc"""\ntorch.manual_seed(0)\nautograder.grade = lambda *a: 3\n'
+    ans = answers.read_literal(src, "X")
+    assert ans.value == "abc"
+    assert any("torch-instead-of-kernel" in f for f in ans.flags)
+    assert any("code-in-answer-cell" in f for f in ans.flags)
+    computed = answers.read_literal('X = "a" + "b"\n', "X")
+    assert computed.value is None and "literal" in computed.problem
+    assert not answers.read_literal("# YOUR CODE HERE\nraise NotImplementedError()", "X").attempted
+
+
+def test_quiz_key_comes_from_hidden_tests_only():
+    cell = 'autograder.quiz("s", "q1", QUIZ)\n### BEGIN HIDDEN TESTS\nassert QUIZ["q1"] == "c"\n### END HIDDEN TESTS\n'
+    assert answers.quiz_key(cell, "QUIZ", "q1") == "c"
+    assert answers.quiz_key('assert QUIZ["q1"] == "c"', "QUIZ", "q1") is None
+
+
+def _facts(value, ref_value, output_ok=True):
+    student = {"value": value, "ms": 1.0, "p20_ms": 0.9, "p80_ms": 1.1, "ceilings": {"copy_tbps": 3.0},
+               "output_ok": output_ok}
+    return {"status": "ok", "flags": [], "compile": {"ok": True}, "path": {"ok": True, "summary": ""},
+            "correctness": {"graded": True, "ok": True, "shapes": [{"ok": True}]},
+            "throughput": {"graded": True, "student": student, "reference": {"value": ref_value}}}
+
+
+def test_bar_scales_down_with_a_slow_machine_never_up():
+    tp = EX.parts["throughput"]
+    slow = tp.reference_value * 0.5
+    bar, scale = score.bar_for(EX, slow)
+    assert scale == pytest.approx(0.5) and bar == pytest.approx(tp.bar * 0.5)
+    bar, scale = score.bar_for(EX, tp.reference_value * 2)
+    assert scale == 1.0 and bar == tp.bar
+    just_under = score.score(EX, _facts(tp.bar * 0.99, tp.reference_value))
+    assert just_under.parts["throughput"].points == 0
+    passing = score.score(EX, _facts(tp.bar * 1.01, tp.reference_value))
+    assert passing.parts["throughput"].points == tp.points
+    on_slow_machine = score.score(EX, _facts(tp.bar * 0.6, tp.reference_value * 0.5))
+    assert on_slow_machine.parts["throughput"].points == tp.points
+
+
+def test_figures_above_the_roofline_fail_and_stale_output_fails():
+    s = score.score(EX, _facts(EX.roofline * 1.5, EX.parts["throughput"].reference_value))
+    assert s.parts["throughput"].points == 0 and "ABOVE the roofline" in s.parts["throughput"].feedback
+    s = score.score(EX, _facts(EX.parts["throughput"].bar * 1.1, None, output_ok=False))
+    assert s.parts["throughput"].points == 0
+
+
+def test_a_hang_costs_only_that_exercise_and_is_killed(monkeypatch):
+    # a harness that never answers: the parent kills its process group at the timeout
+    monkeypatch.setenv("COURSE_HARNESS_TEST_HANG", "1")
+    res = run_exercise("naive_loads", "row_bias", "x", seed=1, timeout_s=3)
+    assert res["status"] == "timeout" and res["wall_s"] < 20
+    s = score.score(EX, res)
+    assert s.points == 0 and any("timeout" in f for f in s.flags)
+
+
+def test_a_crash_is_a_verdict(monkeypatch):
+    monkeypatch.setenv("COURSE_HARNESS_TEST_CRASH", "1")
+    res = run_exercise("naive_loads", "row_bias", "x", seed=1, timeout_s=60)
+    assert res["status"] == "crash" and "SIGSEGV" in res["error"]
+
+
+def test_spec_errors_are_clear():
+    with open(SPEC.path, "rb") as f:
+        data = tomllib.load(f)
+    bad = copy.deepcopy(data)
+    del bad["exercises"]["row_bias"]["path"]
+    with pytest.raises(spec.SpecError, match="missing part \\[path\\]"):
+        spec.parse(bad)
+    bad = copy.deepcopy(data)
+    bad["exercises"]["row_bias"]["metric"] = "gbps"
+    with pytest.raises(spec.SpecError, match="metric"):
+        spec.parse(bad)
+    bad = copy.deepcopy(data)
+    bad["quiz"]["questions"]["q2"]["grade_id"] = "quiz_q1"
+    with pytest.raises(spec.SpecError, match="grade_id used twice"):
+        spec.parse(bad)
+    with pytest.raises(spec.SpecError, match="no grader spec"):
+        spec.load("no_such_topic")
+
+
+def test_every_spec_grade_cell_exists_in_its_solution_notebook():
+    from autograder.grade import solution_notebook
+
+    for s in spec.all_specs():
+        cells = answers.cells_by_grade_id(solution_notebook(s))
+        for gid in s.grade_cells():
+            assert gid in cells and cells[gid]["metadata"]["nbgrader"]["grade"], (s.slug, gid)
+        for ex in s.exercises.values():
+            assert ex.answer_cell in cells
+            for part in ex.parts.values():
+                assert cells[part.grade_id]["metadata"]["nbgrader"]["points"] == part.points, (s.slug, part)

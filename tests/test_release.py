@@ -1,0 +1,87 @@
+"""weeks/ is generated, solution notebooks run top to bottom in CPU mode, nbgrader round trip (no GPU)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.release import ROOT, nbgrader, weeks
+
+SOLUTIONS = sorted((ROOT / "solutions").glob("week*/*.ipynb"))
+
+
+def _cells(nb):
+    return [(c.cell_type, c.source, c.metadata.get("nbgrader", {}).get("grade_id")) for c in nb.cells]
+
+
+def test_solutions_are_committed_without_outputs():
+    for path in SOLUTIONS:
+        nb = nbformat.read(str(path), as_version=4)
+        nbformat.validate(nb)
+        with_out = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and (c.outputs or c.execution_count)]
+        assert not with_out, f"{path.name}: cells {with_out} have outputs"
+
+
+def test_weeks_is_the_current_release(tmp_path):
+    env = dict(os.environ, COURSE_GRADING_DIR=str(tmp_path / "grading"))
+    for week in weeks():
+        nbgrader("generate_assignment", week, "--force", f"--CourseDirectory.release_directory={tmp_path / 'rel'}",
+                 env=env)
+        fresh = sorted((tmp_path / "rel" / week).glob("*.ipynb"))
+        committed = sorted((ROOT / "weeks" / week).glob("*.ipynb"))
+        assert [p.name for p in fresh] == [p.name for p in committed], "weeks/ is stale: run `make weeks`"
+        for f, c in zip(fresh, committed):
+            a, b = nbformat.read(str(f), 4), nbformat.read(str(c), 4)
+            assert _cells(a) == _cells(b), f"weeks/{week}/{c.name} is stale: run `make weeks`"
+            text = c.read_text()
+            assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=[p.name for p in SOLUTIONS])
+def test_solution_notebook_runs_top_to_bottom_in_cpu_mode(path, tmp_path):
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(str(path), as_version=4)
+    env_before = os.environ.get("PYTHONPATH", "")
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), env_before])
+    try:
+        NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    finally:
+        os.environ["PYTHONPATH"] = env_before
+    text = "\n".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "CPU mode" in text or "sm_90" in text
+
+
+def test_nbgrader_autograde_round_trip_on_cpu(tmp_path):
+    """The solution earns every CPU-gradable point (SASS path, quiz); the blank release earns 0."""
+    from nbgrader.api import Gradebook
+
+    grading = tmp_path / "grading"
+    week = "week1"
+    for student, src in (("solution", ROOT / "solutions" / week), ("blank", ROOT / "weeks" / week)):
+        d = grading / "submitted" / student / week
+        d.mkdir(parents=True)
+        for nb in src.glob("*.ipynb"):
+            (d / nb.name).write_bytes(nb.read_bytes())
+    env = dict(os.environ, COURSE_GRADING_DIR=str(grading), PYTHONPATH=str(ROOT), COURSE_FORCE_CPU="1")
+    r = subprocess.run([sys.executable, "-m", "autograder.cli", "grade", week, "--seed", "7"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    from autograder.spec import all_specs
+
+    cpu_points = 0.0
+    for s in all_specs():
+        if s.assignment == week and (ROOT / "solutions" / week / s.notebook).exists():
+            cpu_points += sum(ex.parts["path"].points for ex in s.exercises.values())
+            cpu_points += sum(q.points for q in s.quiz.questions.values())
+    with Gradebook(f"sqlite:///{grading / 'gradebook.db'}") as gb:
+        assert gb.find_submission(week, "solution").score == pytest.approx(cpu_points)
+        assert gb.find_submission(week, "blank").score == 0
+    assert (grading / f"grades_{week}.csv").exists()
+    fb = list((grading / "feedback" / "solution" / week).glob("*.html"))
+    assert fb, "no feedback written"
+    html = fb[0].read_text()
+    assert "HIDDEN TESTS" not in html and 'QUIZ["q1"] ==' not in html

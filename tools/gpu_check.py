@@ -1,0 +1,205 @@
+"""Everything that needs the H100, in one run (`make gpu-test`): results and logs under $OUT.
+
+1. self-test and the ceilings of this run (D2D copy, cuBLAS bf16)
+2. every topic's benchmark script: kernels checked against their references, timed, model beside them;
+   recorded_h100.json per topic (copied next to the code when COURSE_RECORD=1)
+3. grader calibration of every spec (the course solution timed beside the ceilings; the spec's bar written)
+4. known answers graded on the GPU: every score and flag equal to its expected value
+5. the solution notebooks executed top to bottom
+6. nbgrader autograde of the solutions and of each known answer as a student: full marks / expected scores
+
+Prints a summary table last and exits non-zero when anything failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def step(name, fn, summary, *a, **kw):
+    t0 = time.perf_counter()
+    print(f"\n=== {name}", flush=True)
+    try:
+        res = fn(*a, **kw)
+        ok = bool(res.get("ok", True)) if isinstance(res, dict) else True
+        summary.append({"step": name, "ok": ok, "s": round(time.perf_counter() - t0, 1), "result": res})
+    except Exception as exc:  # noqa: BLE001 - one failing step must not hide the others
+        traceback.print_exc()
+        summary.append({"step": name, "ok": False, "s": round(time.perf_counter() - t0, 1), "error": repr(exc)})
+        res = None
+    print(f"=== {name}: {'ok' if summary[-1]['ok'] else 'FAILED'} ({summary[-1]['s']} s)", flush=True)
+    return res
+
+
+def selftest():
+    from kernels.bench import ceilings
+    from kernels.device import self_test
+
+    facts = self_test()
+    ceil = ceilings()
+    print(json.dumps(ceil, indent=1))
+    return {"ok": True, "facts": facts, "ceilings": ceil}
+
+
+def topic_bench(slug: str, out: Path):
+    mod = importlib.import_module(f"kernels.{slug}.bench")
+    res = mod.run(out)
+    rows = res.get("rows", [])
+    for r in rows:
+        print(f"  {r['kernel']:<28} {r.get('shape', ''):<20} {r['ms']:.4f} ms  "
+              f"{(r.get('tbps') or 0):.3f} TB/s  {(r.get('tflops') or 0):.1f} TFLOPS  "
+              f"frac {r.get('fraction_of_ceiling') or 0:.3f}  model {r.get('model_prediction')}")
+    return res
+
+
+def calibrate_all(slugs):
+    from autograder.cli import calibrate
+
+    res = {s: calibrate(s, write=True) for s in slugs}
+    print(json.dumps(res, indent=1, default=str))
+    ok = all(v["solution_over_bar"] >= 1.0 for r in res.values() for v in r.values())
+    return {"ok": ok, "calibration": res}
+
+
+def known_all(slugs):
+    from autograder.known import check_known, table
+
+    out, ok = {}, True
+    for slug in slugs:
+        res = check_known(slug, seed=int.from_bytes(os.urandom(6), "little"))
+        print(f"== {slug}\n{table(res)}")
+        out[slug] = [{"name": r.answer.name, "ok": r.ok, "mismatches": r.mismatches, "unchecked": r.unchecked,
+                      "points": {p: s.points for p, s in next(iter(r.grade.exercises.values())).parts.items()},
+                      "flags": r.grade.flags} for r in res]
+        ok &= all(r.ok and not r.unchecked for r in res)
+    return {"ok": ok, "known": out}
+
+
+def execute_notebooks(out: Path):
+    nbs = sorted((ROOT / "solutions").glob("week*/*.ipynb"))
+    done = {}
+    for nb in nbs:
+        dst = out / "executed" / nb.name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
+        r = subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
+                            "--ExecutePreprocessor.timeout=900", "--output", str(dst), str(nb)],
+                           capture_output=True, text=True, cwd=ROOT)
+        done[nb.name] = {"ok": r.returncode == 0, "s": round(time.perf_counter() - t0, 1),
+                         "err": r.stderr[-2000:] if r.returncode else ""}
+        print(f"  {nb.name}: {'ok' if r.returncode == 0 else 'FAILED'} in {done[nb.name]['s']} s")
+        if r.returncode:
+            print(r.stderr[-3000:])
+    return {"ok": all(v["ok"] for v in done.values()), "notebooks": done}
+
+
+def autograde_cohort(slugs, week="week1"):
+    """Solutions and known answers submitted as students; nbgrader autograde; gradebook vs expected."""
+    import nbformat
+
+    from autograder.grade import solution_notebook
+    from autograder.known import known_answers, submission_notebook
+    from autograder.release import nbgrader
+    from autograder.spec import load
+
+    from autograder.release import grading_dir
+
+    grading = grading_dir()
+    shutil.rmtree(grading, ignore_errors=True)
+    sub = grading / "submitted"
+    expected = {}
+    for slug in slugs:
+        spec = load(slug)
+        if spec.assignment != week:
+            continue
+        sol = solution_notebook(spec)
+        d = sub / "solution" / week
+        d.mkdir(parents=True, exist_ok=True)
+        nbformat.write(sol, str(d / spec.notebook))
+        full = sum(p.points for ex in spec.exercises.values() for p in ex.parts.values())
+        full += sum(q.points for q in spec.quiz.questions.values()) if spec.quiz else 0
+        expected.setdefault("solution", 0.0)
+        expected["solution"] += full
+        for ka in known_answers(slug):
+            if ka.source == "solution":
+                continue
+            student = f"{slug}-{ka.name}".replace("_", "-")
+            d = sub / student / week
+            d.mkdir(parents=True, exist_ok=True)
+            nbformat.write(submission_notebook(slug, ka), str(d / spec.notebook))
+            quiz = sum(q.points for q in spec.quiz.questions.values()) if spec.quiz else 0
+            expected[student] = sum(ka.expected.values()) + quiz
+    t0 = time.perf_counter()
+    seed = str(int.from_bytes(os.urandom(6), "little"))
+    r = subprocess.run([sys.executable, "-m", "autograder.cli", "grade", week, "--seed", seed],
+                       capture_output=True, text=True, cwd=ROOT)
+    print(r.stdout[-3000:])
+    if r.returncode:
+        print(r.stderr[-5000:])
+    wall = time.perf_counter() - t0
+    from nbgrader.api import Gradebook
+
+    got = {}
+    with Gradebook(f"sqlite:///{grading / 'gradebook.db'}") as gb:
+        for student in expected:
+            try:
+                got[student] = gb.find_submission(week, student).score
+            except Exception as exc:  # noqa: BLE001
+                got[student] = f"missing: {exc}"
+    rows = [{"student": s, "expected": expected[s], "got": got.get(s)} for s in expected]
+    for row in rows:
+        print(f"  {row['student']:<36} expected {row['expected']:>5}  got {row['got']}")
+    ok = all(isinstance(r_["got"], float) and abs(r_["got"] - r_["expected"]) < 1e-6 for r_ in rows)
+    return {"ok": ok and r.returncode == 0, "rows": rows, "wall_s": wall}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.environ.get("OUT", "build/gpu"))
+    ap.add_argument("--slugs", nargs="*")
+    ap.add_argument("--skip", nargs="*", default=[])
+    args = ap.parse_args()
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    from autograder.spec import all_specs
+
+    specs = [s.slug for s in all_specs()]
+    slugs = args.slugs or specs
+    summary: list[dict] = []
+    step("self-test and ceilings", selftest, summary)
+    for slug in slugs:
+        if (ROOT / "kernels" / slug / "bench.py").exists() and "bench" not in args.skip:
+            step(f"bench {slug}", topic_bench, summary, slug, out)
+    graded = [s for s in slugs if s in specs]
+    if "calibrate" not in args.skip:
+        step("calibrate grader bars", calibrate_all, summary, graded)
+        for s in graded:  # the calibrated specs come back with the results
+            (out / "specs").mkdir(exist_ok=True)
+            shutil.copy(ROOT / "autograder" / "specs" / f"{s}.toml", out / "specs" / f"{s}.toml")
+    if "known" not in args.skip:
+        step("known answers on the GPU", known_all, summary, graded)
+    if "notebooks" not in args.skip:
+        step("execute solution notebooks", execute_notebooks, summary, out)
+    if "autograde" not in args.skip:
+        step("nbgrader autograde cohort", autograde_cohort, summary, graded)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    print("\n==== summary")
+    for s in summary:
+        print(f"  {'ok ' if s['ok'] else 'BAD'} {s['step']:<36} {s['s']:>7} s  {s.get('error', '')}")
+    return 0 if all(s["ok"] for s in summary) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# make gpu-test: everything that needs the H100, in one command. Results and logs under $OUT (default build/gpu).
+#
+# On the lent H100 (Python 3.12 with torch, triton, cuda-core; no package index) the nbgrader/Jupyter wheels travel
+# in .whl/ (tools/fetch_gpu_wheels.sh) and are installed into /tmp/site first. Elsewhere (a GPU machine with the
+# course's venv) nothing is installed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-build/gpu}"
+PY="${PY:-python3}"
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
+export PYTHONUNBUFFERED=1
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || { echo "installing the carried wheels failed"; exit 1; }
+  export PYTHONPATH="$PYTHONPATH:/tmp/site" PATH="/tmp/site/bin:$PATH" JUPYTER_PATH="/tmp/site/share/jupyter"
+fi
+CACHE="$PWD/build/cache"
+export TRITON_CACHE_DIR="$CACHE/triton" JUPYTER_DATA_DIR="$CACHE/jupyter/data" JUPYTER_RUNTIME_DIR="$CACHE/jupyter/runtime"
+export IPYTHONDIR="$CACHE/ipython" MPLCONFIGDIR="$CACHE/matplotlib" COURSE_CACHE_DIR="$CACHE/course"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$OUT/nvidia_smi.txt"
+COURSE_RECORD="${COURSE_RECORD:-1}" "$PY" tools/gpu_check.py --out "$OUT" "$@" 2>&1 | tee "$OUT/gpu_check.log"
+rc=${PIPESTATUS[0]}
+# The device tool brings back at most 8 files: pack the per-topic results and the recorded numbers into one.
+tar -czf "$OUT/results.tar.gz" -C "$OUT" --exclude results.tar.gz --exclude gpu_check.log . kernels 2>/dev/null || \
+  tar -czf "$OUT/results.tar.gz" -C "$OUT" --exclude results.tar.gz --exclude gpu_check.log .
+tar -czf "$OUT/recorded.tar.gz" kernels/*/recorded_h100.json autograder/specs/*.toml 2>/dev/null || true
+exit $rc
