@@ -97,7 +97,8 @@ def calibrate(slug: str, write: bool = False) -> dict:
         facts = run_exercise(slug, ex.name, src, seed=int.from_bytes(os.urandom(6), "little"))
         tp = facts.get("throughput", {})
         if not tp.get("graded"):
-            raise RuntimeError(f"{slug}.{ex.name}: the solution could not be timed: {facts}")
+            why = tp.get("reason") or facts.get("error") or (facts.get("correctness") or {}).get("reason")
+            raise RuntimeError(f"{slug}.{ex.name}: the solution could not be timed: {why}")
         value = tp["student"]["value"]
         ceil = tp["student"]["ceilings"]
         frac = _field(text, ex.name, "copy_fraction") or _field(text, ex.name, "cublas_fraction")

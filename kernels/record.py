@@ -15,8 +15,16 @@ KERNELS = Path(__file__).resolve().parent
 REQUIRED_ROW_KEYS = ("kernel", "shape", "ms", "tbps", "tflops", "fraction_of_ceiling", "model_prediction")
 
 
-def path(slug: str) -> Path:
-    return KERNELS / slug / "recorded_h100.json"
+def device_tag(name: str | None) -> str:
+    """"NVIDIA H100 80GB HBM3" -> "h100": the file a run may write. Only an H100 run writes recorded_h100.json."""
+    import re
+
+    m = re.search(r"\b([A-Z]+\d{2,4})\b", name or "")
+    return m.group(1).lower() if m else "unknown"
+
+
+def path(slug: str, tag: str = "h100") -> Path:
+    return KERNELS / slug / f"recorded_{tag}.json"
 
 
 def load(slug: str) -> dict | None:
@@ -46,7 +54,11 @@ def write(slug: str, rows: list[dict], ceilings: dict, extra: dict | None = None
         "ceilings": {"copy_tbps": ceilings["copy_tbps"], "cublas_bf16_tflops": ceilings.get("cublas_bf16_tflops")},
         "rows": rows, **(extra or {}),
     }
-    target = out or path(slug)
+    tag = device_tag(doc["device"])
+    if out is not None:
+        target = out.with_name(f"recorded_{tag}.json") if out.name == "recorded_h100.json" else out
+    else:
+        target = path(slug, tag)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(doc, indent=1) + "\n")
     return target
