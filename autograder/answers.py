@@ -76,7 +76,7 @@ def read_literal(source: str, var: str, grade_id: str = "?") -> Answer:
             continue
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             names = ", ".join(a.name for a in node.names)
-            ans.flags.append(f"answer cell imports {names}: only {var} is graded")
+            ans.flags.append(f"code-in-answer-cell: answer cell imports {names}; only {var} is graded")
             continue
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
             continue  # a docstring / comment string

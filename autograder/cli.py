@@ -47,7 +47,8 @@ def cmd_grade(args) -> int:
         return 1
     # the gradebook must know the assignment and its checksums: generate the release into the grading folder
     nbgrader("generate_assignment", week, "--force", f"--CourseDirectory.release_directory={grading_dir() / 'release'}")
-    env = dict(os.environ, COURSE_SECRET_SEED=secret)
+    batch = grading_dir() / "batch" / time.strftime("%Y%m%d-%H%M%S")
+    env = dict(os.environ, COURSE_SECRET_SEED=secret, COURSE_BATCH_DIR=str(batch))
     results = {}
     t0 = time.perf_counter()
     bar = tqdm(students, desc=f"autograde {week}", unit="student", file=sys.stdout)

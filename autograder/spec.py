@@ -46,6 +46,7 @@ class Exercise:
     roofline: float  # figures above this are impossible: fail and flag
     timeout_s: float
     bench_reps: int
+    launch_timeout_s: float  # one launch that runs longer is a hang
     parts: dict[str, Part]
 
     def workload(self):
@@ -117,7 +118,8 @@ def parse(data: dict, path: Path = Path("<spec>")) -> Spec:
             answer_var=_need(e, "answer_var", where), kernel=_need(e, "kernel", where),
             test_shapes=tuple(tuple(s) for s in _need(e, "test_shapes", where)),
             bench_shape=tuple(_need(e, "bench_shape", where)), metric=metric, roofline=float(_need(e, "roofline", where)),
-            timeout_s=float(e.get("timeout_s", 180)), bench_reps=int(e.get("bench_reps", 20)), parts=parts)
+            timeout_s=float(e.get("timeout_s", 180)), bench_reps=int(e.get("bench_reps", 20)),
+            launch_timeout_s=float(e.get("launch_timeout_s", 10)), parts=parts)
     quiz = None
     if "quiz" in data:
         q = data["quiz"]

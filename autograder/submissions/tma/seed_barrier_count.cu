@@ -1,0 +1,144 @@
+// Known answer "seed_barrier_count": the seed notes' pattern (seeds/001: `init(&barrier, 1)`, one thread issues the
+// TMA, then `barrier.arrive_and_wait()` in *every* thread). Every one of the 128 threads arrives on a barrier
+// initialised for 1 arrival: the arrivals beyond the first push the pending count below zero or complete phases
+// that no TMA byte has reached, so the parity waits no longer mean "the box has landed".
+// Expected: correctness 0 — the outcome on an H100 is a hang (the harness kills it at the timeout) or wrong boxes
+// read before they land; path full (the SASS has every required instruction); throughput 0.
+#include <cuda_bf16.h>
+#include "course.cuh"  // CUtensorMap (128 opaque bytes) and smem_addr(p): the 32-bit shared-memory address of p
+
+// ---- Given: the PTX of today's Concept section, one wrapper per instruction. -------------------------------------
+// Barrier phase rule: a phase completes when its pending arrivals AND its transaction bytes both reach zero; then
+// the phase bit flips and the arrival count reloads. Wait on a phase by its parity (0, 1, 0, 1, ... per use).
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned arrivals) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(arrivals) : "memory");
+}
+__device__ __forceinline__ void fence_barrier_init() {  // initialised barriers visible to the TMA unit
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(unsigned bar, unsigned bytes) {  // 1 arrival, tx += bytes
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {  // 1 arrival
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {  // until the phase `parity` completed
+    unsigned done = 0;
+    while (!done) {
+        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                     "selp.u32 %0, 1, 0, p;\n\t}" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    }
+}
+// TMA load: the box whose first element is (row c1, col c0) -> shared memory at dst (128-byte aligned); its bytes
+// are counted on barrier bar. Coordinates are elements, innermost (column) first; boxes may run past the edge.
+__device__ __forceinline__ void tma_load_2d(unsigned dst, const CUtensorMap* map, int c0, int c1, unsigned bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3}], [%4];"
+                 ::"r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(bar) : "memory");
+}
+// TMA store: shared memory at src -> the box at (row c1, col c0); nothing is written out of bounds.
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, int c0, int c1, unsigned src) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];"
+                 ::"l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(src) : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void bulk_wait_read() {  // <= N groups still reading shared memory
+    asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+template <int N> __device__ __forceinline__ void bulk_wait() {  // <= N groups incomplete (global writes included)
+    asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void fence_proxy_async() {  // this thread's smem writes visible to the async proxy (TMA)
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+__device__ __forceinline__ unsigned add_bf16x2(unsigned a, unsigned b) {  // two bf16 lanes: fp32 add, one rounding
+    float2 fa = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(&a));
+    float2 fb = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(&b));
+    __nv_bfloat162 r = __floats2bfloat162_rn(fa.x + fb.x, fa.y + fb.y);
+    return *reinterpret_cast<unsigned*>(&r);
+}
+
+// ---- Yours: the kernel. Launch contract: block 128, persistent grid min(boxes, 2 x SMs), 97 KiB of dynamic
+// shared memory, maps with box (64 rows, 64 cols) of bf16 (8 KiB). ------------------------------------------------
+extern "C" __global__ void __launch_bounds__(128)
+tma_add(const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap y_map,
+        const __grid_constant__ CUtensorMap z_map, const __nv_bfloat16* x, const __nv_bfloat16* y,
+        __nv_bfloat16* z, int rows, int cols)
+{
+    constexpr int BM = 64, BN = 64;           // the maps' box (fixed by the launch contract)
+    constexpr int STAGES = 4;                 // input ring: up to 4 (x, y) box pairs in flight per block
+    constexpr int NOUT = 2;                   // z buffers: one being stored while the threads fill the other
+    constexpr int THREADS = 128;
+    // (BM, BN, STAGES) = (64, 64, 4)
+    constexpr unsigned BOX_BYTES = BM * BN * sizeof(__nv_bfloat16);  // 8192
+    constexpr unsigned STAGE_BYTES = 2 * BOX_BYTES;                   // x box + y box
+    __shared__ __align__(8) unsigned long long full[STAGES];          // full[s]: "stage s has landed"
+    extern __shared__ unsigned char smem_raw[];
+
+    // Dynamic shared memory, base aligned to 128 bytes for TMA: [STAGES x (x box, y box)] [NOUT x z box]
+    const unsigned raw = smem_addr(smem_raw);
+    const unsigned base = (raw + 127u) & ~127u;
+    unsigned char* gbase = smem_raw + (base - raw);  // the same bytes as a generic pointer, for the threads
+    const unsigned out_base = base + STAGES * STAGE_BYTES;
+
+    const int tid = threadIdx.x;
+    const int boxes_c = (cols + BN - 1) / BN;
+    const int boxes = boxes_c * ((rows + BM - 1) / BM);
+    const int mine = blockIdx.x < boxes ? (boxes - 1 - blockIdx.x) / gridDim.x + 1 : 0;  // boxes of this block
+
+    if (tid == 0) {
+        for (int s = 0; s < STAGES; ++s) mbar_init(smem_addr(&full[s]), 1);  // 1 arrival: the producer's
+        fence_barrier_init();
+    }
+    __syncthreads();  // barriers initialised before anyone waits on them
+
+    // Producer (thread 0 only): box k of this block goes to stage k % STAGES.
+    auto issue = [&](int k) {
+        const int t = blockIdx.x + k * gridDim.x;
+        const int s = k % STAGES;
+        const unsigned bar = smem_addr(&full[s]);
+        // One elected thread arms the barrier with the bytes the TMA will deliver; the phase completes when
+        // arrivals (1) and transaction bytes (2 boxes x 64 x 64 x 2 B = 16384 — whole boxes even at the edges:
+        // out-of-bounds elements are zero-filled and counted) both reach zero.
+        mbar_arrive_expect_tx(bar, STAGE_BYTES);
+        const int c0 = (t % boxes_c) * BN, c1 = (t / boxes_c) * BM;
+        tma_load_2d(base + s * STAGE_BYTES, &x_map, c0, c1, bar);
+        tma_load_2d(base + s * STAGE_BYTES + BOX_BYTES, &y_map, c0, c1, bar);
+    };
+    if (tid == 0)
+        for (int k = 0; k < STAGES && k < mine; ++k) issue(k);  // prologue: fill the ring
+
+    for (int k = 0; k < mine; ++k) {
+        const int t = blockIdx.x + k * gridDim.x;
+        const int s = k % STAGES;
+        const int o = k % NOUT;
+        // Box k is the n-th use of stage s (n = k / STAGES): wait for the barrier phase of parity n & 1.
+        // BUG (the seed's pattern): every thread arrives on a barrier initialised for 1 arrival, then waits.
+        mbar_arrive(smem_addr(&full[s]));
+        mbar_wait(smem_addr(&full[s]), (k / STAGES) & 1);
+
+        const uint4* xs = reinterpret_cast<const uint4*>(gbase + s * STAGE_BYTES);
+        const uint4* ys = reinterpret_cast<const uint4*>(gbase + s * STAGE_BYTES + BOX_BYTES);
+        uint4* zs = reinterpret_cast<uint4*>(gbase + STAGES * STAGE_BYTES + o * BOX_BYTES);
+#pragma unroll
+        for (int j = 0; j < (int)(BOX_BYTES / 16) / THREADS; ++j) {  // 4 x 16 bytes per thread, conflict-free
+            const int v = tid + j * THREADS;
+            const uint4 a = xs[v], b = ys[v];
+            zs[v] = make_uint4(add_bf16x2(a.x, b.x), add_bf16x2(a.y, b.y), add_bf16x2(a.z, b.z),
+                               add_bf16x2(a.w, b.w));
+        }
+        // The z box was written by ordinary stores (generic proxy) and the TMA store reads it through the async
+        // proxy: every writing thread fences before the barrier that hands the box to the storing thread.
+        fence_proxy_async();
+        __syncthreads();  // (A) stage s fully read, z buffer o fully written
+
+        if (tid == 0) {
+            tma_store_2d(&z_map, (t % boxes_c) * BN, (t / boxes_c) * BM, out_base + o * BOX_BYTES);
+            bulk_commit();
+            if (k + STAGES < mine) issue(k + STAGES);  // stage s is free again: refill it
+            bulk_wait_read<NOUT - 1>();  // the store of box k - 1 has read z buffer (k + 1) % NOUT
+        }
+        __syncthreads();  // (B) nobody refills z buffer (k + 1) % NOUT before its store has read it
+    }
+    if (tid == 0) bulk_wait<0>();  // stores complete before the block's shared memory goes away
+}

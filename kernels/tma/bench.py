@@ -1,0 +1,341 @@
+"""Day 5's benchmark: check, time and model every TMA rung, the sweep of the TMA issue model (box bytes x stages),
+the Triton tensor-descriptor copies and the exercise's course solution, beside the copy ceiling of the same run.
+
+    python -m kernels.tma.bench --out build/gpu        # the GPU script calls run()
+
+`check_all()` and `measure()` serve the notebook's Explore section; `run()` also writes recorded_h100.json and
+the plots. Everything here needs an sm_90 GPU except `sweep_configs()` / `plot*()`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+from .. import record
+from ..bench import bench, ceilings
+from ..check import compare, poison
+from . import exercise, model
+from .launch import VARIANTS, copy, resident_blocks
+from .workload import (BENCH_SHAPE, DEFAULT_BOX, ELEMENT_BYTES, SWEEP_BOXES, SWEEP_STAGES, TEST_SHAPES, box_bytes,
+                       bytes_moved, make_inputs, reference)
+
+SLUG = "tma"
+SUBMISSIONS = Path(__file__).resolve().parents[2] / "autograder" / "submissions" / "tma"
+# A shape with many boxes per block for every sweep box (128x128: 32 x 33 = 1056 boxes, 8 per block at one block
+# per SM): every stage of every ring depth is reused, so a parity that did not flip would show.
+SWEEP_CHECK_SHAPE = (4096, 4104)
+DEFAULT_PIPE = {"box": DEFAULT_BOX, "stages": 3, "blocks_per_sm": 2}
+TRITON_PROGRAM_THREADS = 128  # num_warps = 4
+
+
+def sweep_configs(boxes=SWEEP_BOXES, stages=SWEEP_STAGES) -> list[dict]:
+    """The benchmark's configurations: one-box-per-block copies, the pipelined sweep (one block per SM), the
+    default pipelined copy, Triton (host and device descriptors)."""
+    cfgs = []
+    for box in boxes:
+        cfgs.append({"name": f"tma_copy_tile {box[0]}x{box[1]}", "variant": "tile", "box": box, "stages": 1,
+                     "blocks_per_sm": None,
+                     "config": {"kernel": "tile", "box_bytes": box_bytes(box), "stages": 1,
+                                "blocks_per_sm": resident_blocks(box, ELEMENT_BYTES, 1)}})
+    for box in boxes:
+        for s in stages:
+            cfgs.append({"name": f"tma_copy_pipe {box[0]}x{box[1]} s{s} b1", "variant": "pipelined", "box": box,
+                         "stages": s, "blocks_per_sm": 1,
+                         "config": {"kernel": "pipelined", "box_bytes": box_bytes(box), "stages": s,
+                                    "blocks_per_sm": 1}})
+    b, s, bps = DEFAULT_PIPE["box"], DEFAULT_PIPE["stages"], DEFAULT_PIPE["blocks_per_sm"]
+    cfgs.append({"name": f"tma_copy_pipe {b[0]}x{b[1]} s{s} b{bps}", "variant": "pipelined", "box": b, "stages": s,
+                 "blocks_per_sm": bps,
+                 "config": {"kernel": "pipelined", "box_bytes": box_bytes(b), "stages": s, "blocks_per_sm": bps}})
+    for kind in ("triton", "triton_device"):
+        cfgs.append({"name": f"triton_tma {'host' if kind == 'triton' else 'device'} {b[0]}x{b[1]}",
+                     "variant": kind, "box": b, "stages": 1, "blocks_per_sm": None,
+                     "config": {"kernel": kind, "box_bytes": box_bytes(b), "stages": 1,
+                                "blocks_per_sm": model.resident_tile_blocks(box_bytes(b), TRITON_PROGRAM_THREADS)}})
+    return cfgs
+
+
+EXERCISE_CONFIGS = {
+    "correct": {"kernel": "tma_add", "box_bytes": 64 * 64 * 2, "stages": 4, "blocks_per_sm": exercise.BLOCKS_PER_SM,
+                "boxes_per_stage": 2, "streams": 1.5},
+    "plain_loads": {"kernel": "plain_loads", "box_bytes": 16, "stages": 2,
+                    "blocks_per_sm": exercise.BLOCKS_PER_SM * exercise.BLOCK, "streams": 1.5},
+}
+
+
+def known_source(name: str) -> str:
+    return (SUBMISSIONS / f"{name}.cu").read_text()
+
+
+def _exercise_cubin(name: str):
+    from ..compile import compile_cuda
+
+    return compile_cuda(known_source(name), name=f"tma_add_{name}.cu")
+
+
+def _run_exercise(cubin, inputs, out) -> None:
+    from ..launch import launch
+
+    la = exercise.launch_args(inputs, out)
+    launch(cubin, exercise.KERNEL, grid=la["grid"], block=la["block"], args=la["args"], smem=la["smem"])
+
+
+def check_all(seed: int = 1) -> list[str]:
+    """Every rung against the reference: fresh inputs, awkward shapes, NaN-poisoned outputs, bit-exact. Also the
+    sweep configurations on a shape that reuses every stage, and the exercise's course solution (and the plain-load
+    known answer, which is timed too) on the spec's test shapes. Returns the failures (empty when all are right)."""
+    import torch
+
+    from autograder.spec import load
+
+    failures = []
+    for variant in VARIANTS:
+        for i, shape in enumerate(TEST_SHAPES):
+            x = make_inputs(shape, seed + i)
+            out = poison(torch.empty_like(x))
+            copy(x, variant, out=out)
+            rep = compare(out, reference(x), exact=True)
+            if not rep.ok:
+                failures.append(f"{variant} {shape}: {rep.message}")
+    x = make_inputs(SWEEP_CHECK_SHAPE, seed + 100)
+    ref = reference(x)
+    for cfg in sweep_configs():
+        out = poison(torch.empty_like(x))
+        copy(x, cfg["variant"], box=cfg["box"], stages=cfg["stages"], blocks_per_sm=cfg["blocks_per_sm"], out=out)
+        rep = compare(out, ref, exact=True)
+        if not rep.ok:
+            failures.append(f"{cfg['name']} {SWEEP_CHECK_SHAPE}: {rep.message}")
+    shapes = load(SLUG).exercises[exercise.NAME].test_shapes
+    for name in EXERCISE_CONFIGS:
+        cubin = _exercise_cubin(name)
+        for i, shape in enumerate(shapes):
+            inputs = exercise.make_inputs(shape, seed + 200 + i, device="cuda")
+            out = poison(exercise.make_output(inputs))
+            _run_exercise(cubin, inputs, out)
+            torch.cuda.synchronize()
+            rep = compare(out, exercise.reference(inputs), **exercise.CHECK)
+            if not rep.ok:
+                failures.append(f"tma_add {name} {shape}: {rep.message}")
+    return failures
+
+
+def _row(name, shape, res, pred, config=None, **extra) -> dict:
+    return {"kernel": name, "shape": f"{shape[0]}x{shape[1]}", "ms": res.ms, "p20_ms": res.p20_ms,
+            "p80_ms": res.p80_ms, "tbps": res.tbps, "tflops": None, "fraction_of_ceiling": res.fraction_of_copy,
+            "model_prediction": pred, "config": config, **extra}
+
+
+def measure(shape=BENCH_SHAPE, reps: int = 20, seed: int = 0, configs=None, with_exercise: bool = True,
+            with_baseline: bool = True) -> list[dict]:
+    """Time each configuration (fresh inputs each repetition, L2 flushed), the model's prediction beside it."""
+    import torch
+
+    ceil = ceilings()["copy_tbps"]
+    configs = sweep_configs() if configs is None else configs
+    pool = [make_inputs(shape, seed + k) for k in range(2)]
+    out = torch.empty_like(pool[0])
+    state = {"i": 0}
+
+    def make_args():
+        state["i"] += 1
+        x = pool[state["i"] % 2]
+        x.normal_()  # fresh values every repetition
+        return (x,)
+
+    rows = []
+    for cfg in configs:
+        def fn(x, cfg=cfg):
+            copy(x, cfg["variant"], box=cfg["box"], stages=cfg["stages"], blocks_per_sm=cfg["blocks_per_sm"],
+                 out=out)
+
+        res = bench(fn, make_args, bytes=bytes_moved(shape), reps=reps)
+        pred = model.predict_config(model.Config(**cfg["config"]), ceil)
+        rows.append(_row(cfg["name"], shape, res, pred, cfg["config"], box=list(cfg["box"]), stages=cfg["stages"],
+                         blocks_per_sm=cfg["blocks_per_sm"]))
+    del pool, out
+    if with_exercise:
+        rows += measure_exercise(reps=reps, seed=seed)
+    if with_baseline:
+        rows += measure_baseline(shape, reps=reps)
+    return rows
+
+
+def measure_exercise(shape=None, reps: int = 20, seed: int = 0) -> list[dict]:
+    """The exercise's course solution and the plain-load known answer, launched with the exercise's contract."""
+    import torch
+
+    from autograder.spec import load
+
+    shape = tuple(shape or load(SLUG).exercises[exercise.NAME].bench_shape)
+    ceil = ceilings()["copy_tbps"]
+    pool = [exercise.make_inputs(shape, seed + k, device="cuda") for k in range(2)]
+    out = exercise.make_output(pool[0])
+    state = {"i": 0}
+
+    def make_args():
+        state["i"] += 1
+        inputs = pool[state["i"] % 2]
+        for t in inputs.values():
+            t.normal_()
+        return (inputs,)
+
+    rows = []
+    for name, cfg in EXERCISE_CONFIGS.items():
+        cubin = _exercise_cubin(name)
+        res = bench(lambda inputs, cubin=cubin: _run_exercise(cubin, inputs, out), make_args,
+                    bytes=exercise.bytes_moved(shape), reps=reps)
+        rows.append(_row(f"tma_add {name}", shape, res, model.predict_config(model.Config(**cfg), ceil), cfg))
+    del pool, out
+    torch.cuda.empty_cache()
+    return rows
+
+
+def measure_baseline(shape=BENCH_SHAPE, reps: int = 20) -> list[dict]:
+    """Day 1's best plain copy (grid-stride, 4 x 16-byte loads per thread, 2048 threads per SM) moving the same
+    bytes: what TMA has to match with one issuing thread per block."""
+    try:
+        from ..naive_loads.launch import copy as copy1
+    except ImportError:
+        return []
+    import torch
+
+    n = shape[0] * shape[1] * ELEMENT_BYTES // 4  # fp32 words with the same byte count
+    pool = [torch.randn(n, device="cuda") for _ in range(2)]
+    out = torch.empty_like(pool[0])
+    state = {"i": 0}
+
+    def make_args():
+        state["i"] += 1
+        x = pool[state["i"] % 2]
+        x.normal_()
+        return (x,)
+
+    res = bench(lambda x: copy1(x, "grid_stride", out=out), make_args, bytes=2 * 4 * n, reps=reps)
+    return [_row("naive_loads copy_grid_stride", shape, res, None, None, note="fp32, same bytes, 2048 thr/SM")]
+
+
+def triton_sass() -> dict:
+    """Path evidence of the Triton copies as compiled here: the JIT's cubin of the last GPU launch when there was
+    one, else compiled ahead of time. Errors are recorded, not raised (the Triton of the H100 image may differ)."""
+    import triton
+
+    from ..sass import path_evidence
+    from .triton_tma import LAST_COMPILED, aot_compile
+
+    out = {}
+    for kind in ("host", "device"):
+        try:
+            k = LAST_COMPILED.get(kind)
+            if k is not None:
+                cub, name, how = bytes(k.asm["cubin"]), k.metadata.name, "jit"
+            else:
+                art = aot_compile(kind)
+                cub, name, how = art["cubin"], art["name"], "aot"
+            ev = path_evidence(cub, name, require=["UTMALDG", "UTMASTG"], forbid=["LDG", "STG"])
+            out[kind] = {"ok": ev.ok, "summary": ev.summary(), "triton": triton.__version__, "compiled": how}
+        except Exception as exc:  # noqa: BLE001
+            out[kind] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:800], "triton": triton.__version__}
+    try:
+        aot_compile("host")
+        out["aot_compile"] = "ok"
+    except Exception as exc:  # noqa: BLE001
+        out["aot_compile"] = f"failed: {type(exc).__name__}: {exc}"[:800]
+    return out
+
+
+def plot(rows: list[dict], ceiling_tbps: float | None = None):
+    """Measured TB/s per configuration with the model's prediction and the copy ceiling of the same run."""
+    from ..sim import plot_predicted_vs_measured
+
+    fig = plot_predicted_vs_measured([r for r in rows if r.get("tbps") is not None],
+                                     title="Day 5: TMA, measured vs model")
+    if ceiling_tbps:
+        ax = fig.axes[0]
+        ax.axhline(ceiling_tbps, color="grey", linestyle="--", linewidth=1)
+        ax.text(-0.4, ceiling_tbps * 1.01, f"D2D copy ceiling {ceiling_tbps:.2f} TB/s", fontsize="small")
+    return fig
+
+
+def plot_sweep(rows: list[dict], ceiling_tbps: float, constants: dict | None = None):
+    """The TMA issue model's sweep: TB/s against stages (one block per SM), one line per box size — measured
+    markers (when rows hold the sweep), model lines (with `constants`, e.g. a fit, instead of model.py's)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.5, 4.0), layout="constrained")
+    ax = fig.add_subplot()
+    kw = {} if not constants else {"latency_ns": constants["LATENCY_NS"], "sm_tma_gbps": constants["SM_TMA_GBPS"],
+                                   "issue_ns": constants["ISSUE_NS"]}
+    sweep = [r for r in rows if r.get("config") and r["config"]["kernel"] == "pipelined"
+             and r["config"]["blocks_per_sm"] == 1 and r.get("tbps")]
+    sizes = sorted({r["config"]["box_bytes"] for r in sweep}) or [box_bytes(b) for b in SWEEP_BOXES]
+    for i, bb in enumerate(sizes):
+        pts = sorted((r["config"]["stages"], r["tbps"]) for r in sweep if r["config"]["box_bytes"] == bb)
+        color = f"C{i}"
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o", color=color, label=f"box {bb // 1024} KiB measured")
+        xs = list(range(1, max([p[0] for p in pts] or [max(SWEEP_STAGES)]) + 1))
+        ax.plot(xs, [model.predict_config(model.Config("pipelined", bb, s, 1), ceiling_tbps, **kw) for s in xs],
+                "-", color=color, alpha=0.7, label=f"box {bb // 1024} KiB model")
+    ax.axhline(ceiling_tbps, color="grey", linestyle="--", linewidth=1, label="D2D copy ceiling")
+    ax.set_xticks(list(range(1, max(SWEEP_STAGES + tuple(r["config"]["stages"] for r in sweep)) + 1)))
+    ax.set_xlabel("stages (TMA requests in flight per SM, one block per SM)")
+    ax.set_ylabel("TB/s (read + written)")
+    ax.set_title("TMA issue model: requests in flight x box bytes / latency")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize="small")
+    return fig
+
+
+def run(out_dir: Path, quick: bool = False) -> dict:
+    """The GPU script's entry: check, measure, record, plot. ok=False (with the reasons) on any mismatch."""
+    from ..device import cpu_mode_reason, is_hopper
+
+    out_dir = Path(out_dir)
+    if not is_hopper():
+        return {"ok": False, "failures": [f"needs an sm_90 GPU: {cpu_mode_reason()}"], "rows": []}
+    (out_dir / SLUG).mkdir(parents=True, exist_ok=True)
+    failures = check_all()
+    if failures:
+        return {"ok": False, "failures": failures, "rows": []}
+    configs = sweep_configs() if not quick else sweep_configs(boxes=((32, 32), (64, 64)), stages=(1, 4))
+    rows = measure(reps=10 if quick else 20, configs=configs)
+    ceil = ceilings()
+    predicted = [r for r in rows if r.get("model_prediction") and r.get("tbps")]
+    band = max(abs(r["model_prediction"] / r["tbps"] - 1) for r in predicted)
+    fit_rows = [r for r in predicted if r["config"]["kernel"] != "plain_loads"]
+    fitted = model.fit(fit_rows, ceil["copy_tbps"])
+    solution = next(r for r in rows if r["kernel"] == "tma_add correct")
+    extra = {"model_constants": {"LATENCY_NS": model.LATENCY_NS, "SM_TMA_GBPS": model.SM_TMA_GBPS,
+                                 "ISSUE_NS": model.ISSUE_NS},
+             "model_band": band, "model_fit": fitted, "triton_sass": triton_sass(),
+             "exercise_solution_fraction": solution["fraction_of_ceiling"]}
+    target = record.write(SLUG, rows, ceil, extra, out=out_dir / SLUG / "recorded_h100.json")
+    if os.environ.get("COURSE_RECORD") == "1":
+        record.write(SLUG, rows, ceil, extra)
+    plot(rows, ceil["copy_tbps"]).savefig(out_dir / SLUG / "tma_vs_model.png", dpi=110)
+    plot_sweep(rows, ceil["copy_tbps"]).savefig(out_dir / SLUG / "tma_sweep.png", dpi=110)
+    plot_sweep(rows, ceil["copy_tbps"], fitted).savefig(out_dir / SLUG / "tma_sweep_fit.png", dpi=110)
+    problems = []
+    if solution["fraction_of_ceiling"] < 0.90:
+        problems.append(f"the exercise's course solution reached {solution['fraction_of_ceiling']:.3f}x of the "
+                        "D2D copy ceiling (< 0.90x): the bar would be out of reach")
+    return {"ok": not problems, "rows": rows, "ceilings": ceil, "model_band": band, "model_fit": fitted,
+            "solution_fraction": solution["fraction_of_ceiling"], "recorded": str(target), "failures": problems}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--out", default="build/gpu")
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    res = run(Path(args.out), args.quick)
+    print(json.dumps({k: v for k, v in res.items() if k != "rows"}, indent=1, default=str))
+    if res.get("recorded"):
+        print(record.table(json.loads(Path(res["recorded"]).read_text()), SLUG))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,531 @@
+"""Day 2 (smem_tiling): kernels compile and show their instructions, the bank-conflict model counts what it should,
+the launchers refuse bad inputs, the known answers pass / fail the path check as expected.toml says, and — on an
+H100 — every kernel is bit-exact and the race is caught."""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernels import record
+from kernels.compile import NotAttempted, compile_cuda
+from kernels.device import is_hopper
+from kernels.sass import disassemble, opcodes, path_evidence
+from kernels.smem_tiling import bench, exercise, model, workload
+from kernels.smem_tiling.launch import VARIANTS, cubin, grid_for, kernel_name, transpose, validate
+
+ROOT = Path(__file__).resolve().parents[1]
+SUBMISSIONS = ROOT / "autograder" / "submissions" / "smem_tiling"
+SLUG = "smem_tiling"
+gpu = pytest.mark.skipif(not is_hopper(), reason="needs an sm_90 GPU")
+
+
+def _expected() -> dict:
+    with (SUBMISSIONS / "expected.toml").open("rb") as f:
+        return tomllib.load(f)
+
+
+def _spec():
+    from autograder.spec import load
+
+    return load(SLUG)
+
+
+# ------------------------------------------------------------------------------------------------ SASS of the rungs
+def test_every_rung_compiles_and_is_in_the_module():
+    assert set(cubin().kernels) == {kernel_name(v) for v in VARIANTS}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_rung_sass(variant):
+    ops = opcodes(cubin(), kernel_name(variant))
+    mem = [o for o in ops if re.match(r"(LDG|STG|LDS|STS|LDL|STL|BAR)", o)]
+    assert not [o for o in mem if o.startswith(("LDL", "STL"))], f"local memory in {variant}: {mem}"
+    assert [o for o in ops if o.startswith("LDG")] and [o for o in ops if o.startswith("STG")]
+    if variant == "naive":
+        assert not [o for o in ops if o.startswith(("LDS", "STS", "BAR"))], mem
+        # 4 elements per thread: 4 loads, 4 stores, 4-byte each (no vectorisation possible down a column)
+        assert sum(o.startswith("STG.E") for o in ops) == 4
+    else:
+        ev = path_evidence(cubin(), kernel_name(variant), require=["STS", "LDS", "BAR.SYNC"])
+        assert ev.ok, ev.summary()
+        assert ops.count("STS") == 4 and ops.count("LDS") == 4, mem  # one 4-byte STS / LDS per element
+        assert ops.index("BAR.SYNC.DEFER_BLOCKING") > max(i for i, o in enumerate(ops) if o == "STS")
+        assert ops.index("BAR.SYNC.DEFER_BLOCKING") < min(i for i, o in enumerate(ops) if o == "LDS")
+    if variant == "swizzled":
+        assert "LOP3.LUT" in ops  # the XOR of the swizzle
+
+
+def _sts_offsets(kernel: str) -> list[int]:
+    """Immediate offsets of the STS instructions, e.g. `STS [R13+0x400], R8` -> 0x400 (0 when absent)."""
+    out = []
+    for ins in disassemble(cubin())[kernel]:
+        if ins.opcode == "STS":
+            m = re.search(r"\[R\d+(?:\+(0x[0-9a-f]+))?\]", ins.text)
+            assert m, ins.text
+            out.append(int(m.group(1) or "0", 16))
+    return sorted(out)
+
+
+@pytest.mark.parametrize("variant", ["smem", "padded"])
+def test_compiled_tile_layout_matches_the_model(variant):
+    # The compiler folds loop step j into the STS immediate: row ty + j of the tile is j * row_bytes further on.
+    # The model's addresses of the same stores must differ by the same amounts (32 words vs 33 words per row).
+    base = model.tile_smem_addresses(variant, "store", 0, 0)[0]
+    want = sorted(model.tile_smem_addresses(variant, "store", 0, j)[0] - base for j in (0, 8, 16, 24))
+    assert _sts_offsets(kernel_name(variant)) == want
+    assert want[1] == {"smem": 8 * 32 * 4, "padded": 8 * 33 * 4}[variant]
+
+
+# ------------------------------------------------------------------------------------- the wavefront counter
+def test_wavefronts_hand_cases():
+    w = model.wavefronts
+    assert w([4 * i for i in range(32)]) == 1                      # consecutive words: 32 banks
+    assert w([0] * 32) == 1                                        # one word: broadcast
+    assert w([4 * (i // 2) for i in range(32)]) == 1               # pairs share a word: 16 banks, no conflict
+    assert w([8 * i for i in range(32)]) == 2                      # stride 2 words: 16 banks, 2 words each
+    assert w([128 * i for i in range(32)]) == 32                   # stride 32 words: one bank, 32-way
+    assert w([132 * i for i in range(32)]) == 1                    # stride 33 words: all banks
+    assert w([128 * (i % 4) for i in range(32)]) == 4              # 4 distinct words in bank 0
+    assert w([1 * i for i in range(32)], width=1) == 1             # 32 bytes = 8 words in 8 banks
+    assert w([2 * i for i in range(32)], width=2) == 1
+    assert w([None] * 31 + [0]) == 1 and w([None] * 32) == 0       # inactive lanes cost nothing
+    assert w([4 * i if i % 2 else None for i in range(32)]) == 1
+
+
+def test_wavefronts_wide_accesses_use_phases():
+    w = model.wavefronts
+    assert w([8 * i for i in range(32)], width=8) == 2             # LDS.64 conflict-free: 2 half-warps
+    assert w([16 * i for i in range(32)], width=16) == 4           # LDS.128 conflict-free: 4 quarter-warps
+    assert w([0] * 32, width=16) == 4                              # broadcast still needs every phase
+    # 8-byte accesses 256 bytes apart: in each half-warp 16 lanes hit banks 0-1 with 16 distinct words each
+    assert w([256 * i for i in range(32)], width=8) == 32
+    # 16-byte accesses 128 bytes apart: per quarter-warp 8 distinct words in each of banks 0-3 -> 8 x 4 phases
+    assert w([128 * i for i in range(32)], width=16) == 32
+    # lanes of different quarter-warps in the same banks do not conflict: lane l reads chunk l % 8
+    assert w([16 * (i % 8) + 512 * (i // 8) for i in range(32)], width=16) == 4
+    assert model.ideal_wavefronts(16) == 4 and model.ideal_wavefronts(8) == 2 and model.ideal_wavefronts(4) == 1
+    assert model.ideal_wavefronts(16, [0] * 8 + [None] * 24) == 1
+
+
+def test_wavefronts_rejects_bad_input():
+    with pytest.raises(ValueError, match="aligned"):
+        model.wavefronts([2] + [0] * 31, width=4)
+    with pytest.raises(ValueError, match="aligned"):
+        model.wavefronts([8] * 32, width=16)
+    with pytest.raises(ValueError, match="width"):
+        model.wavefronts([0] * 32, width=3)
+    with pytest.raises(ValueError, match="lanes"):
+        model.wavefronts([0] * 33)
+    with pytest.raises(ValueError, match="negative"):
+        model.wavefronts([-4] + [0] * 31)
+
+
+def test_conflict_table_shows_the_bank():
+    t = model.conflict_table(model.tile_smem_addresses("smem", "load", 0, 0))
+    assert list(t) == [0] and len(t[0]) == 32
+    t = model.conflict_table(model.tile_smem_addresses("padded", "load", 0, 0))
+    assert sorted(t) == list(range(32)) and all(len(v) == 1 for v in t.values())
+
+
+# -------------------------------------------------------------------------------- the transpose's patterns
+@pytest.mark.parametrize("variant", model.SMEM_VARIANTS)
+def test_tile_addresses_implement_a_transpose(variant):
+    # Play the kernel in Python on the model's own offsets: phase 1 stores logical (ty + j, tx), phase 2 reads
+    # logical (tx, ty + j). The offsets must be a bijection onto the tile and phase 2 must read the transpose.
+    mem: dict[int, tuple[int, int]] = {}
+    for ty in range(8):
+        for j in range(0, 32, 8):
+            for tx, a in enumerate(model.tile_smem_addresses(variant, "store", ty, j)):
+                assert a not in mem and a % 4 == 0
+                mem[a] = (ty + j, tx)  # value = its logical position (row of x, column of x) in the tile
+    assert len(mem) == 1024
+    assert max(mem) < {"smem": 4096, "padded": 32 * 33 * 4, "swizzled": 4096}[variant]
+    for ty in range(8):
+        for j in range(0, 32, 8):
+            got = [mem[a] for a in model.tile_smem_addresses(variant, "load", ty, j)]
+            assert got == [(tx, ty + j) for tx in range(32)]  # lane tx gets x's tile element (tx, ty + j)
+
+
+@pytest.mark.parametrize("variant", model.VARIANTS)
+@pytest.mark.parametrize("shape", [(37, 70), (1, 33), (33, 1), (64, 32), (5, 5)])
+def test_kernel_index_math_transposes_awkward_shapes(variant, shape):
+    # Run the kernel's index math (the model's copy of transpose.cu's addresses and guards) over every block of an
+    # awkward shape: every element of y written exactly once, with the right element of x, and no phase-2 read of
+    # a tile word that phase 1 did not write.
+    rows, cols = shape
+    x = list(range(rows * cols))
+    y: dict[int, int] = {}
+    for by in range(math.ceil(rows / 32)):
+        for bx in range(math.ceil(cols / 32)):
+            smem: dict[int, int] = {}
+            steps = [(ty, j) for ty in range(8) for j in range(0, 32, 8)]
+            for ty, j in steps:
+                ld = model.tile_global_addresses(variant, "load", ty, j, rows, cols, bx, by)
+                if variant == "naive":
+                    st = model.tile_global_addresses(variant, "store", ty, j, rows, cols, bx, by)
+                    for a, b in zip(ld, st):
+                        assert (a is None) == (b is None)
+                        if b is not None:
+                            assert b // 4 not in y
+                            y[b // 4] = x[a // 4]
+                    continue
+                for a, s in zip(ld, model.tile_smem_addresses(variant, "store", ty, j)):
+                    if a is not None:
+                        smem[s] = x[a // 4]
+            if variant == "naive":
+                continue
+            for ty, j in steps:  # after the barrier
+                st = model.tile_global_addresses(variant, "store", ty, j, rows, cols, bx, by)
+                for b, s in zip(st, model.tile_smem_addresses(variant, "load", ty, j)):
+                    if b is not None:
+                        assert s in smem, f"tile word {s} read but never written"
+                        assert b // 4 not in y
+                        y[b // 4] = smem[s]
+    assert y == {c * rows + r: r * cols + c for r in range(rows) for c in range(cols)}
+
+
+def test_bank_maps():
+    for variant in model.SMEM_VARIANTS:
+        banks = model.bank_map(variant)
+        for a in range(32):
+            assert sorted(banks[a]) == list(range(32)), f"{variant}: row {a} is not conflict-free"
+        cols = [sorted(banks[a][b] for a in range(32)) for b in range(32)]
+        if variant == "smem":
+            assert all(c == [b] * 32 for b, c in enumerate(cols))  # a column is one bank
+        else:
+            assert all(c == list(range(32)) for c in cols)
+
+
+def test_tile_costs():
+    c = {v: model.tile_cost(v) for v in model.VARIANTS}
+    assert (c["smem"].sts_wavefronts, c["smem"].lds_wavefronts) == (32, 1024)
+    for v in ("padded", "swizzled"):
+        assert (c[v].sts_wavefronts, c[v].lds_wavefronts) == (32, 32)
+    assert c["naive"].smem_wavefronts == 0
+    assert c["naive"].global_wavefronts == 32 + 32 * 32      # coalesced loads, 32 lines per column store
+    assert all(c[v].global_wavefronts == 64 for v in model.SMEM_VARIANTS)
+    assert c["naive"].l2_sectors == 32 * 4 + 32 * 32
+    assert all(c[v].l2_sectors == 64 * 4 for v in model.SMEM_VARIANTS)
+    # a matrix of one row: the naive store is coalesced after all (y is a column vector in memory)
+    assert model.tile_cost("naive", 1, 4097).global_wavefronts == 2
+
+
+def test_predictions_hand_computed():
+    copy = 3.0
+    p = model.predict_all((8192, 8192), copy, clock_ghz=1.5)
+    nbytes = 2 * 4 * 8192 * 8192
+    assert p["padded"].bound == "DRAM" and p["swizzled"].bound == "DRAM"
+    assert p["padded"].tbps == pytest.approx(copy * model.DRAM_FRACTION_OF_COPY)
+    assert p["smem"].bound == "L1TEX"
+    assert p["smem"].ms == pytest.approx(65536 * 1120 / (132 * 1.5e9) * 1e3)
+    assert p["smem"].tbps == pytest.approx(nbytes / (p["smem"].ms * 1e-3) / 1e12)
+    assert p["naive"].l2_ms == pytest.approx(65536 * 1152 * 32 / (model.L2_SECTOR_TBPS * 1e12) * 1e3)
+    assert p["naive"].tbps < p["padded"].tbps and p["smem"].tbps < p["padded"].tbps
+
+
+def test_prediction_limits_and_monotonic():
+    copy = 3.0
+    clocks = [0.5, 1.0, 1.5, 2.0, 4.0, 16.0]
+    smem = [model.predict_tbps("smem", (8192, 8192), copy, clock_ghz=c) for c in clocks]
+    assert all(b >= a for a, b in zip(smem, smem[1:]))
+    cap = copy * model.DRAM_FRACTION_OF_COPY
+    assert smem[-1] == pytest.approx(cap)       # a fast enough smem pipe: back to DRAM-bound
+    for v in model.VARIANTS:
+        for c in clocks:
+            assert model.predict_tbps(v, (8192, 8192), copy, clock_ghz=c) <= cap + 1e-12
+    # padded is DRAM-bound: it scales with the copy ceiling, the unpadded rung does not
+    # (while DRAM stays the slowest: at 2 TB/s vs 2.5 TB/s of copy ceiling; L2 is 5.5 TB/s)
+    assert model.predict_tbps("padded", (8192, 8192), 2.5) == pytest.approx(
+        1.25 * model.predict_tbps("padded", (8192, 8192), 2.0))
+    assert model.predict_tbps("smem", (8192, 8192), 2.5) == pytest.approx(
+        model.predict_tbps("smem", (8192, 8192), 2.0))
+    # and with a memory system far faster than L2, the L2 sector rate caps even the padded rung
+    assert model.predict("padded", (8192, 8192), 100.0).bound == "L2"
+    with pytest.raises(ValueError):
+        model.predict("padded", (64, 64), 0.0)
+    with pytest.raises(ValueError, match="variant"):
+        model.tile_cost("tiled")
+    assert "32 wavefronts" in model.explain()
+
+
+# ------------------------------------------------------------------------------------ workload and launchers
+def test_reference_matches_a_python_loop():
+    x = workload.make_inputs((5, 7), seed=3, device="cpu")
+    y = workload.reference(x)
+    assert y.shape == (7, 5) and y.is_contiguous()
+    for r in range(5):
+        for c in range(7):
+            assert y[c, r].item() == x[r, c].item()
+    assert workload.bytes_moved((5, 7)) == 2 * 4 * 35 and workload.flops((5, 7)) == 0
+    a = workload.make_inputs((5, 7), seed=3, device="cpu")
+    assert torch.equal(a, x) and not torch.equal(a, workload.make_inputs((5, 7), seed=4, device="cpu"))
+
+
+def test_exercise_interface_and_launch_contract():
+    inputs = exercise.make_inputs((127, 129), 0, device="cpu")
+    out = exercise.make_output(inputs)
+    assert out.shape == (129, 127) and out.dtype == torch.float32
+    la = exercise.launch_args(inputs, out)
+    assert la["grid"] == (5, 4) and la["block"] == (32, 8) and la["smem"] == 0
+    assert [int(a) for a in la["args"][2:]] == [127, 129] and la["args"][0] is inputs["x"] and la["args"][1] is out
+    assert exercise.launch_args(exercise.make_inputs((1, 4097), 0, "cpu"),
+                                torch.empty(4097, 1))["grid"] == (129, 1)
+    assert torch.equal(exercise.reference(inputs), inputs["x"].t())
+    assert exercise.CHECK == {"exact": True} and exercise.KERNEL == "transpose"
+    assert exercise.bytes_moved((8192, 8192)) == 2 * 4 * 8192 * 8192 and exercise.flops((3, 3)) == 0
+    assert grid_for(127, 129) == (5, 4)
+
+
+def test_launcher_validation():
+    x = torch.zeros(64, 48)
+    with pytest.raises(ValueError, match="variant"):
+        validate(x, "tiled")
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        validate([[1.0]])
+    with pytest.raises(ValueError, match="float32"):
+        validate(x.double())
+    with pytest.raises(ValueError, match="2-D"):
+        validate(torch.zeros(4, 4, 4))
+    with pytest.raises(ValueError, match="non-empty"):
+        validate(torch.zeros(0, 4))
+    with pytest.raises(ValueError, match="contiguous"):
+        validate(x.t())
+    with pytest.raises(ValueError, match="rows"):
+        validate(torch.zeros(65535 * 32 + 1, 1))
+    with pytest.raises(ValueError, match=r"\(48, 64\)"):
+        validate(x, out=torch.zeros(64, 48))
+    with pytest.raises(ValueError, match="overlaps"):
+        validate(x, out=x.view(48, 64))
+    with pytest.raises(ValueError, match="GPU"):
+        validate(x, out=torch.zeros(48, 64))
+    with pytest.raises(ValueError, match="GPU"):
+        transpose(x)
+
+
+# ------------------------------------------------------------------------------------------- spec, known answers
+def test_spec_matches_the_workload():
+    ex = _spec().exercises["transpose"]
+    assert ex.workload() is exercise and ex.kernel == exercise.KERNEL
+    assert tuple(ex.bench_shape) == workload.BENCH_SHAPE
+    assert tuple(map(tuple, ex.test_shapes)) == workload.TEST_SHAPES
+    assert any(s[0] % 32 and s[1] % 32 for s in ex.test_shapes)          # partial tiles on both edges
+    assert any(1 in s for s in ex.test_shapes)                           # a single row / column
+    assert max(math.ceil(s[0] / 32) * math.ceil(s[1] / 32) for s in ex.test_shapes) >= 16384  # race shows
+    assert set(ex.parts["path"].require) == {"STS", "LDS"}
+    tp = ex.parts["throughput"]
+    assert tp.bar is not None and tp.bar < ex.roofline and tp.points > 0
+
+
+def _answer_source(name: str, entry: dict) -> str | None:
+    if entry["source"] == "solution":
+        return None
+    return (SUBMISSIONS / entry["source"]).read_text()
+
+
+def test_every_pitfall_is_a_known_answer():
+    exp = _expected()
+    for name in ("correct", "swizzled", "unpadded", "naive", "off_by_one", "no_sync", "stub"):
+        assert name in exp, name
+    for name, e in exp.items():
+        if e["source"] != "solution":
+            src = (SUBMISSIONS / e["source"]).read_text()
+            assert src.lstrip().startswith(("//", "#")), f"{name}: the first line must say what it is"
+            assert "Expected" in src.split("\n\n")[0] or "Expected" in src[:600], name
+
+
+@pytest.mark.parametrize("name", [n for n, e in _expected().items() if e["source"].endswith(".cu")])
+def test_known_answers_path_check(name):
+    e = _expected()[name]
+    ex = _spec().exercises["transpose"]
+    cub = compile_cuda(SUBMISSIONS / e["source"])
+    ev = path_evidence(cub, ex.kernel, ex.parts["path"].require, ex.parts["path"].forbid)
+    assert ev.ok == (e["path"] > 0), ev.summary()
+    assert not [o for o in opcodes(cub, ex.kernel) if o.startswith(("LDL", "STL"))]
+    if name == "no_sync":
+        assert not [o for o in opcodes(cub, ex.kernel) if o.startswith("BAR")]
+
+
+def test_stub_and_torch_call_answers():
+    from autograder.answers import read_literal
+
+    ex = _spec().exercises["transpose"]
+    stub = read_literal((SUBMISSIONS / "stub.py").read_text(), ex.answer_var)
+    assert not stub.attempted
+    with pytest.raises(NotAttempted):
+        compile_cuda(stub.value, name=ex.answer_var)
+    cheat = read_literal((SUBMISSIONS / "torch_call.py").read_text(), ex.answer_var)
+    assert any("torch-instead-of-kernel" in f for f in cheat.flags)
+    ev = path_evidence(compile_cuda(cheat.value, name=ex.answer_var), ex.kernel, ex.parts["path"].require)
+    assert not ev.ok
+
+
+def test_bench_source_is_the_correct_known_answer():
+    assert bench.answer_source("correct") == (SUBMISSIONS / "correct.cu").read_text()
+    assert set(bench.TIMED_ANSWERS) <= set(_expected()) and set(bench.BAD_ANSWERS) <= set(_expected())
+    for name in bench.BAD_ANSWERS:
+        assert _expected()[name]["correctness"] == 0
+    for name in bench.TIMED_ANSWERS:
+        assert _expected()[name]["correctness"] > 0
+
+
+# ------------------------------------------------------------------------------------------- bench, CPU parts
+def _fake_rows(copy=3.0):
+    rows = []
+    for v in VARIANTS:
+        p = model.predict(v, workload.BENCH_SHAPE, copy)
+        rows.append({"kernel": f"transpose_{v}", "shape": "8192x8192", "ms": p.ms, "tbps": p.tbps, "tflops": None,
+                     "fraction_of_ceiling": p.tbps / copy, "model_prediction": p.tbps})
+    for name, v in bench.TIMED_ANSWERS.items():
+        p = model.predict(v, workload.BENCH_SHAPE, copy)
+        rows.append({"kernel": f"exercise:{name}", "shape": "8192x8192", "ms": p.ms, "tbps": p.tbps,
+                     "tflops": None, "fraction_of_ceiling": p.tbps / copy, "model_prediction": p.tbps})
+    return rows
+
+
+def test_bench_fits_reproduce_the_constants():
+    rows = _fake_rows()
+    f = bench.fits(rows, 3.0)
+    assert f["DRAM_FRACTION_OF_COPY"] == pytest.approx(model.DRAM_FRACTION_OF_COPY)
+    assert f["CLOCK_GHZ"] == pytest.approx(model.CLOCK_GHZ)
+    if model.predict("naive", workload.BENCH_SHAPE, 3.0).bound == "L2":
+        assert f["L2_SECTOR_TBPS_if_L2_bound"] == pytest.approx(model.L2_SECTOR_TBPS)
+
+
+def test_bench_bar_hint_sits_between():
+    h = bench.bar_hint(_fake_rows())
+    assert h["best_wrong_mechanism_tbps"] < h["suggested_bar_tbps"] < h["conflict_free_tbps"]
+    assert h["separation"] > bench.MIN_SEPARATION
+    # the spec's bar (placeholder or calibrated) lies between what the model predicts for the two kinds of answer
+    assert h["best_wrong_mechanism_tbps"] < _spec().exercises["transpose"].parts["throughput"].bar \
+        < h["conflict_free_tbps"]
+
+
+def test_bench_plot_and_cpu_run(tmp_path):
+    fig = bench.plot(_fake_rows(), 3.0, 2.3)
+    fig.savefig(tmp_path / "p.png")
+    assert (tmp_path / "p.png").stat().st_size > 1000
+    if not is_hopper():
+        res = bench.run(tmp_path)
+        assert res["ok"] is False and "sm_90" in res["failures"][0]
+
+
+def test_recorded_numbers_within_the_model_band():
+    doc = record.load(SLUG)
+    if doc is None:
+        pytest.skip("no recorded_h100.json yet (written by `make gpu-test` on an H100)")
+    copy = doc["ceilings"]["copy_tbps"]
+    bad = []
+    for r in doc["rows"]:
+        kernel = r["kernel"]
+        v = kernel.removeprefix("transpose_") if kernel.startswith("transpose_") else \
+            bench.TIMED_ANSWERS[kernel.removeprefix("exercise:")]
+        shape = tuple(int(s) for s in r["shape"].split("x"))
+        pred = model.predict_tbps(v, shape, copy)
+        if abs(pred / r["tbps"] - 1) > 0.20:
+            bad.append(f"{kernel}: model {pred:.3f} vs measured {r['tbps']:.3f} TB/s")
+    assert not bad, bad
+
+
+# --------------------------------------------------------------------------------------------------- on the GPU
+@gpu
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_rungs_bit_exact_on_gpu(variant):
+    from kernels.check import compare, poison
+
+    for i, shape in enumerate(workload.TEST_SHAPES):
+        x = workload.make_inputs(shape, 10 + i)
+        out = poison(torch.empty(shape[1], shape[0], device="cuda"))
+        transpose(x, variant=variant, out=out)
+        rep = compare(out, workload.reference(x), exact=True)
+        assert rep.ok, f"{variant} {shape}: {rep.message}"
+    y = transpose(workload.make_inputs((3, 5), 0))
+    assert y.shape == (5, 3)
+
+
+@gpu
+def test_known_answers_on_gpu():
+    assert not bench.check_all(seed=21, answers=tuple(bench.TIMED_ANSWERS))
+    failures, evidence = bench.check_bad_answers(seed=22)
+    assert not failures, (failures, evidence)
+    assert "127x129" in evidence["full_tiles_only"]["failed_on"]
+    assert "128x128" not in evidence["full_tiles_only"]["failed_on"]
+
+
+# ------------------------------------------------------------------------------------------------ the notebook
+def test_notebook_solution_is_the_correct_known_answer():
+    from autograder.answers import cells_by_grade_id, read_literal, _source
+    from autograder.grade import solution_notebook
+
+    spec = _spec()
+    ex = spec.exercises["transpose"]
+    nb = solution_notebook(spec)
+    cells = cells_by_grade_id(nb)
+    assert set(spec.grade_cells()) <= set(cells)
+    ans = read_literal(_source(cells[ex.answer_cell]), ex.answer_var)
+    assert ans.attempted and not ans.flags and ans.problem is None
+    mine = opcodes(compile_cuda(ans.value, name=ex.answer_var), ex.kernel)
+    assert mine == opcodes(compile_cuda(SUBMISSIONS / "correct.cu"), ex.kernel)
+    # every quiz question of the spec has a hidden key in the notebook, and the key is a valid choice
+    from autograder.answers import quiz_key
+
+    for q in spec.quiz.questions.values():
+        key = quiz_key(_source(cells[q.grade_id]), spec.quiz.answer_var, q.name)
+        assert key in q.choices, q.name
+    # committed without outputs
+    assert all(not c.get("outputs") for c in nb["cells"] if c["cell_type"] == "code")
+
+
+@pytest.mark.timeout(300)
+def test_known_answers_score_as_expected_on_this_machine():
+    # The whole grading path (answer cell -> harness process -> score) for every known answer; on CPU only path,
+    # stub status and flags are compared, on an H100 everything.
+    from autograder.known import check_known, table
+
+    results = check_known(SLUG)
+    assert all(r.ok for r in results), table(results)
+
+
+def test_bench_run_plumbing_with_fake_gpu(tmp_path, monkeypatch):
+    # run()'s control flow on CPU: checks and timings replaced by fakes (the model's own figures, so the band is
+    # 0), everything after them real: rows, fits, bar hint, recorded_h100.json, the plot.
+    import json
+
+    import kernels.device
+    from kernels.bench import BenchResult
+
+    ceil = {"copy_tbps": 3.0, "cublas_bf16_tflops": None}
+
+    def fake_time(fn, shape, reps, seed):
+        name = fn.__defaults__[0]
+        variant = bench.TIMED_ANSWERS.get(name, name)
+        p = model.predict(variant, shape, ceil["copy_tbps"])
+        return BenchResult(p.ms, p.ms * 0.99, p.ms * 1.01, reps, workload.bytes_moved(shape), 0, p.ms, ceil)
+
+    monkeypatch.setattr(kernels.device, "is_hopper", lambda: True)
+    monkeypatch.setattr(bench, "check_all", lambda **kw: [])
+    monkeypatch.setattr(bench, "check_bad_answers",
+                        lambda **kw: ([], {n: {"failed_on": ["127x129"]} for n in bench.BAD_ANSWERS}))
+    monkeypatch.setattr(bench, "_time", fake_time)
+    monkeypatch.setattr(bench, "ceilings", lambda: ceil)
+    monkeypatch.delenv("COURSE_RECORD", raising=False)
+    res = bench.run(tmp_path, quick=True)
+    assert res["ok"], res["failures"]
+    assert res["model_band"] == pytest.approx(0, abs=1e-9)
+    assert Path(res["recorded"]).parent == tmp_path / SLUG  # recorded_<device>.json (kernels.record names it)
+    doc = json.loads(Path(res["recorded"]).read_text())
+    assert [r["kernel"] for r in doc["rows"]] == [f"transpose_{v}" for v in VARIANTS] + \
+        [f"exercise:{n}" for n in bench.TIMED_ANSWERS]
+    assert doc["model_fits"]["CLOCK_GHZ"] == pytest.approx(model.CLOCK_GHZ)
+    assert doc["bar_hint"]["separation"] > bench.MIN_SEPARATION
+    assert (tmp_path / SLUG / "transpose_vs_model.png").stat().st_size > 1000
+    # a conflict-free answer no faster than the unpadded one: no bar can separate them -> not ok
+    slow = dict(bench.TIMED_ANSWERS, correct="smem", swizzled="smem")
+    monkeypatch.setattr(bench, "TIMED_ANSWERS", slow)
+    res = bench.run(tmp_path / "again", quick=True)
+    assert not res["ok"] and "separate" in res["failures"][0]
