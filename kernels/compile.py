@@ -125,7 +125,6 @@ def compile_cuda(
     *,
     name: str | None = None,
     defines: dict[str, object] | None = None,
-    options: tuple[str, ...] = (),
     max_registers: int | None = None,
 ) -> Cubin:
     """Compile CUDA C++ to an sm_90a cubin (cached). `source` is a path to a .cu file or the source text."""
@@ -137,14 +136,14 @@ def compile_cuda(
         text = source
     text = clean_source(text)
     macros = tuple(f"{k}={v}" for k, v in sorted((defines or {}).items()))
-    key_parts = [text, name, ARCH, STD, nvrtc_version(), *include_dirs(), *macros, *options, str(max_registers)]
+    key_parts = [text, name, ARCH, STD, nvrtc_version(), *include_dirs(), *macros, str(max_registers)]
     # Headers of the course may change under a cached cubin: hash them too.
     for header in sorted(COURSE_INCLUDE.glob("*.cuh")):
         key_parts.append(header.read_text())
     key = hashlib.sha256("\0".join(key_parts).encode()).hexdigest()[:24]
     cached = cache_dir("nvrtc") / f"{key}.cubin"
     if cached.exists():
-        return Cubin(cached.read_bytes(), cached, name, text, "", tuple(options))
+        return Cubin(cached.read_bytes(), cached, name, text, "", macros)
 
     from cuda.core import Program, ProgramOptions
 
@@ -169,7 +168,7 @@ def compile_cuda(
     tmp = cached.with_suffix(".tmp")
     tmp.write_bytes(data)
     tmp.replace(cached)
-    return Cubin(data, cached, name, text, "", tuple(options))
+    return Cubin(data, cached, name, text, "", macros)
 
 
 def kernel_file(slug: str, filename: str) -> Path:

@@ -113,7 +113,7 @@ def execute_notebooks(out: Path):
     return {"ok": all(v["ok"] for v in done.values()), "notebooks": done}
 
 
-def autograde_cohort(slugs, week="week1"):
+def autograde_cohort(slugs, week="week1", per_slug=None):
     """Solutions and known answers submitted as students; nbgrader autograde; gradebook vs expected."""
     import nbformat
 
@@ -143,9 +143,8 @@ def autograde_cohort(slugs, week="week1"):
         full += sum(q.points for q in spec.quiz.questions.values()) if spec.quiz else 0
         expected.setdefault("solution", 0.0)
         expected["solution"] += full
-        for ka in known_answers(slug):
-            if ka.source == "solution":
-                continue
+        kas = [ka for ka in known_answers(slug) if ka.source != "solution"]
+        for ka in kas[:per_slug] if per_slug else kas:
             student = f"{slug}-{ka.name}".replace("_", "-")
             d = sub / student / week
             d.mkdir(parents=True, exist_ok=True)
@@ -181,6 +180,8 @@ def main() -> int:
     ap.add_argument("--out", default=os.environ.get("OUT", "build/gpu"))
     ap.add_argument("--slugs", nargs="*")
     ap.add_argument("--skip", nargs="*", default=[])
+    ap.add_argument("--cohort-per-slug", type=int, default=None,
+                    help="known answers per topic submitted as students to nbgrader (default: all)")
     args = ap.parse_args()
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -204,7 +205,7 @@ def main() -> int:
     if "notebooks" not in args.skip:
         step("execute solution notebooks", execute_notebooks, summary, out)
     if "autograde" not in args.skip:
-        step("nbgrader autograde cohort", autograde_cohort, summary, graded)
+        step("nbgrader autograde cohort", autograde_cohort, summary, graded, "week1", args.cohort_per_slug)
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     print("\n==== summary")
     for s in summary:
