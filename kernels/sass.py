@@ -127,7 +127,7 @@ class PathEvidence:
         return "\n".join(lines)
 
 
-_MEMORY = re.compile(r"^(LDG|LDS|LDL|STG|STS|STL|STAS|RED|ATOM|UTMA|UBLKCP|UBLKRED|SYNCS|LDGSTS|LDGDEPBAR|DEPBAR|HGMMA|LDSM|STSM)")
+_MEMORY = re.compile(r"^(ARRIVES|LDG|LDS|LDL|STG|STS|STL|STAS|RED|ATOM|UTMA|UBLKCP|UBLKRED|SYNCS|LDGSTS|LDGDEPBAR|DEPBAR|HGMMA|LDSM|STSM)")
 
 
 def path_evidence(cubin: Cubin | bytes, kernel: str, require=(), forbid=()) -> PathEvidence:

@@ -1,0 +1,1 @@
+"""Week 1, day 4: cuda::pipeline — N-stage producer/consumer buffering."""

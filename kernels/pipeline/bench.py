@@ -1,0 +1,335 @@
+"""Day 4's benchmark: check, time and model the streaming-sum pipeline at 1-4 stages (three APIs) and the resample
+exercise's known answers, beside the copy ceiling of the same run.
+
+    python -m kernels.pipeline.bench --out build/gpu        # the GPU script calls run()
+
+Rows timed:
+  - stream_sum_pipe (cuda::pipeline, thread scope) at 1, 2, 3, 4 stages, 1 block per SM (a persistent grid of SMs
+    blocks of 4 KiB tiles): Little's law with 1-4 tiles in flight per SM — the model's stage curve;
+  - stream_sum_roles (block-scope pipeline_shared_state, a producer warp and 4 consumer warps) at 1-4 stages;
+  - stream_sum_prim (__pipeline_* primitives) at 4 stages, stream_sum_pipe at 8 stages (past the knee: the
+    bandwidth caps it) and at 1 stage with 4 blocks per SM (the same 16 KiB in flight per SM as 4 stages of 1 block);
+  - resample at B=128, S=T=4096, D=256: the course reference (autograder/submissions/pipeline/correct.cu), its
+    primitives twin, and the known answers not_pipelined and reads_twice (expected.toml says they reach the bar too;
+    this recording is what decides).
+Checks (before any timing): every stream kernel at every stage against float64 per-block partial sums on awkward
+sizes (poisoned outputs); the resample answers that must be correct on the spec's awkward shapes (2 fresh runs
+each); the known-bad answers (missing_wait, off_by_one) must FAIL the same check.
+`measure()` serves the notebook's Explore section; `run()` also writes recorded_h100.json and the plots.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from .. import record
+from ..bench import bench, ceilings
+from ..check import compare, poison
+from ..compile import compile_cuda
+from ..paths import ROOT
+from . import exercise, model
+from .launch import THREADS, stream_partials
+from .workload import (BENCH_N, COMPILED_STAGES, STAGE_CHOICES, TEST_NS, VARIANTS, bytes_moved, make_inputs,
+                       reference_partials)
+
+SLUG = "pipeline"
+STREAM_RTOL = 1e-5  # fp32 accumulation of <= a few thousand U[0,1) values per thread vs float64
+SUBMISSIONS = ROOT / "autograder" / "submissions" / SLUG
+TIMED_ANSWERS = ("correct", "correct_primitives", "not_pipelined", "reads_twice")  # must be correct; timed
+MUST_FAIL = ("missing_wait", "off_by_one")  # must fail the correctness check
+BAR_COPY_FRACTION = 0.80  # autograder/specs/pipeline.toml: bar = 0.80 x the copy ceiling at calibration
+QUICK_SHAPE = (32, 4096, 4096, 256)  # --quick: a quarter of the benchmark's batches
+MODEL_BAND = 0.20  # the course's requirement: every prediction within +-20% of its measurement
+DEVICE = "cuda"  # every tensor of the benchmark lives here (a test swaps in "cpu" with fake kernels)
+MODEL_KIND = {"correct": "reference", "correct_primitives": "reference", "not_pipelined": "not_pipelined",
+              "reads_twice": "reads_twice"}
+
+
+def answer_source(name: str) -> str:
+    return (SUBMISSIONS / f"{name}.cu").read_text()
+
+
+@lru_cache(maxsize=8)
+def answer_cubin(name: str = "correct"):
+    """A known answer of the exercise (correct.cu: the course reference), compiled like a student's answer."""
+    return compile_cuda(answer_source(name), name=f"resample_{name}.cu")
+
+
+def run_answer(cub, inputs: dict, out):
+    from ..launch import launch
+
+    la = exercise.launch_args(inputs, out)
+    launch(cub, exercise.KERNEL, grid=la["grid"], block=la["block"], smem=la["smem"], args=la["args"])
+    return out
+
+
+def resident_blocks(cub) -> int:
+    """Blocks of resample per SM at the contract's block size and dynamic smem (the driver's occupancy figure)."""
+    from ..launch import get_kernel
+
+    occ = get_kernel(cub, exercise.KERNEL).occupancy
+    smem = exercise.smem_bytes(exercise.BENCH_SHAPE[3])
+    return int(occ.max_active_blocks_per_multiprocessor(exercise.BLOCK, smem))
+
+
+def check_stream(seed: int = 1) -> list[str]:
+    """Every stream kernel at every compiled stage count (1 and 2 blocks per SM) on awkward sizes, poisoned partials."""
+    import torch
+
+    failures = []
+    for stages in COMPILED_STAGES:
+        for variant in VARIANTS:
+            for bps in (1, 2):
+                for i, n in enumerate(TEST_NS):
+                    x = make_inputs(n, seed + 31 * i + stages, device=DEVICE)
+                    grid = bps * torch.cuda.get_device_properties(0).multi_processor_count
+                    out = poison(torch.empty(grid, dtype=torch.float32, device=DEVICE))
+                    stream_partials(x, variant=variant, stages=stages, blocks_per_sm=bps, out=out)
+                    rep = compare(out, reference_partials(x, grid), rtol=STREAM_RTOL)
+                    if not rep.ok:
+                        failures.append(f"stream_sum_{variant} S={stages} x{bps}/SM n={n}: {rep.message}")
+    torch.cuda.synchronize()
+    return failures
+
+
+def check_resample(seed: int = 2, shapes=exercise.TEST_SHAPES, runs: int = 2) -> tuple[list[str], dict]:
+    """The timed answers must be right on every shape and run; the known-bad ones must be wrong on at least one.
+    Returns (failures, {answer: [messages]})."""
+    failures, seen = [], {}
+    for name in TIMED_ANSWERS + MUST_FAIL:
+        cub = answer_cubin(name)
+        msgs, wrong = [], 0
+        for si, shape in enumerate(shapes):
+            for r in range(runs):
+                inputs = exercise.make_inputs(shape, seed + 1000 * si + r, device=DEVICE)
+                out = poison(exercise.make_output(inputs))
+                run_answer(cub, inputs, out)
+                rep = compare(out, exercise.reference(inputs), **exercise.CHECK)
+                msgs.append(f"{shape} run {r}: {rep.message.splitlines()[0]}")
+                wrong += not rep.ok
+        seen[name] = msgs
+        if name in TIMED_ANSWERS and wrong:
+            failures.append(f"resample {name}.cu is wrong: " + "; ".join(m for m in msgs if "WRONG" in m)[:2000])
+        if name in MUST_FAIL and not wrong:
+            failures.append(f"resample {name}.cu passed every check: the check does not catch it")
+    return failures, seen
+
+
+def _row(kernel: str, shape: str, res, pred: float | None, **extra) -> dict:
+    return {"kernel": kernel, "shape": shape, "ms": res.ms, "p20_ms": res.p20_ms, "p80_ms": res.p80_ms,
+            "tbps": res.tbps, "tflops": None, "fraction_of_ceiling": res.fraction_of_copy,
+            "model_prediction": pred, **extra}
+
+
+def measure_stream(n: int = BENCH_N, reps: int = 20, seed: int = 0) -> tuple[list[dict], list[str]]:
+    """Time every streaming row of model.stream_rows() (fresh inputs each repetition, L2 flushed)."""
+    import torch
+
+    ceil = ceilings()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    pool = [make_inputs(n, seed + k, device=DEVICE) for k in range(2)]
+    state = {"i": 0, "last": None}
+    rows, problems = [], []
+
+    def make_args():
+        state["i"] += 1
+        x = pool[state["i"] % 2]
+        x.uniform_()  # fresh values every repetition, in place
+        state["last"] = x
+        return (x,)
+
+    for spec in model.stream_rows():
+        v, s, bps = spec["variant"], spec["stages"], spec["blocks_per_sm"]
+        out = torch.empty(bps * sms, dtype=torch.float32, device=DEVICE)
+        res = bench(lambda x: stream_partials(x, variant=v, stages=s, blocks_per_sm=bps, out=out), make_args,
+                    bytes=bytes_moved(n), reps=reps)
+        rep = compare(out, reference_partials(state["last"], bps * sms), rtol=STREAM_RTOL)
+        if not rep.ok:
+            problems.append(f"{spec['kernel']} timed output: {rep.message.splitlines()[0]}")
+        pred = model.predict_stream(s, ceil["copy_tbps"], variant=v, blocks_per_sm=bps, n=n, n_sm=sms)
+        rows.append(_row(spec["kernel"], f"n=2^{n.bit_length() - 1} fp32", res, pred.tbps, variant=v, stages=s,
+                         blocks_per_sm=bps, n=n, threads=THREADS[v], model_bound=pred.bound))
+    return rows, problems
+
+
+def measure_resample(shape=exercise.BENCH_SHAPE, reps: int = 20, seed: int = 0,
+                     answers=TIMED_ANSWERS) -> tuple[list[dict], list[str]]:
+    """Time the exercise's answers at `shape` the way the harness does: fresh inputs in the same buffers every
+    repetition, L2 flushed, honest bytes (exercise.bytes_moved)."""
+    import torch
+
+    ceil = ceilings()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    pool = [exercise.make_inputs(shape, seed + 20 + k, device=DEVICE) for k in range(2)]
+    out = exercise.make_output(pool[0])
+    state = {"i": 0, "last": None}
+    nbytes = exercise.bytes_moved(shape)
+    assert nbytes == exercise.bytes_for(pool[0]), "bench shape must need every source row"
+
+    def make_args():
+        state["i"] += 1
+        inputs = pool[state["i"] % 2]
+        fresh = exercise.make_inputs(shape, seed + 100 + state["i"], device=DEVICE)
+        for k, v in fresh.items():
+            inputs[k].copy_(v)
+        state["last"] = inputs
+        return (inputs,)
+
+    rows, problems = [], []
+    for name in answers:
+        cub = answer_cubin(name)
+        res = bench(lambda inputs: run_answer(cub, inputs, out), make_args, bytes=nbytes,
+                    flops=exercise.flops(shape), reps=reps)
+        rep = compare(out, exercise.reference(state["last"]), **exercise.CHECK)
+        if not rep.ok:
+            problems.append(f"resample ({name}) timed output: {rep.message.splitlines()[0]}")
+        resident = resident_blocks(cub)
+        try:
+            usage = model.resource_usage(cub, exercise.KERNEL)
+        except (FileNotFoundError, KeyError, OSError):  # no cuobjdump here: registers are only reported
+            usage = {}
+        pred = model.predict_resample(shape, ceil["copy_tbps"], kind=MODEL_KIND[name], blocks_per_sm_=resident,
+                                      n_sm=sms)
+        row = _row(f"resample ({name})", "B={} S={} T={} D={} bf16".format(*shape), res, pred.tbps,
+                   kind=MODEL_KIND[name], answer=name, shape_tuple=list(shape), blocks_per_sm=resident,
+                   registers=usage.get("REG"), local_bytes=usage.get("LOCAL"), model_bound=pred.bound,
+                   bar_tbps=BAR_COPY_FRACTION * ceil["copy_tbps"])
+        row["tflops"] = None  # a memory-bound kernel: FLOPs are not its figure
+        rows.append(row)
+        torch.cuda.empty_cache()
+    return rows, problems
+
+
+def measure(quick: bool = False, reps: int = 20) -> tuple[list[dict], list[str]]:
+    """All rows (the notebook's Explore calls this): (rows, problems of timed outputs)."""
+    n = BENCH_N // (4 if quick else 1)
+    shape = QUICK_SHAPE if quick else exercise.BENCH_SHAPE
+    r1, p1 = measure_stream(n=n, reps=reps)
+    r2, p2 = measure_resample(shape=shape, reps=reps)
+    return r1 + r2, p1 + p2
+
+
+def claims(rows: list[dict], ceiling_tbps: float) -> list[str]:
+    """The statements the notebook makes about the streaming rows, checked on a run; returns the ones it breaks."""
+    def tb(variant, stages, bps=1):
+        return next((r["tbps"] for r in rows if (r.get("variant"), r.get("stages"), r.get("blocks_per_sm"))
+                     == (variant, stages, bps) and r.get("tbps")), None)
+
+    bad = []
+    pipe = [tb("pipe", s) for s in STAGE_CHOICES]
+    if None not in pipe:
+        if pipe[1] < 1.4 * pipe[0]:
+            bad.append(f"a second stage should add a tile in flight: pipe S=2 {pipe[1]:.2f} < 1.4 x S=1 {pipe[0]:.2f}")
+        if any(b < 0.95 * a for a, b in zip(pipe, pipe[1:])):
+            bad.append(f"throughput should not drop with more stages: pipe {[round(v, 2) for v in pipe]}")
+    four, wide = tb("pipe", 4), tb("pipe", 1, 4)
+    if four and wide and abs(wide / four - 1) > 0.25:
+        bad.append(f"4 blocks x 1 stage ({wide:.2f}) and 1 block x 4 stages ({four:.2f}) should be alike")
+    prim4 = tb("prim", 4)
+    if prim4 and four and abs(prim4 / four - 1) > 0.10:
+        bad.append(f"prim and pipe are the same instructions: S=4 {prim4:.2f} vs {four:.2f}")
+    r1, p1 = tb("roles", 1), tb("pipe", 1)
+    if r1 and p1 and r1 > 1.05 * p1:
+        bad.append(f"roles adds hand-offs to the round trip: roles S=1 {r1:.2f} > pipe S=1 {p1:.2f}")
+    top = max((r["tbps"] for r in rows if r.get("tbps")), default=0.0)
+    if top > 1.25 * ceiling_tbps:
+        bad.append(f"{top:.2f} TB/s is above 1.25 x the copy ceiling ({ceiling_tbps:.2f}): bytes miscounted?")
+    return bad
+
+
+def plot(rows: list[dict], ceiling_tbps: float | None = None):
+    """Two panels: TB/s vs stages (measured and model) for pipe and roles; every row vs its prediction."""
+    from matplotlib.figure import Figure
+
+    from ..sim import plot_predicted_vs_measured
+
+    fig = Figure(figsize=(13.0, 4.6), layout="constrained")
+    ax1, ax2 = fig.subplots(1, 2, width_ratios=[1, 2])
+    for variant, color in (("pipe", "#4C72B0"), ("roles", "#C44E52")):
+        pts = sorted((r["stages"], r["tbps"], r["model_prediction"]) for r in rows
+                     if r.get("variant") == variant and r.get("blocks_per_sm") == 1)
+        if pts:
+            ax1.plot([p[0] for p in pts], [p[1] for p in pts], "o-", color=color, label=f"{variant} measured")
+            ax1.plot([p[0] for p in pts], [p[2] for p in pts], "D--", color=color, alpha=0.6,
+                     label=f"{variant} model")
+    if ceiling_tbps:
+        ax1.axhline(ceiling_tbps, color="grey", linestyle=":", linewidth=1)
+        ax1.text(1, ceiling_tbps * 1.01, f"copy ceiling {ceiling_tbps:.2f} TB/s", fontsize="small")
+    ax1.set_xlabel("stages (tiles in flight per block), 1 block/SM")
+    ax1.set_ylabel("TB/s")
+    ax1.set_title("Streaming sum: throughput vs stages")
+    ax1.set_ylim(bottom=0)
+    ax1.set_xticks(sorted({r["stages"] for r in rows if r.get("blocks_per_sm") == 1}))
+    ax1.legend(fontsize="small")
+    short = [{**r, "kernel": r["kernel"].replace("stream_sum_", "").replace("resample ", ""), "shape": ""}
+             for r in rows]
+    plot_predicted_vs_measured(short, ax=ax2, title="Day 4: measured vs model", band=0.15, outer_band=MODEL_BAND)
+    return fig
+
+
+def run(out_dir: Path, quick: bool = False) -> dict:
+    """The GPU script's entry: check, measure, record, plot. ok=False (with the reasons) on any mismatch."""
+    out_dir = Path(out_dir)
+    failures = check_stream()
+    ex_failures, seen = check_resample(shapes=exercise.TEST_SHAPES[:4] if quick else exercise.TEST_SHAPES,
+                                       runs=1 if quick else 2)
+    failures += ex_failures
+    if failures:
+        return {"ok": False, "failures": failures, "rows": [], "checks": seen}
+    rows, problems = measure(quick=quick, reps=10 if quick else 20)
+    ceil = ceilings()
+    fitted = model.fit(rows, ceil["copy_tbps"])
+    for r in rows:
+        r["model_prediction_refit"] = model.predict(r, ceil["copy_tbps"], **fitted)
+    bands = {r["kernel"]: r["model_prediction"] / r["tbps"] - 1 for r in rows if r["model_prediction"]}
+    band = max(abs(v) for v in bands.values())
+    band_refit = max(abs(r["model_prediction_refit"] / r["tbps"] - 1) for r in rows)
+    ref = next(r for r in rows if r.get("answer") == "correct")
+    bar_ok = ref["tbps"] >= BAR_COPY_FRACTION * ceil["copy_tbps"]
+    extra = {"model_constants": {"latency_ns": model.LATENCY_NS, "compute_ns": model.COMPUTE_NS,
+                                 "handoff_ns": model.HANDOFF_NS, "read_ceiling": model.READ_CEILING,
+                                 "search_step_ns": model.SEARCH_STEP_NS, "ex_compute_ns": model.EX_COMPUTE_NS,
+                                 "mixed_ceiling": model.MIXED_CEILING},
+             "model_fit": fitted, "model_band": band, "model_band_refit": band_refit,
+             "bench_shape": list(exercise.BENCH_SHAPE), "bytes_bench_shape": exercise.bytes_moved(exercise.BENCH_SHAPE),
+             "reference_fraction_of_ceiling": ref["fraction_of_ceiling"], "quick": quick,
+             "known_bad_caught": {k: [m for m in v if "WRONG" in m][:2] for k, v in seen.items() if k in MUST_FAIL}}
+    (out_dir / SLUG).mkdir(parents=True, exist_ok=True)
+    target = record.write(SLUG, rows, ceil, extra, out=out_dir / SLUG / "recorded_h100.json")
+    if os.environ.get("COURSE_RECORD") == "1":
+        record.write(SLUG, rows, ceil, extra)
+    fig = plot(rows, ceil["copy_tbps"])
+    fig.savefig(out_dir / SLUG / "pipeline_vs_model.png", dpi=110)
+    problems = list(problems) + claims(rows, ceil["copy_tbps"])
+    if not bar_ok:
+        problems.append(f"the course reference reaches {ref['fraction_of_ceiling']:.3f}x of the copy ceiling "
+                        f"(< {BAR_COPY_FRACTION}x, the exercise's bar)")
+    if band > MODEL_BAND:
+        problems.append(f"model outside +-{MODEL_BAND:.0%} of the measurements (worst {band:+.0%}; with the "
+                        f"constants refit on this run {band_refit:.0%}: put model_fit into kernels/pipeline/model.py)")
+    for r in rows:
+        if r.get("local_bytes"):
+            problems.append(f"{r['kernel']} uses {r['local_bytes']} bytes of local memory per thread")
+    return {"ok": not problems, "failures": problems, "rows": rows, "ceilings": ceil, "model_band": band,
+            "model_band_refit": band_refit, "model_fit": fitted, "bands": bands,
+            "reference_fraction": ref["fraction_of_ceiling"], "recorded": str(target)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--out", default="build/gpu")
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    res = run(Path(args.out), args.quick)
+    print(json.dumps({k: v for k, v in res.items() if k not in ("rows", "checks")}, indent=1, default=str))
+    recorded = Path(res.get("recorded", ""))
+    if recorded.is_file():
+        print(record.table(json.loads(recorded.read_text()), SLUG))
+
+
+if __name__ == "__main__":
+    main()
