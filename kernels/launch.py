@@ -43,11 +43,18 @@ def get_kernel(cubin: Cubin, name: str):
         raise KeyError(f"kernel {name!r} not found in {cubin.name}; it has {cubin.kernels}") from exc
 
 
+_streams: dict = {}
+
+
 def torch_stream():
     """torch's current CUDA stream as a cuda.core Stream (so launches order with torch's work and events)."""
     import torch
 
-    return _device().create_stream(torch.cuda.current_stream())
+    ts = torch.cuda.current_stream()
+    key = ts.cuda_stream
+    if key not in _streams:
+        _streams[key] = (ts, _device().create_stream(ts))  # keep torch's stream object alive with its wrapper
+    return _streams[key][1]
 
 
 def _arg(a):
@@ -67,9 +74,12 @@ def _arg(a):
     return a
 
 
+_smem_set: dict = {}
+
+
 def set_max_dynamic_smem(kernel, nbytes: int) -> None:
     """Allow more than 48 KB of dynamic shared memory for `kernel` (Hopper: up to 227 KB per block)."""
-    if nbytes <= 48 * 1024:
+    if nbytes <= 48 * 1024 or _smem_set.get(id(kernel), 0) >= nbytes:
         return
     from cuda.bindings import driver
 
@@ -78,6 +88,7 @@ def set_max_dynamic_smem(kernel, nbytes: int) -> None:
     err, = driver.cuKernelSetAttribute(attr, nbytes, handle, _device().device_id)
     if err != driver.CUresult.CUDA_SUCCESS:
         raise RuntimeError(f"cuKernelSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES={nbytes}) failed: {err}")
+    _smem_set[id(kernel)] = nbytes
 
 
 def launch(cubin: Cubin, name: str, *, grid, block, args=(), smem: int = 0, cluster=None) -> None:
