@@ -55,9 +55,13 @@ def cmd_grade(args) -> int:
     for student in bar:
         bar.set_postfix_str(student)
         s0 = time.perf_counter()
+        malformed = set_aside_malformed(submitted / student / week)
         res = nbgrader("autograde", week, f"--student={student}", "--force", env=env, check=False)
         results[student] = {"returncode": res.returncode, "wall_s": time.perf_counter() - s0,
-                            "log_tail": (res.stderr or "")[-1500:]}
+                            "malformed": malformed, "log_tail": (res.stderr or "")[-1500:]}
+        if malformed:
+            tqdm.write(f"{student}: malformed notebook(s) graded 0: " + "; ".join(malformed))
+    ensure_rows(week, students)
     nbgrader("generate_feedback", week, "--force", check=False)
     out = grading_dir() / f"grades_{week}.csv"
     nbgrader("export", f"--to={out}", check=False)
@@ -65,6 +69,36 @@ def cmd_grade(args) -> int:
     (grading_dir() / f"batch_{week}.json").write_text(json.dumps(summary, indent=1))
     print(f"graded {len(students)} submissions in {summary['wall_s']:.0f} s; gradebook CSV: {out}")
     return 0
+
+
+def set_aside_malformed(folder: Path) -> list[str]:
+    """Notebooks that are not valid nbformat JSON are renamed <name>.ipynb.malformed (nbgrader skips them, so the
+    student's other notebooks are graded) and reported; the notebook scores 0."""
+    import nbformat
+
+    problems = []
+    for nb in sorted(folder.glob("*.ipynb")):
+        try:
+            nbformat.validate(nbformat.read(str(nb), as_version=4))
+        except Exception as exc:  # noqa: BLE001 - any reading error is the student's malformed file
+            problems.append(f"{nb.name}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+            nb.rename(nb.with_name(nb.name + ".malformed"))
+    return problems
+
+
+def ensure_rows(week: str, students: list[str]) -> None:
+    """Every student of the batch has a gradebook row, even one whose every notebook was malformed."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    from .release import grading_dir
+
+    with Gradebook(f"sqlite:///{grading_dir() / 'gradebook.db'}") as gb:
+        for student in students:
+            try:
+                gb.find_submission(week, student)
+            except MissingEntry:
+                gb.update_or_create_student(student)
+                gb.add_submission(week, student)
 
 
 def cmd_known(args) -> int:

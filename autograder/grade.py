@@ -81,6 +81,9 @@ def grade_notebook(nb: dict, spec: Spec, *, seed: int, source_nb: dict | None = 
     cells = cells_by_grade_id(nb)
     src_cells = cells_by_grade_id(source_nb)
     result = NotebookGrade(spec.slug)
+    for gid in spec.grade_cells():
+        if gid not in cells:
+            result.flags.append(f"deleted-cell: grade cell {gid!r} is missing from the submission")
     for ex in spec.exercises.values():
         if progress:
             progress(f"{spec.slug}.{ex.name}")

@@ -55,8 +55,31 @@ def test_solution_notebook_runs_top_to_bottom_in_cpu_mode(path, tmp_path):
     assert "CPU mode" in text or "sm_90" in text
 
 
+def _tampered(week: str) -> dict:
+    """The solution notebook of day 1 with a scalar-load kernel, a grade cell rewritten to print full marks, the
+    in-notebook checker patched, and one quiz grade cell deleted."""
+    nb = nbformat.read(str(ROOT / "solutions" / week / "day1_naive_loads.ipynb"), as_version=4)
+    scalar = (ROOT / "autograder" / "submissions" / "naive_loads" / "scalar_loads.cu").read_text()
+    keep = []
+    for cell in nb.cells:
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if gid == "row_bias_answer":
+            cell.source = f'ROW_BIAS_CU = r"""\n{scalar}"""\nautograder.grade = lambda *a, **k: 2.0\n'
+        elif gid == "row_bias_path":
+            cell.source = "2.0"
+        elif gid == "quiz_q1":
+            continue
+        keep.append(cell)
+    nb.cells = keep
+    return nb
+
+
 def test_nbgrader_autograde_round_trip_on_cpu(tmp_path):
-    """The solution earns every CPU-gradable point (SASS path, quiz); the blank release earns 0."""
+    """The solution earns every CPU-gradable point (SASS path, quiz); the blank release earns 0; a tampered
+    notebook earns only what its kernel is worth and is flagged; a malformed notebook is reported and graded 0
+    while the rest of the batch is graded."""
+    import json
+
     from nbgrader.api import Gradebook
 
     grading = tmp_path / "grading"
@@ -66,10 +89,17 @@ def test_nbgrader_autograde_round_trip_on_cpu(tmp_path):
         d.mkdir(parents=True)
         for nb in src.glob("*.ipynb"):
             (d / nb.name).write_bytes(nb.read_bytes())
+    d = grading / "submitted" / "tamper" / week
+    d.mkdir(parents=True)
+    nbformat.write(_tampered(week), str(d / "day1_naive_loads.ipynb"))
+    d = grading / "submitted" / "malformed" / week
+    d.mkdir(parents=True)
+    (d / "day1_naive_loads.ipynb").write_text('{"cells": [ this is not json')
     env = dict(os.environ, COURSE_GRADING_DIR=str(grading), PYTHONPATH=str(ROOT), COURSE_FORCE_CPU="1")
     r = subprocess.run([sys.executable, "-m", "autograder.cli", "grade", week, "--seed", "7"], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=1200)
+                       capture_output=True, text=True, timeout=1500)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "malformed" in r.stdout
     from autograder.spec import all_specs
 
     cpu_points = 0.0
@@ -77,11 +107,21 @@ def test_nbgrader_autograde_round_trip_on_cpu(tmp_path):
         if s.assignment == week and (ROOT / "solutions" / week / s.notebook).exists():
             cpu_points += sum(ex.parts["path"].points for ex in s.exercises.values())
             cpu_points += sum(q.points for q in s.quiz.questions.values())
+    day1_quiz = 5.0
     with Gradebook(f"sqlite:///{grading / 'gradebook.db'}") as gb:
         assert gb.find_submission(week, "solution").score == pytest.approx(cpu_points)
         assert gb.find_submission(week, "blank").score == 0
+        # scalar loads: no path points; the rewritten grade cell and the patched checker change nothing;
+        # the deleted quiz cell earns nothing
+        assert gb.find_submission(week, "tamper").score == pytest.approx(day1_quiz - 1)
+        assert gb.find_submission(week, "malformed").score == 0
+    verdict = json.loads((grading / "verdicts" / "tamper" / week / "day1_naive_loads.json").read_text())
+    flags = " ".join(verdict["flags"])
+    assert "deleted-cell" in flags and "code-in-answer-cell" in flags
+    batch = json.loads((grading / f"batch_{week}.json").read_text())
+    assert batch["per_student"]["malformed"]["malformed"]
     assert (grading / f"grades_{week}.csv").exists()
     fb = list((grading / "feedback" / "solution" / week).glob("*.html"))
     assert fb, "no feedback written"
-    html = fb[0].read_text()
+    html = "".join(p.read_text() for p in fb)
     assert "HIDDEN TESTS" not in html and 'QUIZ["q1"] ==' not in html
