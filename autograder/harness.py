@@ -131,6 +131,10 @@ def _correctness(ex, wl, cubin, seed: int, facts: dict) -> bool:
             shapes.append(entry)
             if not entry["ok"]:
                 ok_all = False
+                if r > 0:  # the same shape was right on an earlier run with other inputs
+                    facts["flags"].append("inconsistent-results: right on an earlier run of this shape, wrong on "
+                                          f"fresh inputs (shape {tuple(shape)}, run {r}): results cached across "
+                                          "calls, or a race")
                 break  # the first failing run of a shape is enough
     facts["correctness"] = {"graded": True, "ok": ok_all, "shapes": shapes}
     return ok_all
@@ -248,7 +252,7 @@ def main() -> int:
         facts["status"] = "error"
         facts["error"] = _err_text(exc)
         facts["traceback"] = traceback.format_exc()[-3000:]
-        if "illegal" in str(exc).lower() or "misaligned" in str(exc).lower():
+        if "illegal" in str(exc).lower() or "misaligned" in str(exc).lower() or "launch failure" in str(exc).lower():
             facts["flags"].append("illegal-address: the kernel faulted (out-of-bounds or misaligned access)")
     sys.stdout.write("\n" + VERDICT + json.dumps(facts, default=str) + "\n")
     sys.stdout.flush()

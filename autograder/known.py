@@ -104,7 +104,9 @@ def check_known(slug: str, *, seed: int = 12345, gpu: bool | None = None, names=
         for flag in want_flags:
             if not any(flag in f for f in es.flags):
                 mism.append(f"flag {flag!r} not raised (flags: {es.flags})")
-        extra = [f for f in es.flags if not any(w in f for w in want_flags) and not f.startswith(es.status)]
+        extra = [f for f in es.flags if not any(w in f for w in want_flags) and not f.startswith(es.status)
+                 # a race may be right on one run and wrong on the next: allowed where correctness must fail
+                 and not (f.startswith("inconsistent-results") and ka.expected.get("correctness", 1) == 0)]
         if extra:
             mism.append(f"unexpected flags: {extra}")
         results.append(KnownResult(ka, g, mism, unchecked))

@@ -55,25 +55,6 @@ def test_solution_notebook_runs_top_to_bottom_in_cpu_mode(path, tmp_path):
     assert "CPU mode" in text or "sm_90" in text
 
 
-def _tampered(week: str) -> dict:
-    """The solution notebook of day 1 with a scalar-load kernel, a grade cell rewritten to print full marks, the
-    in-notebook checker patched, and one quiz grade cell deleted."""
-    nb = nbformat.read(str(ROOT / "solutions" / week / "day1_naive_loads.ipynb"), as_version=4)
-    scalar = (ROOT / "autograder" / "submissions" / "naive_loads" / "scalar_loads.cu").read_text()
-    keep = []
-    for cell in nb.cells:
-        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
-        if gid == "row_bias_answer":
-            cell.source = f'ROW_BIAS_CU = r"""\n{scalar}"""\nautograder.grade = lambda *a, **k: 2.0\n'
-        elif gid == "row_bias_path":
-            cell.source = "2.0"
-        elif gid == "quiz_q1":
-            continue
-        keep.append(cell)
-    nb.cells = keep
-    return nb
-
-
 def test_nbgrader_autograde_round_trip_on_cpu(tmp_path):
     """The solution earns every CPU-gradable point (SASS path, quiz); the blank release earns 0; a tampered
     notebook earns only what its kernel is worth and is flagged; a malformed notebook is reported and graded 0
@@ -91,7 +72,9 @@ def test_nbgrader_autograde_round_trip_on_cpu(tmp_path):
             (d / nb.name).write_bytes(nb.read_bytes())
     d = grading / "submitted" / "tamper" / week
     d.mkdir(parents=True)
-    nbformat.write(_tampered(week), str(d / "day1_naive_loads.ipynb"))
+    from autograder.cohort import tampered_day1
+
+    nbformat.write(tampered_day1(week), str(d / "day1_naive_loads.ipynb"))
     d = grading / "submitted" / "malformed" / week
     d.mkdir(parents=True)
     (d / "day1_naive_loads.ipynb").write_text('{"cells": [ this is not json')

@@ -120,66 +120,50 @@ def execute_notebooks(out: Path):
     return {"ok": all(v["ok"] for v in done.values()), "notebooks": done}
 
 
-def autograde_cohort(slugs, week="week1", per_slug=None):
-    """Solutions and known answers submitted as students; nbgrader autograde; gradebook vs expected."""
-    import nbformat
+def autograde_cohort(slugs, week="week1", members="gpu20"):
+    """The synthetic cohort (autograder.cohort) graded by `autograder grade`: every student's gradebook score and
+    flags equal to their expected values; batch and per-submission wall times."""
+    from nbgrader.api import Gradebook
 
-    from autograder.grade import solution_notebook
-    from autograder.known import known_answers, submission_notebook
-    from autograder.release import nbgrader
-    from autograder.spec import load
-
+    from autograder.cohort import GPU20, build
     from autograder.release import grading_dir
+    from kernels.device import is_h100
 
     grading = grading_dir()
     shutil.rmtree(grading, ignore_errors=True)
-    sub = grading / "submitted"
-    expected = {}
-    for slug in slugs:
-        spec = load(slug)
-        if spec.assignment != week:
-            continue
-        sol = solution_notebook(spec)
-        d = sub / "solution" / week
-        d.mkdir(parents=True, exist_ok=True)
-        nbformat.write(sol, str(d / spec.notebook))
-        from kernels.device import is_h100
-
-        graded_parts = ("correctness", "path", "throughput") if is_h100() else ("correctness", "path")
-        full = sum(p.points for ex in spec.exercises.values() for n, p in ex.parts.items() if n in graded_parts)
-        full += sum(q.points for q in spec.quiz.questions.values()) if spec.quiz else 0
-        expected.setdefault("solution", 0.0)
-        expected["solution"] += full
-        kas = [ka for ka in known_answers(slug) if ka.source != "solution"]
-        for ka in kas[:per_slug] if per_slug else kas:
-            student = f"{slug}-{ka.name}".replace("_", "-")
-            d = sub / student / week
-            d.mkdir(parents=True, exist_ok=True)
-            nbformat.write(submission_notebook(slug, ka), str(d / spec.notebook))
-            quiz = sum(q.points for q in spec.quiz.questions.values()) if spec.quiz else 0
-            expected[student] = sum(v for k, v in ka.expected.items() if k in graded_parts) + quiz
+    made = build(grading / "submitted", week, GPU20 if members == "gpu20" else None)
     t0 = time.perf_counter()
     seed = str(int.from_bytes(os.urandom(6), "little"))
     r = subprocess.run([sys.executable, "-m", "autograder.cli", "grade", week, "--seed", seed],
                        capture_output=True, text=True, cwd=ROOT)
-    print(r.stdout[-3000:])
+    print(r.stdout[-4000:])
     if r.returncode:
         print(r.stderr[-5000:])
     wall = time.perf_counter() - t0
-    from nbgrader.api import Gradebook
-
-    got = {}
+    batch = json.loads((grading / f"batch_{week}.json").read_text()) if (grading / f"batch_{week}.json").exists() else {}
+    rows, ok = [], r.returncode == 0
     with Gradebook(f"sqlite:///{grading / 'gradebook.db'}") as gb:
-        for student in expected:
+        for m in made:
             try:
-                got[student] = gb.find_submission(week, student).score
+                got = gb.find_submission(week, m.student).score
             except Exception as exc:  # noqa: BLE001
-                got[student] = f"missing: {exc}"
-    rows = [{"student": s, "expected": expected[s], "got": got.get(s)} for s in expected]
+                got = f"missing: {exc}"
+            want = m.expected_h100 if is_h100() else m.expected_gpu
+            flags = []
+            for f in (grading / "verdicts" / m.student / week).glob("*.json"):
+                flags += json.loads(f.read_text())["flags"]
+            missing_flags = [f for f in m.flags + m.gpu_flags if not any(f in g for g in flags)]
+            good = isinstance(got, float) and abs(got - want) < 1e-6 and not missing_flags
+            ok &= good
+            rows.append({"student": m.student, "expected": want, "got": got, "flags": flags,
+                         "missing_flags": missing_flags, "ok": good,
+                         "wall_s": batch.get("per_student", {}).get(m.student, {}).get("wall_s")})
     for row in rows:
-        print(f"  {row['student']:<36} expected {row['expected']:>5}  got {row['got']}")
-    ok = all(isinstance(r_["got"], float) and abs(r_["got"] - r_["expected"]) < 1e-6 for r_ in rows)
-    return {"ok": ok and r.returncode == 0, "rows": rows, "wall_s": wall}
+        w = row["wall_s"]
+        print(f"  {'ok ' if row['ok'] else 'BAD'} {row['student']:<34} expected {row['expected']:>5g}  got "
+              f"{row['got']}  {'' if w is None else f'{w:5.1f} s'}  flags {len(row['flags'])}"
+              + (f"  MISSING {row['missing_flags']}" if row["missing_flags"] else ""))
+    return {"ok": ok, "rows": rows, "wall_s": wall, "students": len(made)}
 
 
 def main() -> int:
@@ -187,8 +171,8 @@ def main() -> int:
     ap.add_argument("--out", default=os.environ.get("OUT", "build/gpu"))
     ap.add_argument("--slugs", nargs="*")
     ap.add_argument("--skip", nargs="*", default=[])
-    ap.add_argument("--cohort-per-slug", type=int, default=None,
-                    help="known answers per topic submitted as students to nbgrader (default: all)")
+    ap.add_argument("--cohort", choices=("gpu20", "all"), default="gpu20",
+                    help="which synthetic cohort nbgrader grades (autograder.cohort)")
     args = ap.parse_args()
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -212,7 +196,7 @@ def main() -> int:
     if "notebooks" not in args.skip:
         step("execute solution notebooks", execute_notebooks, summary, out)
     if "autograde" not in args.skip:
-        step("nbgrader autograde cohort", autograde_cohort, summary, graded, "week1", args.cohort_per_slug)
+        step("nbgrader autograde cohort", autograde_cohort, summary, graded, "week1", args.cohort)
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     print("\n==== summary")
     for s in summary:

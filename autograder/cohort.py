@@ -1,0 +1,150 @@
+"""A synthetic cohort: submissions with known scores and flags, to grade the grader at scale.
+
+    python -m autograder.cohort --out build/grading/submitted [--set all|gpu20] [--week week1]
+
+Each member is a student folder in nbgrader's layout (<out>/<student>/<week>/*.ipynb) built from the course's own
+material — never hand-written notebooks:
+- good: every solution notebook of the week;
+- blank: the release, untouched (0);
+- malformed: a notebook that is not JSON (reported, 0, the batch goes on);
+- tamper: day 1 with a scalar kernel, a grade cell rewritten to print full marks, the in-notebook checker patched,
+  a quiz grade cell deleted (flagged; earns what its kernel is worth);
+- one student per known answer of every topic (autograder/submissions/<slug>/expected.toml), submitting that one
+  notebook: slow, wrong, racy, hanging, crashing and cheating kernels with the scores they must get.
+`expected.json` beside the students holds every member's expected score (with and without an H100) and flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from .grade import solution_notebook
+from .known import known_answers, submission_notebook
+from .release import ROOT
+from .spec import all_specs
+
+# The ≥ 20-member cohort run on the GPU: every kind of failure once, within one device call.
+GPU20 = [
+    "good", "blank", "malformed", "tamper",
+    "naive_loads-scalar_loads", "naive_loads-off_by_one", "naive_loads-torch_call", "naive_loads-cached_result",
+    "naive_loads-trap",
+    "smem_tiling-unpadded", "smem_tiling-no_sync",
+    "ldgsts-race_no_wait", "ldgsts-misaligned", "ldgsts-plain_loads",
+    "pipeline-not_pipelined", "pipeline-off_by_one",
+    "tma-wrong_expect_tx", "tma-plain_loads", "tma-seed_barrier_count", "tma-stub",
+]
+
+
+@dataclass
+class Member:
+    student: str
+    kind: str
+    expected_h100: float  # points on an H100 (every part graded)
+    expected_gpu: float  # points on another sm_90 GPU (no throughput points)
+    expected_cpu: float  # points with no GPU (path and quiz only)
+    flags: list[str] = field(default_factory=list)
+    gpu_flags: list[str] = field(default_factory=list)
+    about: str = ""
+
+
+def _quiz(spec) -> float:
+    return sum(q.points for q in spec.quiz.questions.values()) if spec.quiz else 0.0
+
+
+def _parts(spec, names) -> float:
+    return sum(p.points for ex in spec.exercises.values() for n, p in ex.parts.items() if n in names)
+
+
+def tampered_day1(week: str = "week1") -> dict:
+    """Day 1 with a scalar kernel, a rewritten grade cell, a patched checker and a deleted quiz grade cell."""
+    nb = nbformat.read(str(ROOT / "solutions" / week / "day1_naive_loads.ipynb"), as_version=4)
+    scalar = (ROOT / "autograder" / "submissions" / "naive_loads" / "scalar_loads.cu").read_text()
+    keep = []
+    for cell in nb.cells:
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if gid == "row_bias_answer":
+            cell.source = f'ROW_BIAS_CU = r"""\n{scalar}"""\nautograder.grade = lambda *a, **k: 2.0\n'
+        elif gid == "row_bias_path":
+            cell.source = "2.0"
+        elif gid == "quiz_q1":
+            continue
+        keep.append(cell)
+    nb.cells = keep
+    return nb
+
+
+def build(out: Path, week: str = "week1", members: list[str] | None = None) -> list[Member]:
+    """Write the cohort's submissions under `out` and return its members with their expected scores."""
+    specs = [s for s in all_specs() if s.assignment == week and (ROOT / "solutions" / week / s.notebook).exists()]
+    made: list[Member] = []
+
+    def want(name):
+        return members is None or name in members
+
+    def folder(student):
+        d = out / student / week
+        if d.exists():
+            shutil.rmtree(d)
+        d.mkdir(parents=True)
+        return d
+
+    if want("good"):
+        d = folder("good")
+        for s in specs:
+            nbformat.write(solution_notebook(s), str(d / s.notebook))
+        made.append(Member("good", "good", sum(_parts(s, ("correctness", "path", "throughput")) + _quiz(s)
+                                               for s in specs),
+                           sum(_parts(s, ("correctness", "path")) + _quiz(s) for s in specs),
+                           sum(_parts(s, ("path",)) + _quiz(s) for s in specs), about="every solution notebook"))
+    if want("blank"):
+        d = folder("blank")
+        for s in specs:
+            shutil.copy(ROOT / "weeks" / week / s.notebook, d / s.notebook)
+        made.append(Member("blank", "stub", 0, 0, 0, about="the release, untouched"))
+    if want("malformed"):
+        d = folder("malformed")
+        (d / specs[0].notebook).write_text('{"cells": [ this is not a notebook')
+        made.append(Member("malformed", "malformed", 0, 0, 0, about="not JSON"))
+    if want("tamper"):
+        d = folder("tamper")
+        nbformat.write(tampered_day1(week), str(d / "day1_naive_loads.ipynb"))
+        day1 = next(s for s in specs if s.slug == "naive_loads")
+        q = _quiz(day1) - 1  # one quiz grade cell deleted
+        made.append(Member("tamper", "cheat", 3 + q, 3 + q, q, ["deleted-cell", "code-in-answer-cell"],
+                           about="scalar kernel; grade cell rewritten; checker patched; quiz cell deleted"))
+    for s in specs:
+        for ka in known_answers(s.slug):
+            name = f"{s.slug}-{ka.name}"
+            if ka.source == "solution" or not want(name):
+                continue
+            d = folder(name.replace("_", "-"))
+            nbformat.write(submission_notebook(s.slug, ka), str(d / s.notebook))
+            e = ka.expected
+            q = _quiz(s)
+            made.append(Member(name.replace("_", "-"), "known", sum(e.values()) + q,
+                               e.get("correctness", 0) + e.get("path", 0) + q, e.get("path", 0) + q,
+                               list(ka.flags), list(ka.gpu_flags), ka.about))
+    (out / "expected.json").write_text(json.dumps([asdict(m) for m in made], indent=1))
+    return made
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=str(ROOT / "build" / "grading" / "submitted"))
+    ap.add_argument("--week", default="week1")
+    ap.add_argument("--set", choices=("all", "gpu20"), default="all")
+    args = ap.parse_args(argv)
+    made = build(Path(args.out), args.week, GPU20 if args.set == "gpu20" else None)
+    print(f"{len(made)} submissions under {args.out}")
+    for m in made:
+        print(f"  {m.student:<34} H100 {m.expected_h100:>5g}  CPU {m.expected_cpu:>5g}  {m.about}")
+
+
+if __name__ == "__main__":
+    main()
