@@ -51,16 +51,53 @@ def cmd_grade(args) -> int:
     env = dict(os.environ, COURSE_SECRET_SEED=secret, COURSE_BATCH_DIR=str(batch))
     results = {}
     t0 = time.perf_counter()
-    bar = tqdm(students, desc=f"autograde {week}", unit="student", file=sys.stdout)
-    for student in bar:
-        bar.set_postfix_str(student)
+    gpus = _gpu_count()
+    workers = max(1, gpus)
+    bar = tqdm(total=len(students), desc=f"autograde {week} ({workers} worker{'s' * (workers > 1)})",
+               unit="student", file=sys.stdout)
+
+    def grade_one(student: str, gpu: int | None) -> None:
         s0 = time.perf_counter()
         malformed = set_aside_malformed(submitted / student / week)
-        res = nbgrader("autograde", week, f"--student={student}", "--force", env=env, check=False)
-        results[student] = {"returncode": res.returncode, "wall_s": time.perf_counter() - s0,
+        wenv = dict(env, CUDA_VISIBLE_DEVICES=str(gpu)) if gpu is not None and gpus > 1 else env
+        res = None
+        for _ in range(3):  # concurrent workers share one sqlite gradebook: retry a locked database
+            res = nbgrader("autograde", week, f"--student={student}", "--force", env=wenv, check=False)
+            if res.returncode == 0 or "database is locked" not in (res.stderr or ""):
+                break
+            time.sleep(1.0)
+        results[student] = {"returncode": res.returncode, "wall_s": time.perf_counter() - s0, "gpu": gpu,
                             "malformed": malformed, "log_tail": (res.stderr or "")[-1500:]}
         if malformed:
             tqdm.write(f"{student}: malformed notebook(s) graded 0: " + "; ".join(malformed))
+        bar.set_postfix_str(student)
+        bar.update(1)
+
+    if workers == 1:
+        for student in students:
+            grade_one(student, 0 if gpus else None)
+    else:  # one worker per GPU, each with its own CUDA_VISIBLE_DEVICES
+        import queue
+        import threading
+
+        todo: queue.Queue = queue.Queue()
+        for student in students:
+            todo.put(student)
+
+        def worker(gpu: int) -> None:
+            while True:
+                try:
+                    student = todo.get_nowait()
+                except queue.Empty:
+                    return
+                grade_one(student, gpu)
+
+        threads = [threading.Thread(target=worker, args=(g,)) for g in range(workers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    bar.close()
     ensure_rows(week, students)
     nbgrader("generate_feedback", week, "--force", check=False)
     out = grading_dir() / f"grades_{week}.csv"
@@ -69,6 +106,15 @@ def cmd_grade(args) -> int:
     (grading_dir() / f"batch_{week}.json").write_text(json.dumps(summary, indent=1))
     print(f"graded {len(students)} submissions in {summary['wall_s']:.0f} s; gradebook CSV: {out}")
     return 0
+
+
+def _gpu_count() -> int:
+    try:
+        import torch
+
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except Exception:  # noqa: BLE001
+        return 0
 
 
 def set_aside_malformed(folder: Path) -> list[str]:

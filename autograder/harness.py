@@ -215,7 +215,7 @@ def _batch_ceilings() -> None:
         kb._ceilings = json.loads(f.read_text())
     else:
         d.mkdir(parents=True, exist_ok=True)
-        f.write_text(json.dumps(kb.ceilings()))
+        _atomic_write(f, json.dumps(kb.ceilings()))
 
 
 def _batch_reference(ex, wl, job) -> dict:
@@ -231,8 +231,15 @@ def _batch_reference(ex, wl, job) -> dict:
     ref_cubin = compile_cuda(job["reference_source"], name=f"{ex.name}_reference")
     ref = _time(ex, wl, ref_cubin, int(job["seed"]), "reference")
     if f is not None:
-        f.write_text(json.dumps(ref, default=str))
+        _atomic_write(f, json.dumps(ref, default=str))
     return ref
+
+
+def _atomic_write(path, text: str) -> None:
+    """Workers of a batch (one per GPU) may write the same file: readers see the old file or the whole new one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def main() -> int:
