@@ -13,30 +13,47 @@
    aligned; `None` marks an inactive lane. Not modelled: the special cases in which some architectures merge
    uniform-address 64/128-bit accesses across phases (they only ever lower the count).
 
-2. The transpose (kernels/smem_tiling/transpose.cu; one 32x32 tile per block of 32x8 threads). The L1TEX data
-   stage of an SM (which serves shared memory AND global accesses) moves one wavefront per clock; DRAM moves the
-   bytes; L2 moves 32-byte sectors. The slowest of the three sets the time:
+2. The transpose (kernels/smem_tiling/transpose.cu; one 32x32 tile per block of 32x8 threads). Three resources,
+   the slowest sets the time:
 
-       time = max(DRAM: bytes / (copy ceiling x DRAM_FRACTION_OF_COPY),
+       time = max(DRAM:  useful bytes / DRAM efficiency / (copy ceiling x DRAM_FRACTION_OF_COPY),
                   L1TEX: tiles x wavefronts per tile / (SMs x WAVEFRONTS_PER_CLK x CLOCK_GHZ),
-                  L2: tiles x sectors per tile x 32 B / L2_SECTOR_TBPS)
+                  L2:    tiles x L2 requests per tile / L2_REQUESTS_PER_NS)
 
-   Wavefronts per tile = shared-memory wavefronts (the counter on the kernel's real STS / LDS addresses, 8 warps x
-   4 accesses each way) + one wavefront per distinct 128-byte line of each global access (a coalesced warp access
-   of 32 floats is one line; the naive kernel's column store touches 32 lines).
+   L1TEX wavefronts per tile = shared-memory wavefronts (the counter on the kernel's real STS / LDS addresses, 8
+   warps x 4 accesses each way) + one wavefront per distinct 128-byte line of each global access. L2 requests per
+   tile = one per distinct 128-byte line of each warp's global access, however few bytes of the line it carries
+   (a coalesced warp access of 32 floats is one request; the naive kernel's column store is 32 requests of 4 bytes).
+   DRAM efficiency = useful bytes / DRAM bytes, with day 1's DRAM granules (kernels/naive_loads/model.py:
+   DRAM_GRANULE_BYTES, PARTIAL_WRITE_COST; kernels.sim.read/write_traffic_bytes) counted over the whole tile,
+   because L2 merges the writes a block makes to a line while the line is resident (see "the naive row" below).
 
-       rung       STS  LDS (per warp access)    per tile: smem + global = total   bound (8192^2)
-       naive       -    -                        0 + (32x1 + 32x32) = 1056        L1TEX / L2 (uncoalesced store)
-       smem        1   32 (32-way conflict)      (32 + 1024) + 64   = 1120        L1TEX (bank conflicts)
-       padded      1    1                        64 + 64            = 128         DRAM
-       swizzled    1    1                        64 + 64            = 128         DRAM
+       rung       STS  LDS (per warp access)  L1TEX wf per tile       L2 requests  DRAM eff.   bound (8192^2)
+       naive       -    -                     0 + (32 + 32x32) = 1056   1056         1.0         L2 (requests)
+       smem        1   32 (32-way conflict)   (32 + 1024) + 64 = 1120     64         1.0         L1TEX (conflicts)
+       padded      1    1                     64 + 64          = 128      64         1.0         DRAM
+       swizzled    1    1                     64 + 64          = 128      64         1.0         DRAM
+
+   The naive row (H100, build/h100-run9, 2026-11-22: 0.463 TB/s). Day 1 measured that a partly written 64-byte
+   DRAM granule costs ~2 granules. If nothing merged the naive kernel's 4-byte stores before DRAM, every one of
+   them would be such a partial write: predict(..., merge="instruction") gives ~0.17 TB/s, 2.7x slower than
+   measured — refuted. Each 128-byte line of y that a block writes receives all its 32 words from that one block
+   within microseconds, and the ~1056 resident blocks keep ~4 MB of such lines open against a 50 MB L2: the lines
+   fill up in L2 and leave it whole, exactly the DRAM traffic of the padded rung (which writes the same lines of
+   y, one request each, and runs at 2.77 TB/s). What differs is the number of requests: 1056 per tile against 64.
+   At one L2 request per ~17 ps for the whole GPU (L2_REQUESTS_PER_NS, fit), the request count sets the naive
+   time — 16.5x the requests of the staged rungs. (A sector-based L2 rate cannot do it: the padded rung moves 256
+   sectors per tile at a higher sector rate than the naive rung's 1152 would allow.)
 
    Assumptions (say so when a measurement disagrees):
    - The three resources overlap perfectly (8 resident blocks per SM are in different phases), hence max(), not a
      sum. A kernel on the edge between two limits runs somewhat slower than the max.
-   - Every tile costs what an interior tile costs (the tiles of the benchmark shape are all full).
-   - The naive kernel's partial-sector stores merge in L2 before they reach DRAM (the 8 stores to one 32-byte
-     sector of y come from one block within a few microseconds), so its DRAM bytes are those of the others.
+   - Every tile costs what the top-left tile costs (the tiles of the benchmark shape are all full and aligned).
+     For shapes whose y rows are not 64-byte aligned the tile-level merge charges partial granules that a
+     neighbouring block (co-resident) would complete: an overestimate of DRAM bytes there.
+   - Whether the request limit sits in the SMs' path to L2 (one request every ~4 SM clocks per SM) or in the L2
+     slices is not separable with one GPU configuration: the constant is GPU-wide. Nsight Compute's L2 request
+     counts (lts__t_requests) and a run on fewer SMs would tell.
 """
 
 from __future__ import annotations
@@ -44,29 +61,46 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from math import ceil
 
-from ..sim import H100, sectors_per_request
+from ..naive_loads.model import DRAM_GRANULE_BYTES, PARTIAL_WRITE_COST  # day 1's DRAM finding, fit there
+from ..sim import H100, read_traffic_bytes, sectors_per_request, write_traffic_bytes
 
 __all__ = [
-    "CLOCK_GHZ", "WAVEFRONTS_PER_CLK", "DRAM_FRACTION_OF_COPY", "L2_SECTOR_TBPS", "VARIANTS", "SMEM_VARIANTS",
+    "CLOCK_GHZ", "WAVEFRONTS_PER_CLK", "DRAM_FRACTION_OF_COPY", "L2_REQUESTS_PER_NS", "FIT_SOURCE",
+    "VARIANTS", "SMEM_VARIANTS", "MERGES",
     "bank", "phases", "wavefronts", "ideal_wavefronts", "conflict_table",
     "tile_smem_addresses", "tile_global_addresses", "bank_map", "TileCost", "tile_cost",
     "Prediction", "predict", "predict_tbps", "predict_all", "explain", "plot_bank_maps",
 ]
 
 # ------------------------------------------------------------------------------------------------- named constants
-# The SM clock while the kernel runs, GHz. kernels.sim.H100.clock_ghz (1.83, the clock the datasheet's tensor peak
-# assumes); a memory-bound H100 SXM may hold its 1.98 GHz maximum boost. Fit to recorded_h100.json (the smem rung
-# is L1TEX-bound, so its time is tiles x 1120 / (132 x clock)).
-CLOCK_GHZ = H100.clock_ghz
+# Three constants were fit ONCE, each to the rung that only it limits, and the fit is recorded here:
+FIT_SOURCE = ("fit to build/h100-run9, 2026-11-22: NVIDIA H100 80GB HBM3, driver 580.159.04, torch 2.11, "
+              "8192x8192 float32, copy ceiling 3.00 TB/s")
+
+# The SM clock while the kernel runs, GHz — strictly, the rate at which one SM's L1TEX data stage serves
+# wavefronts, in units of WAVEFRONTS_PER_CLK. Fit to build/h100-run9, 2026-11-22: transpose_smem (L1TEX-bound,
+# 1120 wavefronts per tile: 65536 tiles x 1120 / (132 SMs x 0.3130 ms)) gives 1.777 GHz, exercise:unpadded 1.781.
+# Between kernels.sim.H100.clock_ghz (1.83, the clock the datasheet's tensor peak assumes) and the 1.755 GHz a
+# power-limited H100 often holds; not a measured clock.
+CLOCK_GHZ = 1.78
 # Wavefronts the L1TEX data stage of one SM serves per clock: 32 banks x 4 bytes = 128 bytes per clock (CUDA C++
-# Programming Guide, shared memory: 32 banks, each 32 bits wide, one access per bank per clock).
+# Programming Guide, shared memory: 32 banks, each 32 bits wide, one access per bank per clock). Not fit.
 WAVEFRONTS_PER_CLK = 1
-# Fraction of the same run's D2D copy ceiling that a DRAM-bound transpose reaches. Fit: a copy streams both sides;
-# a transpose's writes leave every block as 32 rows of 128 bytes, `rows * 4` bytes apart.
+# Fraction of the same run's D2D copy ceiling that a DRAM-bound transpose reaches. Fit to build/h100-run9,
+# 2026-11-22: transpose_padded 0.925, transpose_swizzled 0.919, exercise:correct 0.924, exercise:swizzled 0.918 of
+# the copy ceiling. A copy streams both sides; a transpose's writes leave every block as 32 rows of 128 bytes,
+# `rows * 4` bytes apart, so DRAM pages are opened for less data each.
 DRAM_FRACTION_OF_COPY = 0.92
-# L2 throughput in 32-byte sector operations x 32 bytes, TB/s. Fit: NVIDIA publishes no L2 bandwidth for H100;
-# microbenchmarks report several TB/s. Only the naive rung (32 sectors per warp store) comes near it.
-L2_SECTOR_TBPS = 5.5
+# L2 requests the whole GPU completes per nanosecond; a request is one warp access to one 128-byte line (up to 4
+# sectors), whatever number of bytes it carries. Fit to build/h100-run9, 2026-11-22: transpose_naive (65536 tiles
+# x 1056 requests in 1.1607 ms) gives 59.6 per ns, exercise:naive 59.6. NVIDIA publishes no such rate. Sanity:
+# the staged rungs need 64 requests per tile, 0.07 ms at this rate, well under their 0.19 ms DRAM time; and at
+# 128 bytes per request the rate is 7.6 TB/s, so full-line traffic never meets it in this course.
+L2_REQUESTS_PER_NS = 59.6
+
+# How far L2 merges partial writes before they reach DRAM: "block" (all of a block's stores to a line, the
+# model), or "instruction" (each warp store instruction alone: no merging; the hypothesis the H100 refuted).
+MERGES = ("block", "instruction")
 
 VARIANTS = ("naive", "smem", "padded", "swizzled")
 SMEM_VARIANTS = ("smem", "padded", "swizzled")
@@ -213,7 +247,10 @@ class TileCost:
     sts_wavefronts: int
     lds_wavefronts: int
     global_wavefronts: int  # one per distinct 128-byte line of each warp's global access
-    l2_sectors: int         # 32-byte sectors of the global accesses
+    l2_sectors: int         # 32-byte sectors of the global accesses (what sectors_per_request counts)
+    useful_bytes: int       # bytes loaded + stored by the tile's live lanes
+    dram_bytes: float       # DRAM bytes, day 1's granules, the tile's writes merged in L2 (merge="block")
+    dram_bytes_unmerged: float  # the same if every warp store instruction reached DRAM alone (merge="instruction")
 
     @property
     def smem_wavefronts(self) -> int:
@@ -223,13 +260,26 @@ class TileCost:
     def l1_wavefronts(self) -> int:
         return self.smem_wavefronts + self.global_wavefronts
 
+    @property
+    def l2_requests(self) -> int:
+        """One L2 request per distinct 128-byte line of each warp's global access (= the global wavefronts)."""
+        return self.global_wavefronts
+
+    def dram_efficiency(self, merge: str = "block") -> float:
+        """Useful bytes / DRAM bytes (1.0: every granule DRAM moves is whole and wanted)."""
+        if merge not in MERGES:
+            raise ValueError(f"merge {merge!r}: choose one of {MERGES}")
+        moved = self.dram_bytes if merge == "block" else self.dram_bytes_unmerged
+        return self.useful_bytes / moved if moved else 1.0
+
 
 def _lines(addresses) -> int:
     return len({a // LINE_BYTES for a in addresses if a is not None})
 
 
 def tile_cost(variant: str, rows: int = 8192, cols: int = 8192) -> TileCost:
-    """Wavefronts and sectors of the top-left (interior, for shapes >= 32x32) tile of a (rows, cols) transpose."""
+    """Wavefronts, L2 requests / sectors and DRAM bytes of the top-left (interior, for shapes >= 32x32) tile of a
+    (rows, cols) transpose."""
     if variant not in VARIANTS:
         raise ValueError(f"variant {variant!r}: choose one of {VARIANTS}")
     sts = lds = 0
@@ -238,13 +288,27 @@ def tile_cost(variant: str, rows: int = 8192, cols: int = 8192) -> TileCost:
             sts += wavefronts(tile_smem_addresses(variant, "store", ty, j))
             lds += wavefronts(tile_smem_addresses(variant, "load", ty, j))
     glob = sectors = 0
+    unmerged = 0.0
+    tile_loads: list[int] = []
+    tile_stores: list[int] = []
     for ty, j in _steps():
         for access in ("load", "store"):
             addr = tile_global_addresses(variant, access, ty, j, rows, cols)
             glob += _lines(addr)
             live = [a for a in addr if a is not None]
-            sectors += sectors_per_request(live, H100.sector_bytes, bytes_per_access=ELEMENT_BYTES) if live else 0
-    return TileCost(sts, lds, glob, sectors)
+            if not live:
+                continue
+            sectors += sectors_per_request(live, H100.sector_bytes, bytes_per_access=ELEMENT_BYTES)
+            if access == "load":
+                tile_loads += live
+                unmerged += read_traffic_bytes(live, ELEMENT_BYTES, DRAM_GRANULE_BYTES)
+            else:
+                tile_stores += live
+                unmerged += write_traffic_bytes(live, ELEMENT_BYTES, DRAM_GRANULE_BYTES, PARTIAL_WRITE_COST)
+    merged = (read_traffic_bytes(tile_loads, ELEMENT_BYTES, DRAM_GRANULE_BYTES)
+              + write_traffic_bytes(tile_stores, ELEMENT_BYTES, DRAM_GRANULE_BYTES, PARTIAL_WRITE_COST))
+    useful = ELEMENT_BYTES * (len(tile_loads) + len(tile_stores))
+    return TileCost(sts, lds, glob, sectors, useful, merged, unmerged)
 
 
 # ------------------------------------------------------------------------------------------------ the prediction
@@ -254,7 +318,7 @@ class Prediction:
     shape: tuple[int, int]
     ms: float
     tbps: float
-    bound: str          # "DRAM" | "L1TEX" | "L2"
+    bound: str          # "DRAM" | "L1TEX" | "L2" (requests)
     dram_ms: float
     l1_ms: float
     l2_ms: float
@@ -264,29 +328,30 @@ class Prediction:
     def as_dict(self) -> dict:
         d = asdict(self)
         d["cost"] = {**asdict(self.cost), "smem_wavefronts": self.cost.smem_wavefronts,
-                     "l1_wavefronts": self.cost.l1_wavefronts}
+                     "l1_wavefronts": self.cost.l1_wavefronts, "l2_requests": self.cost.l2_requests}
         return d
 
 
 def predict(variant: str, shape=(8192, 8192), copy_tbps: float = H100.hbm_tbps, *, clock_ghz: float | None = None,
-            dram_fraction: float | None = None, l2_tbps: float | None = None,
-            wavefronts_per_clk: float | None = None, n_sm: int = H100.sm_count) -> Prediction:
+            dram_fraction: float | None = None, l2_requests_per_ns: float | None = None,
+            wavefronts_per_clk: float | None = None, n_sm: int = H100.sm_count, merge: str = "block") -> Prediction:
     """Predicted time and bandwidth (bytes read + written, as kernels.bench counts) of one transpose rung.
     copy_tbps: the D2D copy ceiling measured in the same run (default: the datasheet's HBM peak, for a quick look
-    only — a real copy reaches less). Keyword overrides replace the named constants."""
+    only — a real copy reaches less). Keyword overrides replace the named constants; merge="instruction" is the
+    no-merging hypothesis for partial writes (see the module docstring), "block" the model."""
     rows, cols = shape
     clock = CLOCK_GHZ if clock_ghz is None else clock_ghz
     frac = DRAM_FRACTION_OF_COPY if dram_fraction is None else dram_fraction
-    l2 = L2_SECTOR_TBPS if l2_tbps is None else l2_tbps
+    l2 = L2_REQUESTS_PER_NS if l2_requests_per_ns is None else l2_requests_per_ns
     wpc = WAVEFRONTS_PER_CLK if wavefronts_per_clk is None else wavefronts_per_clk
     if copy_tbps <= 0 or clock <= 0 or frac <= 0 or l2 <= 0 or wpc <= 0:
         raise ValueError("rates must be positive")
     cost = tile_cost(variant, rows, cols)
     tiles = ceil(rows / TILE) * ceil(cols / TILE)
     nbytes = 2 * ELEMENT_BYTES * rows * cols
-    dram_s = nbytes / (copy_tbps * frac * 1e12)
+    dram_s = nbytes / cost.dram_efficiency(merge) / (copy_tbps * frac * 1e12)
     l1_s = tiles * cost.l1_wavefronts / (n_sm * wpc * clock * 1e9)
-    l2_s = tiles * cost.l2_sectors * H100.sector_bytes / (l2 * 1e12)
+    l2_s = tiles * cost.l2_requests / (l2 * 1e9)
     limits = {"DRAM": dram_s, "L1TEX": l1_s, "L2": l2_s}
     bound = max(limits, key=limits.get)
     t = limits[bound]
@@ -308,20 +373,25 @@ def explain(copy_tbps: float | None = None, shape=(8192, 8192)) -> str:
     measured = copy_tbps is not None
     copy_tbps = copy_tbps if measured else H100.hbm_tbps
     lines = [
-        f"Model: time = max(DRAM, L1TEX wavefronts, L2 sectors) for a {shape[0]}x{shape[1]} float32 transpose",
-        f"  DRAM: {2 * 4 * shape[0] * shape[1] / 2**20:.0f} MiB at {DRAM_FRACTION_OF_COPY:.2f} x the "
+        f"Model: time = max(DRAM, L1TEX wavefronts, L2 requests) for a {shape[0]}x{shape[1]} float32 transpose",
+        f"  DRAM: {2 * 4 * shape[0] * shape[1] / 2**20:.0f} MiB / DRAM efficiency at {DRAM_FRACTION_OF_COPY:.2f} x the "
         f"{copy_tbps:.2f} TB/s " + ("copy ceiling (measured)" if measured else
                                     "datasheet HBM peak (no measured copy ceiling here: an upper bound)"),
         f"  L1TEX: {WAVEFRONTS_PER_CLK} wavefront/clk/SM x {H100.sm_count} SMs x {CLOCK_GHZ:.2f} GHz",
-        f"  L2: {L2_SECTOR_TBPS:.1f} TB/s of 32-byte sectors",
-        f"{'rung':<10}{'STS wf':>8}{'LDS wf':>8}{'global wf':>11}{'sectors':>9}{'pred TB/s':>11}  bound",
+        f"  L2: {L2_REQUESTS_PER_NS:.1f} requests/ns for the GPU (one per 128-byte line per warp access)",
+        f"  ({FIT_SOURCE})",
+        f"{'rung':<10}{'STS wf':>8}{'LDS wf':>8}{'global wf':>11}{'L2 req':>8}{'DRAM eff':>10}{'pred TB/s':>11}  bound",
     ]
     for v, p in predict_all(shape, copy_tbps).items():
         c = p.cost
         lines.append(f"{v:<10}{c.sts_wavefronts:>8}{c.lds_wavefronts:>8}{c.global_wavefronts:>11}"
-                     f"{c.l2_sectors:>9}{p.tbps:>11.2f}  {p.bound}")
-    lines.append("(wavefronts and sectors per 32x32 tile; the LDS of the unpadded tile reads a column: 32 words in "
-                 "one bank, 32 wavefronts per access)")
+                     f"{c.l2_requests:>8}{c.dram_efficiency():>10.3f}{p.tbps:>11.2f}  {p.bound}")
+    lines.append("(per 32x32 tile; the LDS of the unpadded tile reads a column: 32 words in one bank, 32 wavefronts "
+                 "per access)")
+    un = predict("naive", shape, copy_tbps, merge="instruction")
+    lines.append(f"naive if L2 merged nothing (every 4-byte store a partial {DRAM_GRANULE_BYTES}-byte DRAM granule "
+                 f"costing {PARTIAL_WRITE_COST:g}x, day 1): DRAM efficiency "
+                 f"{un.cost.dram_efficiency('instruction'):.3f} -> {un.tbps:.2f} TB/s")
     return "\n".join(lines)
 
 

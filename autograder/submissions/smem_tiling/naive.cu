@@ -1,6 +1,6 @@
 // Known answer "naive": correct, but no shared memory: each thread writes y[c][r] straight from x[r][c], so a
 // warp's store hits 32 different 128-byte lines. Expected: correctness full; path 0 (no STS / LDS in transpose);
-// throughput 0 (uncoalesced stores: 32 L1 wavefronts and 32 L2 sectors per warp store; below the bar).
+// throughput 0 (uncoalesced stores: 32 L2 requests of 4 bytes per warp store, request-bound; below the bar).
 extern "C" __global__ void transpose(const float* __restrict__ x, float* __restrict__ y, int rows, int cols)
 {
     const int c = blockIdx.x * 32 + threadIdx.x;

@@ -1,7 +1,7 @@
 // Known answer "unpadded": correct, shared memory staged, but the tile is float[32][32]: the column read puts all
 // 32 lanes in one bank (32-way conflict, 32 wavefronts per LDS). Expected: correctness full; path full (STS and
 // LDS are there — SASS cannot see a conflict); throughput 0: the smem pipe, not DRAM, sets its time (the model
-// predicts ~0.65x of the padded solution), below the bar, which sits between the two measured figures.
+// predicts ~0.6x of the padded solution), below the bar, which sits between the two measured figures.
 extern "C" __global__ void transpose(const float* __restrict__ x, float* __restrict__ y, int rows, int cols)
 {
     __shared__ float tile[32][32];
