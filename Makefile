@@ -40,7 +40,7 @@ export CUDA_CACHE_PATH := $(CACHE)/nv
 # The course root on the path: nbgrader's autograde kernel imports kernels/ and autograder/ from it.
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
-.PHONY: venv test lab gpu-test autograde weeks clean
+.PHONY: venv test lab formgrader gpu-test autograde weeks clean
 
 # Targets that run in the venv see its scripts first: nbgrader runs `alembic` by name, and tests may call
 # `nbgrader` / `jupyter`. (Not gpu-test: there `python3` must stay the machine's own interpreter.)
@@ -66,6 +66,10 @@ test: venv
 
 lab: venv
 	$(VPY) -m autograder.lab $(LAB_ARGS)
+
+# Instructors: JupyterLab on the course root, so that nbgrader's formgrader (Nbgrader > Formgrader) sees the course.
+formgrader: venv
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VPY) -m autograder.lab --root . $(LAB_ARGS)
 
 # No venv here on purpose (see the top of this file): PY ?= python3.
 gpu-test:

@@ -104,7 +104,11 @@ def cmd_grade(args) -> int:
     nbgrader("export", f"--to={out}", check=False)
     summary = {"week": week, "students": len(students), "wall_s": time.perf_counter() - t0, "per_student": results}
     (grading_dir() / f"batch_{week}.json").write_text(json.dumps(summary, indent=1))
-    print(f"graded {len(students)} submissions in {summary['wall_s']:.0f} s; gradebook CSV: {out}")
+    from .report import write_report
+
+    report = write_report(week, grading_dir())
+    print(f"graded {len(students)} submissions in {summary['wall_s']:.0f} s; gradebook CSV: {out}; "
+          f"class report: {report}")
     return 0
 
 

@@ -70,6 +70,8 @@ def lab_command(port: int, root: Path, token: str | None, open_browser: bool = F
         # No network from the lab: no announcements feed, no update check.
         "--LabApp.news_url=None",
         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        # ... and no "get notified about Jupyter news?" pop-up in a fresh profile
+        f"--LabApp.app_settings_dir={Path(__file__).resolve().parent / 'lab_settings'}",
     ]
     if token is not None:
         cmd.append(f"--IdentityProvider.token={token}")

@@ -1,0 +1,610 @@
+"""The class report of one graded week: an HTML page with plots and a CSV, one row per student.
+
+    python -m autograder.report week1 [--grading DIR]      # after `autograder grade week1`
+    write_report("week1") -> build/grading/report_week1.html (+ report_week1.csv beside it)
+
+It reads what grading left in the grading folder (default: autograder.release.grading_dir()):
+
+    submitted/<student>/<week>/                 the roster: every student here gets a row, graded or not
+    verdicts/<student>/<week>/<notebook>.json   the trusted verdicts (autograder.grade.NotebookGrade.as_dict)
+    grades_<week>.csv                           nbgrader's gradebook export, if present (the official total)
+    batch_<week>.json                           the batch: wall time, per-student return codes and notes
+
+The page (self-contained: CSS inline, plots inline as base64 PNG drawn with matplotlib's Agg canvas) has a summary,
+per exercise a score histogram, a throughput distribution against the spec's bar and a leaderboard (correct
+submissions only, fastest first), a table of flags and a table of every student. What it shows is chosen field by
+field from the verdicts, never dumped: no hidden-test source, no secret seed, no traceback of the trusted code
+(messages are passed through `_clean`, which cuts them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import csv
+import html
+import io
+import json
+import math
+import os
+import re
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .release import ROOT, grading_dir
+
+UNITS = {"tbps": "TB/s", "tflops": "TFLOPS"}
+MAX_MESSAGE = 300
+STALE_SLACK_S = 60.0  # clock and file-system slack when telling an earlier run's verdicts
+
+
+# --------------------------------------------------------------------------------------------------- what we read
+@dataclass
+class ExerciseInfo:
+    """One graded exercise of the week, as the spec describes it (or as the verdicts show it, without a spec)."""
+    key: str  # "<notebook stem>.<exercise>"
+    notebook: str  # notebook stem, e.g. day1_naive_loads
+    name: str  # exercise name, e.g. row_bias
+    grade_ids: tuple[str, ...] = ()
+    max_points: float | None = None
+    metric: str | None = None
+    bar: float | None = None
+    roofline: float | None = None
+
+    @property
+    def unit(self) -> str:
+        return UNITS.get(self.metric or "", self.metric or "")
+
+
+@dataclass
+class Result:
+    """One student's figures for one exercise."""
+    points: float = 0.0
+    max_points: float = 0.0
+    graded: bool = False  # a verdict exists
+    status: str = ""
+    correct: bool | None = None  # None: correctness not graded (no GPU)
+    value: float | None = None  # measured throughput, in the exercise's metric
+    output_ok: bool = True
+
+
+@dataclass
+class Student:
+    name: str
+    submitted: bool = False
+    verdicts: dict[str, dict] = field(default_factory=dict)  # notebook stem -> verdict
+    gradebook: dict | None = None  # the row of nbgrader's export
+    batch: dict | None = None  # the batch's entry for this student
+    results: dict[str, Result] = field(default_factory=dict)  # exercise key -> result
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def verdict_points(self) -> float:
+        return sum(_num(v.get("points")) for v in self.verdicts.values())
+
+    @property
+    def total(self) -> float:
+        if self.gradebook is not None and _num(self.gradebook.get("score"), None) is not None:
+            return _num(self.gradebook.get("score"))
+        return self.verdict_points
+
+    @property
+    def flags(self) -> list[tuple[str, str]]:
+        return [(nb, str(f)) for nb, v in sorted(self.verdicts.items()) for f in v.get("flags") or []]
+
+    @property
+    def malformed(self) -> set[str]:
+        """Stems of the notebooks the grading command set aside as malformed (its batch entry's "malformed": a
+        list of "<name>.ipynb: why" or a {name: why} mapping)."""
+        m = (self.batch or {}).get("malformed") or []
+        names = m.keys() if isinstance(m, dict) else [str(x).split(":", 1)[0] for x in m if isinstance(x, str)]
+        return {Path(n.strip()).stem for n in names}
+
+    @property
+    def wall_s(self) -> float | None:
+        return _num((self.batch or {}).get("wall_s"), None)
+
+
+def _num(x, default: float | None = 0.0) -> float | None:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return default
+    return v if math.isfinite(v) else default
+
+
+def _natural(s: str):
+    return [int(t) if t.isdigit() else t.lower() for t in re.split(r"(\d+)", s)]
+
+
+def _read_json(path: Path) -> tuple[dict | None, str | None]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        return None, f"{path.name}: unreadable ({type(exc).__name__})"
+    if not isinstance(data, dict):
+        return None, f"{path.name}: not a verdict object"
+    return data, None
+
+
+def _read_gradebook_csv(path: Path, week: str) -> dict[str, dict]:
+    """nbgrader's export (`nbgrader export --to=...`): one row per student and assignment; this week's rows."""
+    if not path.exists():
+        return {}
+    rows = {}
+    with path.open(newline="") as f:
+        for row in csv.DictReader(f):
+            if row.get("assignment", week) == week and row.get("student_id"):
+                rows[row["student_id"]] = row
+    return rows
+
+
+def _secrets() -> list[str]:
+    """The grading secret, if this process can see it: scrubbed from every message the report shows."""
+    out = []
+    if os.environ.get("COURSE_SECRET_SEED"):
+        out.append(os.environ["COURSE_SECRET_SEED"].strip())
+    f = os.environ.get("COURSE_SECRET_SEED_FILE")
+    if f:
+        try:
+            out.append(Path(f).expanduser().read_text().strip())
+        except OSError:
+            pass
+    return [s for s in out if s]
+
+
+def _clean(text, secrets: list[str] = ()) -> str:
+    """One message fit for the report: no traceback, no hidden-test block, no secret, one short paragraph."""
+    text = str(text or "")
+    text = re.sub(r"#+\s*BEGIN HIDDEN TESTS.*?(#+\s*END HIDDEN TESTS|$)", "[hidden tests removed]", text, flags=re.S)
+    text = text.replace("HIDDEN TESTS", "hidden tests")
+    kept = []
+    in_tb = False
+    for line in text.splitlines():
+        if line.startswith("Traceback (most recent call last)") or re.match(r"\s*File \"", line):
+            in_tb = True
+            continue
+        if in_tb:
+            # a traceback ends with an unindented "Type: message" line: keep that line only
+            if line and not line[0].isspace():
+                in_tb = False
+                kept.append(line)
+            continue
+        kept.append(line)
+    text = " ".join(s.strip() for s in kept if s.strip())
+    text = text.replace("Traceback", "traceback")
+    for s in secrets:
+        text = text.replace(s, "[secret]")
+    return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE - 3] + "..."
+
+
+def _batch_notes(entry: dict, secrets: list[str]) -> list[str]:
+    """Notes the grading command left for a student (malformed notebooks, errors), under whatever key it used."""
+    notes = []
+    for key in ("malformed", "notes", "note", "problems", "errors", "error", "message"):
+        if key not in entry or entry[key] in (None, "", [], {}, False):
+            continue
+        val = entry[key]
+        if val is True:
+            notes.append(key.replace("_", " "))
+        elif isinstance(val, dict):
+            notes += [f"{key}: {k}: {_clean(v, secrets)}" for k, v in val.items()]
+        elif isinstance(val, (list, tuple)):
+            notes += [f"{key}: {_clean(v, secrets)}" for v in val]
+        else:
+            notes.append(f"{key}: {_clean(val, secrets)}")
+    rc = entry.get("returncode")
+    if rc not in (None, 0):
+        why = ""
+        for line in reversed(str(entry.get("log_tail") or "").splitlines()):
+            if re.search(r"ERROR|Error\b|error:", line) and not re.match(r"\s", line):
+                why = _clean(line, secrets)
+                break
+        notes.append(f"nbgrader autograde exited with {rc}" + (f": {why}" if why else ""))
+    return notes
+
+
+def _exercises(week: str, stems: set[str], verdicts: list[dict]) -> tuple[list[str], list[ExerciseInfo]]:
+    """The week's notebooks and exercises: from the grader specs, plus whatever verdicts name that no spec does."""
+    from .spec import all_specs
+
+    notebooks = set(stems)
+    infos: dict[str, ExerciseInfo] = {}
+    try:
+        specs = [s for s in all_specs() if s.assignment == week]
+    except Exception:  # noqa: BLE001 - a broken spec must not cost the report
+        specs = []
+    released = {p.name for d in ("weeks", "solutions") for p in (ROOT / d / week).glob("*.ipynb")}
+    for s in specs:
+        stem = Path(s.notebook).stem
+        if s.notebook not in released and stem not in stems:
+            continue  # a spec for a day not yet written
+        notebooks.add(stem)
+        for ex in s.exercises.values():
+            tp = ex.parts.get("throughput")
+            infos[f"{stem}.{ex.name}"] = ExerciseInfo(
+                key=f"{stem}.{ex.name}", notebook=stem, name=ex.name,
+                grade_ids=tuple(p.grade_id for p in ex.parts.values()),
+                max_points=sum(p.points for p in ex.parts.values()), metric=ex.metric,
+                bar=tp.bar if tp is not None else None, roofline=ex.roofline)
+        if s.quiz:
+            infos[f"{stem}.quiz"] = ExerciseInfo(
+                key=f"{stem}.quiz", notebook=stem, name="quiz",
+                grade_ids=tuple(q.grade_id for q in s.quiz.questions.values()),
+                max_points=sum(q.points for q in s.quiz.questions.values()))
+    for v in verdicts:
+        stem = v["_notebook"]
+        for name in v.get("facts") or {}:
+            key = f"{stem}.{name}"
+            if key not in infos:
+                gids = tuple(g for g in (v.get("scores") or {}) if g.startswith(f"{name}_"))
+                infos[key] = ExerciseInfo(key=key, notebook=stem, name=name, grade_ids=gids)
+    order = sorted(notebooks, key=_natural)
+    ex = sorted(infos.values(), key=lambda e: (order.index(e.notebook), e.name == "quiz", e.name))
+    return order, ex
+
+
+def _result(ex: ExerciseInfo, verdict: dict | None) -> Result:
+    r = Result(max_points=ex.max_points or 0.0)
+    if verdict is None:
+        return r
+    scores = verdict.get("scores") or {}
+    mine = [scores[g] for g in ex.grade_ids if isinstance(scores.get(g), dict)]
+    r.graded = True
+    r.points = sum(_num(s.get("points")) for s in mine)
+    if not ex.max_points:
+        r.max_points = sum(_num(s.get("max_points")) for s in mine)
+    facts = (verdict.get("facts") or {}).get(ex.name)
+    if not isinstance(facts, dict):
+        return r
+    r.status = str(facts.get("status", ""))
+    corr = facts.get("correctness") or {}
+    if isinstance(corr, dict) and corr.get("graded"):
+        r.correct = bool(corr.get("ok"))
+    tp = facts.get("throughput") or {}
+    if isinstance(tp, dict) and tp.get("graded"):
+        st = tp.get("student") or {}
+        r.value = _num(st.get("value"), None)
+        r.output_ok = bool(st.get("output_ok", True))
+    return r
+
+
+def collect(week: str, grading: Path) -> tuple[dict, list[str], list[ExerciseInfo], list[Student]]:
+    """Everything the report shows, read from the grading folder."""
+    secrets = _secrets()
+    students: dict[str, Student] = {}
+
+    def get(name: str) -> Student:
+        return students.setdefault(name, Student(name))
+
+    for d in (grading / "submitted").glob(f"*/{week}"):
+        if d.is_dir():
+            get(d.parent.name).submitted = True
+    batch_file = grading / f"batch_{week}.json"
+    batch, err = _read_json(batch_file) if batch_file.exists() else ({}, None)
+    batch = batch or {}
+    # A verdict older than the batch's start is left over from an earlier run (its notebook was since removed or
+    # broke before the plugin ran): showing it would credit work this batch did not grade.
+    started = None
+    if _num(batch.get("wall_s"), None) is not None:
+        started = batch_file.stat().st_mtime - _num(batch["wall_s"]) - STALE_SLACK_S
+    verdicts = []
+    for f in sorted((grading / "verdicts").glob(f"*/{week}/*.json")):
+        st = get(f.parent.parent.name)
+        if started is not None and f.stat().st_mtime < started:
+            st.notes.append(f"{f.stem}: verdict left over from an earlier grading run, ignored")
+            continue
+        data, err_v = _read_json(f)
+        if data is None:
+            st.notes.append(_clean(err_v, secrets))
+            continue
+        data["_notebook"] = f.stem
+        st.verdicts[f.stem] = data
+        verdicts.append(data)
+    gradebook = _read_gradebook_csv(grading / f"grades_{week}.csv", week)
+    for name, row in gradebook.items():  # a gradebook student without a submission gets a row too
+        get(name).gradebook = row
+    for name, entry in (batch.get("per_student") or {}).items():
+        if isinstance(entry, dict):
+            s = get(name)
+            s.batch = entry
+            s.notes += _batch_notes(entry, secrets)
+
+    notebooks, exercises = _exercises(week, {v["_notebook"] for v in verdicts}, verdicts)
+    for s in students.values():
+        for ex in exercises:
+            s.results[ex.key] = _result(ex, s.verdicts.get(ex.notebook))
+        if not s.submitted:
+            s.notes.insert(0, "no submission this week")
+        missing = [nb for nb in notebooks if nb not in s.verdicts and nb not in s.malformed]
+        if s.submitted and missing:
+            s.notes.append("no verdict for " + ", ".join(missing) + " (notebook missing or malformed, or its "
+                           "grading failed)")
+        for nb, v in sorted(s.verdicts.items()):
+            s.notes += [f"{nb}: {_clean(p, secrets)}" for p in v.get("problems") or []]
+    roster = sorted(students.values(), key=lambda s: _natural(s.name))
+    meta = {"week": week, "grading": str(grading), "batch_wall_s": _num(batch.get("wall_s"), None),
+            "batch_error": err, "has_gradebook": bool(gradebook), "secrets": secrets}
+    return meta, notebooks, exercises, roster
+
+
+def status_of(s: Student, notebooks: list[str]) -> str:
+    if not s.submitted:
+        return "no submission"
+    rc = (s.batch or {}).get("returncode")
+    if not s.verdicts:
+        return "not graded"
+    if rc not in (None, 0) or any(nb not in s.verdicts for nb in notebooks):
+        return "partly graded"
+    return "graded"
+
+
+def max_total(exercises: list[ExerciseInfo], roster: list[Student]) -> float:
+    """The week's maximum: the gradebook's, else the specs', else the verdicts'."""
+    for s in roster:
+        if s.gradebook and _num(s.gradebook.get("max_score"), None):
+            return _num(s.gradebook["max_score"])
+    m = sum(e.max_points or 0 for e in exercises)
+    if m:
+        return m
+    return max((sum(_num(v.get("max_points")) for v in s.verdicts.values()) for s in roster), default=0.0)
+
+
+def leaderboard(ex: ExerciseInfo, roster: list[Student]) -> list[tuple[Student, Result]]:
+    """Correct submissions with a measured throughput, fastest first (impossible or stale figures left out)."""
+    rows = []
+    for s in roster:
+        r = s.results.get(ex.key)
+        if r is None or r.value is None or r.correct is not True or not r.output_ok:
+            continue
+        if ex.roofline and r.value > ex.roofline:
+            continue
+        rows.append((s, r))
+    return sorted(rows, key=lambda sr: (-sr[1].value, _natural(sr[0].name)))
+
+
+# -------------------------------------------------------------------------------------------------------- plots
+def _png(fig) -> str:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _mpl_at_least(*version: int) -> bool:
+    import matplotlib
+
+    have = tuple(int(x) for x in re.findall(r"\d+", matplotlib.__version__)[:len(version)])
+    return have >= version
+
+
+def _figure():
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(5.2, 2.8), layout="constrained")
+    return fig, fig.add_subplot()
+
+
+def score_histogram(points: list[float], max_points: float, title: str) -> str:
+    fig, ax = _figure()
+    hi = max([max_points, *points, 1.0])
+    step = 1.0 if hi <= 20 else hi / 20
+    edges = [i * step - step / 2 for i in range(int(math.ceil(hi / step)) + 2)]
+    ax.hist(points, bins=edges, color="#4c72b0", edgecolor="white")
+    ax.set_xlim(-step, hi + step)
+    ax.set_xlabel(f"points (of {max_points:g})")
+    ax.set_ylabel("students")
+    ax.yaxis.get_major_locator().set_params(integer=True)
+    ax.set_title(title, fontsize=10)
+    return _png(fig)
+
+
+def throughput_plot(ex: ExerciseInfo, good: list[float], bad: list[float] = ()) -> str:
+    """One dot per timed submission (jittered): the leaderboard's in green, impossible or stale figures as red
+    crosses; the spec's bar and the roofline drawn where known."""
+    fig, ax = _figure()
+    jitter = lambda n: [(i % 7 - 3) * 0.08 for i in range(n)]  # noqa: E731
+    if len(good) >= 5:  # a box says something from five figures on
+        horizontal = {"orientation": "horizontal"} if _mpl_at_least(3, 10) else {"vert": False}
+        ax.boxplot(good, positions=[0], widths=0.7, showfliers=False, zorder=2, **horizontal)
+    if good:
+        ax.scatter(good, jitter(len(good)), s=28, color="#55a868", zorder=3, label="correct")
+    if bad:
+        ax.scatter(bad, jitter(len(bad)), s=40, marker="x", color="#c44e52", zorder=3, label="flagged")
+    known = list(good) + list(bad) + ([ex.bar] if ex.bar else [])
+    lo, hi = min(known), max(known)
+    if ex.bar:
+        ax.axvline(ex.bar, color="#c44e52", linestyle="--", label=f"bar {ex.bar:g} {ex.unit}")
+    if ex.roofline and ex.roofline < 1.6 * hi:
+        ax.axvline(ex.roofline, color="#555555", linestyle=":", label=f"roofline {ex.roofline:g}")
+        hi = max(hi, ex.roofline)
+    pad = 0.08 * (hi - lo) if hi > lo else 0.1 * (hi or 1)
+    ax.set_xlim(max(0.0, lo - pad), hi + pad)
+    ax.set_ylim(-0.6, 0.6)
+    ax.set_yticks([])
+    ax.set_xlabel(f"measured throughput ({ex.unit})" if ex.unit else "measured throughput")
+    ax.set_title(f"{ex.name}: throughput of {len(good) + len(bad)} timed submission(s)", fontsize=10)
+    ax.legend(loc="upper left", fontsize=8, frameon=False)
+    return _png(fig)
+
+
+# --------------------------------------------------------------------------------------------------------- HTML
+CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;margin:2em auto;max-width:72em;
+     padding:0 1em;color:#222}
+h1{margin-bottom:.2em} h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.6em}
+table{border-collapse:collapse;margin:.6em 0 1.2em 0;font-size:.92em}
+th,td{border:1px solid #ddd;padding:.25em .6em;text-align:left;vertical-align:top}
+th{background:#f3f3f3} td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+.plots{display:flex;flex-wrap:wrap;gap:1em} .plots img{border:1px solid #eee}
+.muted{color:#777} .bad{color:#b00020} .ok{color:#1b7f3b} .flag{color:#b00020;font-family:monospace}
+dl.summary{display:grid;grid-template-columns:max-content auto;gap:.2em 1.2em} dl.summary dt{font-weight:600}
+"""
+
+
+def _e(x) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _fmt(x: float | None, digits: int = 3) -> str:
+    return "—" if x is None else f"{x:.{digits}g}"
+
+
+def _img(b64: str, alt: str) -> str:
+    return f'<img alt="{_e(alt)}" src="data:image/png;base64,{b64}">'
+
+
+def _table(head: list[str], rows: list[list[str]], num: set[int] = frozenset()) -> str:
+    out = ["<table><thead><tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr></thead><tbody>"]
+    for r in rows:
+        out.append("<tr>" + "".join(f'<td class="num">{c}</td>' if i in num else f"<td>{c}</td>"
+                                    for i, c in enumerate(r)) + "</tr>")
+    out.append("</tbody></table>")
+    return "\n".join(out)
+
+
+def render_html(meta: dict, notebooks: list[str], exercises: list[ExerciseInfo], roster: list[Student]) -> str:
+    week = meta["week"]
+    secrets = meta["secrets"]
+    top = max_total(exercises, roster)
+    totals = [s.total for s in roster if s.submitted]
+    parts = [f"<!doctype html>\n<html lang='en'><head><meta charset='utf-8'>"
+             f"<title>Class report — {_e(week)}</title><style>{CSS}</style></head><body>",
+             f"<h1>Class report — {_e(week)}</h1>",
+             f"<p class='muted'>Generated {_e(time.strftime('%Y-%m-%d %H:%M'))} from the grading folder's verdicts"
+             f"{', gradebook export' if meta['has_gradebook'] else ''} and batch record. Totals are the gradebook's "
+             "where it has the student, else the sum of the trusted verdicts.</p>"]
+
+    # --- summary
+    wall = meta["batch_wall_s"]
+    n_flags = sum(len(s.flags) for s in roster)
+    mean = statistics.fmean(totals) if totals else None
+    median = statistics.median(totals) if totals else None
+    status = [status_of(s, notebooks) for s in roster]
+    counts = ", ".join(f"{status.count(k)} {k}" for k in ("graded", "partly graded", "not graded", "no submission")
+                       if status.count(k))
+    summary = [("students", f"{sum(s.submitted for s in roster)} submitted ({counts})"),
+               ("notebooks", ", ".join(notebooks) or "—"),
+               ("mean score", f"{_fmt(mean)} / {top:g}" if mean is not None else "—"),
+               ("median score", f"{_fmt(median)} / {top:g}" if median is not None else "—"),
+               ("flags", str(n_flags)),
+               ("batch wall time", f"{wall:.1f} s" + (f" ({wall / max(1, len(totals)):.1f} s per student)"
+                                                      if totals else "") if wall is not None else "—")]
+    if meta.get("batch_error"):
+        summary.append(("batch record", _clean(meta["batch_error"], secrets)))
+    parts.append("<h2 id='summary'>Summary</h2><dl class='summary'>"
+                 + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in summary) + "</dl>")
+    if totals:
+        parts.append("<div class='plots'>" + _img(score_histogram(totals, top, f"{week}: total score"),
+                                                  "histogram of total scores") + "</div>")
+
+    # --- per exercise
+    parts.append("<h2 id='exercises'>Exercises</h2>")
+    for ex in exercises:
+        res = [(s, s.results[ex.key]) for s in roster if s.submitted]
+        pts = [r.points for _, r in res]
+        mx = ex.max_points or max((r.max_points for _, r in res), default=0.0)
+        parts.append(f"<h3 id='ex-{_e(ex.key)}'>{_e(ex.notebook)} · {_e(ex.name)}</h3>")
+        info = [f"max {mx:g} points", f"mean {_fmt(statistics.fmean(pts)) if pts else '—'}"]
+        if ex.metric:
+            info.append(f"metric {ex.unit}")
+            info.append(f"bar {ex.bar:g} {ex.unit}" if ex.bar else "no bar calibrated")
+        parts.append(f"<p class='muted'>{_e('; '.join(info))}</p>")
+        plots = []
+        if pts:
+            plots.append(_img(score_histogram(pts, mx, f"{ex.name}: points"), f"{ex.name} score histogram"))
+        board = leaderboard(ex, roster) if ex.metric else []
+        on_board = {s.name for s, _ in board}
+        timed_bad = [r.value for s, r in res if r.value is not None and s.name not in on_board]
+        if board or timed_bad:
+            plots.append(_img(throughput_plot(ex, [r.value for _, r in board], timed_bad),
+                              f"{ex.name} throughput distribution"))
+        parts.append("<div class='plots'>" + "".join(plots) + "</div>")
+        if ex.metric:
+            if board:
+                rows = [[str(i), _e(s.name), _fmt(r.value, 4),
+                         _fmt(r.value / ex.bar, 3) + "×" if ex.bar else "—", f"{r.points:g} / {r.max_points:g}"]
+                        for i, (s, r) in enumerate(board, 1)]
+                parts.append(f"<h4>Leaderboard — {_e(ex.name)}</h4>"
+                             + _table(["rank", "student", f"throughput ({ex.unit})", "of the bar", "points"], rows,
+                                      {0, 2, 3, 4}))
+            else:
+                parts.append("<p class='muted'>No leaderboard: no correct submission was timed (throughput is "
+                             "measured on an H100 only).</p>")
+
+    # --- flags
+    parts.append("<h2 id='flags'>Flags</h2>")
+    frows = [[_e(s.name), _e(nb), f"<span class='flag'>{_e(_clean(f, secrets))}</span>"]
+             for s in roster for nb, f in s.flags]
+    parts.append(_table(["student", "notebook", "flag"], frows) if frows else "<p class='muted'>No flags.</p>")
+
+    # --- every student
+    parts.append("<h2 id='students'>Students</h2>")
+    head = ["student", "status", "total"] + notebooks + ["flags", "wall (s)", "notes"]
+    srows = []
+    for s in roster:
+        st = status_of(s, notebooks)
+        cls = "ok" if st == "graded" else "bad"
+        cells = [_e(s.name), f"<span class='{cls}'>{_e(st)}</span>", f"{s.total:g} / {top:g}"]
+        bad = s.malformed
+        for nb in notebooks:
+            v = s.verdicts.get(nb)
+            cells.append(f"{_num(v.get('points')):g} / {_num(v.get('max_points')):g}" if v
+                         else "<span class='bad'>malformed</span>" if nb in bad else "—")
+        cells += [str(len(s.flags)), _fmt(s.wall_s, 3), "<br>".join(_e(_clean(n, secrets)) for n in s.notes)]
+        srows.append(cells)
+    parts.append(_table(head, srows, {2, *range(3, 3 + len(notebooks)), 3 + len(notebooks),
+                                      4 + len(notebooks)}))
+    parts.append("</body></html>\n")
+    return "\n".join(parts)
+
+
+def write_csv(path: Path, meta: dict, notebooks: list[str], exercises: list[ExerciseInfo],
+              roster: list[Student]) -> None:
+    """One row per student: status, total, points per notebook (empty: no verdict), flags, wall time, notes."""
+    secrets = meta["secrets"]
+    top = max_total(exercises, roster)
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["student", "status", "total", "max_total", *notebooks, "flags", "wall_s", "notes"])
+        for s in roster:
+            row = [s.name, status_of(s, notebooks), f"{s.total:g}", f"{top:g}"]
+            row += [f"{_num(s.verdicts[nb].get('points')):g}" if nb in s.verdicts else "" for nb in notebooks]
+            row += [len(s.flags), "" if s.wall_s is None else f"{s.wall_s:.1f}",
+                    " | ".join(_clean(n, secrets) for n in s.notes)]
+            w.writerow(row)
+
+
+def write_report(week: str, grading: Path | None = None) -> Path:
+    """Write <grading>/report_<week>.html and report_<week>.csv; return the HTML's path."""
+    grading = Path(grading) if grading is not None else grading_dir()
+    meta, notebooks, exercises, roster = collect(week, grading)
+    out = grading / f"report_{week}.html"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render_html(meta, notebooks, exercises, roster))
+    write_csv(grading / f"report_{week}.csv", meta, notebooks, exercises, roster)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m autograder.report", description=__doc__.split("\n\n")[0])
+    ap.add_argument("week", help="the assignment, e.g. week1")
+    ap.add_argument("--grading", type=Path, default=None,
+                    help="the grading folder (default: $COURSE_GRADING_DIR or build/grading)")
+    args = ap.parse_args(argv)
+    grading = args.grading if args.grading is not None else grading_dir()
+    if not grading.is_dir():
+        print(f"no grading folder at {grading}", file=sys.stderr)
+        return 1
+    out = write_report(args.week, grading)
+    print(f"class report: {out}\ngradebook CSV: {out.with_suffix('.csv')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
