@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from .release import ROOT, grading_dir, nbgrader
+from .release import grading_dir, nbgrader
 
 
 def _secret(args) -> str:

@@ -321,7 +321,6 @@ def _run(job: dict, facts: dict) -> None:
 
     torch.cuda.init()
     ok = _correctness(ex, wl, cubin, int(job["seed"]), facts)
-    tp = ex.parts["throughput"]
     if not ok:
         facts["throughput"] = {"graded": False, "reason": "a kernel that is not correct is not timed"}
         return
@@ -339,7 +338,6 @@ def _run(job: dict, facts: dict) -> None:
                               "for work actually done")
     if not mine["output_ok"]:
         facts["flags"].append("stale-output: the timed runs' output does not match their fresh inputs")
-    _ = torch
 
 
 if __name__ == "__main__":

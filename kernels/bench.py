@@ -150,6 +150,24 @@ def bench(
     return res
 
 
+def _copy_ceiling() -> BenchResult:
+    import torch
+
+    n = 1 << 28  # 256 Mi float32 = 1 GiB
+    src = torch.randn(n, device="cuda")
+    dst = torch.empty_like(src)
+    return bench(lambda: dst.copy_(src), bytes=2 * src.nbytes, reps=20, with_ceilings=False)
+
+
+def _matmul_ceiling() -> BenchResult:
+    import torch
+
+    m = 8192
+    a = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
+    return bench(lambda: a @ b, flops=2 * m**3, reps=20, with_ceilings=False)
+
+
 def ceilings(refresh: bool = False) -> dict:
     """The copy and matmul ceilings of this GPU, measured once per process with the same timer.
 
@@ -161,17 +179,41 @@ def ceilings(refresh: bool = False) -> dict:
         return _ceilings
     import torch
 
-    n = 1 << 28  # 256 Mi float32 = 1 GiB
-    src = torch.randn(n, device="cuda")
-    dst = torch.empty_like(src)
-    copy = bench(lambda: dst.copy_(src), bytes=2 * src.nbytes, reps=20, with_ceilings=False)
-    del src, dst
-    m = 8192
-    a = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
-    mm = bench(lambda: a @ b, flops=2 * m**3, reps=20, with_ceilings=False)
-    del a, b
+    copy, mm = _copy_ceiling(), _matmul_ceiling()
     torch.cuda.empty_cache()
     _ceilings = {"copy_tbps": copy.tbps, "cublas_bf16_tflops": mm.tflops,
                  "copy_ms": copy.ms, "cublas_ms": mm.ms}
     return _ceilings
+
+
+def rotating_inputs(pool: list, refresh: Callable[[object], None] | None = None) -> Callable[[], tuple]:
+    """make_args for `bench`: alternate between the buffers of `pool`, giving each fresh values before its use
+    (`refresh(x)`, default `x.normal_()`), so no repetition reads what an earlier one left in a cache."""
+    state = {"i": 0}
+
+    def make_args():
+        state["i"] += 1
+        x = pool[state["i"] % len(pool)]
+        (refresh or (lambda t: t.normal_()))(x)
+        return (x,)
+
+    return make_args
+
+
+def script_main(slug: str, run: Callable, doc: str | None = None) -> None:
+    """The command line of a topic's benchmark script: `python -m kernels.<slug>.bench [--out DIR] [--quick]`."""
+    import argparse
+    import json
+    from pathlib import Path
+
+    from . import record
+
+    ap = argparse.ArgumentParser(description=doc)
+    ap.add_argument("--out", default="build/gpu")
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    res = run(Path(args.out), args.quick)
+    print(json.dumps({k: v for k, v in res.items() if k != "rows"}, indent=1, default=str))
+    if Path(res.get("recorded", "")).is_file():
+        print(record.table(json.loads(Path(res["recorded"]).read_text()), slug))
+    raise SystemExit(0 if res.get("ok") else 1)

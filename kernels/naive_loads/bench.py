@@ -7,13 +7,11 @@
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 from pathlib import Path
 
 from .. import record
-from ..bench import bench, ceilings
+from ..bench import bench, ceilings, rotating_inputs, script_main
 from ..check import compare, poison
 from . import model
 from .launch import VARIANTS, copy
@@ -50,15 +48,7 @@ def measure(n: int = BENCH_N, reps: int = 20, seed: int = 0, variants=VARIANTS) 
     out = torch.empty_like(pool[0])
     rows = []
     for variant in variants:
-        state = {"i": 0}
-
-        def make_args():
-            state["i"] += 1
-            x = pool[state["i"] % 2]
-            x.normal_()  # fresh values every repetition
-            return (x,)
-
-        res = bench(lambda x: copy(x, variant, out=out), make_args, bytes=bytes_moved(n), reps=reps)
+        res = bench(lambda x: copy(x, variant, out=out), rotating_inputs(pool), bytes=bytes_moved(n), reps=reps)
         pred = model.predict_copy_tbps(variant, ceil["copy_tbps"]) if variant in model.VARIANTS else None
         rows.append({"kernel": f"copy_{variant}", "shape": f"n={n}", "ms": res.ms, "p20_ms": res.p20_ms,
                      "p80_ms": res.p80_ms, "tbps": res.tbps, "tflops": None,
@@ -104,16 +94,5 @@ def run(out_dir: Path, quick: bool = False) -> dict:
             [f"16-byte copy at {best16 / ceil['copy_tbps']:.3f}x of the D2D copy (< 0.90x)"]}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--out", default="build/gpu")
-    ap.add_argument("--quick", action="store_true")
-    args = ap.parse_args()
-    res = run(Path(args.out), args.quick)
-    print(json.dumps({k: v for k, v in res.items() if k != "rows"}, indent=1, default=str))
-    print(record.table(record.load(SLUG) if not Path(res.get("recorded", "")).exists()
-                       else json.loads(Path(res["recorded"]).read_text()), "naive_loads"))
-
-
 if __name__ == "__main__":
-    main()
+    script_main(SLUG, run, __doc__)

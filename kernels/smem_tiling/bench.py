@@ -9,15 +9,13 @@ fail, writes recorded_h100.json and the predicted-vs-measured plot.
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import os
 from functools import lru_cache
 from pathlib import Path
 
 from .. import record
-from ..bench import bench, ceilings
+from ..bench import bench, ceilings, script_main
 from ..check import compare, poison
 from ..compile import compile_cuda
 from ..launch import launch
@@ -284,17 +282,5 @@ def run(out_dir: Path, quick: bool = False) -> dict:
             "bar_hint": hint, "known_bad": bad_evidence, "recorded": str(target)}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--out", default="build/gpu")
-    ap.add_argument("--quick", action="store_true")
-    args = ap.parse_args()
-    res = run(Path(args.out), args.quick)
-    print(json.dumps({k: v for k, v in res.items() if k != "rows"}, indent=1, default=str))
-    if Path(res.get("recorded", "")).is_file():
-        print(record.table(json.loads(Path(res["recorded"]).read_text()), SLUG))
-    raise SystemExit(0 if res["ok"] else 1)
-
-
 if __name__ == "__main__":
-    main()
+    script_main(SLUG, run, __doc__)
