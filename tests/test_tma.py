@@ -1,7 +1,7 @@
 """Day 5 (tma): the TMA kernels compile and show UTMALDG / UTMASTG / the mbarrier instructions, the known answers
-pass / fail the path check as expected.toml says, the TMA issue model behaves, the launchers refuse bad inputs with
-the tensor-map rule that breaks, the Triton copies run in the interpreter and compile ahead of time for sm_90a —
-and, on an H100, every kernel is bit-exact."""
+pass / fail the path check as expected.toml says, the TMA model behaves (and fits the H100 run it was fit to), the
+launchers refuse bad inputs with the tensor-map rule that breaks, the Triton copies run in the interpreter and
+compile ahead of time for sm_90a — and, on an H100, every kernel is bit-exact."""
 
 from __future__ import annotations
 
@@ -77,55 +77,119 @@ def test_course_header_declares_the_tensor_map_as_cuda_h_13():
 
 
 # ------------------------------------------------------------------------------------------------ the model
+def _x(nc: float, t0: float, ceil: float) -> float:
+    """X = N c / (T0 + N c / C) in TB/s, N c in bytes, T0 in ns, C in TB/s."""
+    return nc / (t0 + nc / (ceil * 1e3)) / 1e3
+
+
 def test_prediction_hand_computed():
-    lat, r = model.LATENCY_NS, model.SM_TMA_GBPS
-    # one block per SM, one stage, a 2 KiB box: Little's law, read + written
+    lat, n = model.LATENCY_NS, H100.sm_count
+    # one block per SM, one stage, a 2 KiB box: N = 132 requests of 2 x 2048 bytes (read + written)
     cfg = model.Config("pipelined", 2048, 1, 1)
-    t = lat + 2 * 2048 / r
-    want = 2 * H100.sm_count * 2048 / t / 1e3
-    issue = 2 * H100.sm_count * 2048 / (model.ISSUE_NS + 2048 / r) / 1e3
-    assert want < issue  # one stage: the round trip binds, not the issuing thread
-    assert model.predict_config(cfg, 100.0) == pytest.approx(want)
-    assert model.cycle_ns(2048) == pytest.approx(t)
-    # plain loads: threads x loads x 16 B over the latency, 3 streams per 2 read
-    plain = model.Config("plain_loads", 16, 2, 256, streams=1.5)
-    assert model.predict_config(plain, 100.0) == pytest.approx(1.5 * 256 * 32 * H100.sm_count / lat / 1e3)
+    assert model.requests_in_flight(cfg) == n and model.bytes_per_request(cfg) == 4096
+    assert model.predict_config(cfg, CEIL) == pytest.approx(_x(n * 4096, lat, CEIL))
+    # the default copy: 2 blocks x 3 stages of 8 KiB per SM
+    cfg = model.Config("pipelined", 8192, 3, 2)
+    assert model.predict_config(cfg, CEIL) == pytest.approx(_x(6 * n * 16384, lat, CEIL))
+    # one box per block: the resident blocks are the requests, and each pays a load and a store round trip
+    tile = model.Config("tile", 8192, 1, 24)
+    assert model.round_trip_ns(tile) == 2 * lat
+    assert model.predict_config(tile, CEIL) == pytest.approx(_x(24 * n * 16384, 2 * lat, CEIL))
+    # tma_add: a stage is an x box and a y box in, a z box out
+    add = model.Config(**bench.EXERCISE_CONFIGS["correct"])
+    assert model.bytes_per_request(add) == 3 * 8192
+    assert model.requests_in_flight(add) == n * exercise.BLOCKS_PER_SM * bench.SOLUTION_STAGES
+    assert model.predict_config(add, CEIL) == pytest.approx(
+        _x(n * exercise.BLOCKS_PER_SM * bench.SOLUTION_STAGES * 3 * 8192, lat, CEIL))
+    # plain loads: day 1's loaded latency, X (IDLE + SLOPE X) = 256 threads x 48 bytes x SMs (TB/s x ns)
+    plain = model.Config(**bench.EXERCISE_CONFIGS["plain_loads"])
+    x = model.predict_config(plain, CEIL)
+    conc = 256 * (2 * 16) * 1.5 * n / 1e3
+    assert x * (model.IDLE_LATENCY_NS + model.LATENCY_SLOPE_NS_PER_TBPS * x) == pytest.approx(conc)
+    # Triton's device-descriptor copy is not modelled
+    assert model.predict_config(model.Config("triton_device", 8192, 1, 16), CEIL) is None
 
 
 def test_prediction_limits_and_monotonic():
     for b in (2048, 8192, 32768):
         preds = [model.predict_config(model.Config("pipelined", b, s, 1), CEIL) for s in range(1, 9)]
-        assert all(q >= p - 1e-12 for p, q in zip(preds, preds[1:])), (b, preds)
-        assert max(preds) <= CEIL
+        assert all(q > p for p, q in zip(preds, preds[1:])), (b, preds)
+        assert max(preds) < CEIL
     for s in (1, 2, 4):
         preds = [model.predict_config(model.Config("pipelined", b, s, 1), CEIL) for b in (512, 2048, 8192, 32768)]
-        assert all(q >= p - 1e-12 for p, q in zip(preds, preds[1:])), (s, preds)
-    # enough requests in flight: the ceiling; one tiny request per SM: far below it
-    assert model.predict_config(model.Config("pipelined", 32768, 4, 2), CEIL) == CEIL
+        assert all(q > p for p, q in zip(preds, preds[1:])), (s, preds)
+    # the ceiling is approached, never reached; one tiny request per SM is far below it
+    assert 0.99 * CEIL < model.predict_config(model.Config("pipelined", 32768, 8, 6), CEIL) < CEIL
     assert model.predict_config(model.Config("pipelined", 512, 1, 1), CEIL) < 0.1 * CEIL
-    # the issuing thread caps a deep ring of tiny boxes: more stages stop helping
-    tiny = [model.predict_config(model.Config("pipelined", 512, s, 1), 100.0) for s in (16, 64, 256)]
-    assert tiny[0] == pytest.approx(tiny[1]) == pytest.approx(tiny[2])
-    # the exercise's course solution is ceiling-bound; plain loads under the same contract are not
+    # few bytes in flight: Little's law with the unloaded round trip
+    little = H100.sm_count * 256 / model.LATENCY_NS / 1e3
+    assert model.predict_config(model.Config("pipelined", 128, 1, 1), CEIL) == pytest.approx(little, rel=0.03)
+    # the same bytes in flight as one box per block pay twice the round trip
+    assert (model.predict_config(model.Config("tile", 8192, 1, 4), CEIL)
+            < model.predict_config(model.Config("pipelined", 8192, 4, 1), CEIL))
+    # bytes_in_flight_for inverts the model
+    need = model.bytes_in_flight_for(0.9, CEIL)
+    assert need == pytest.approx(9 * model.LATENCY_NS * CEIL * 1e3 / H100.sm_count)
+    assert _x(need * H100.sm_count, model.LATENCY_NS, CEIL) == pytest.approx(0.9 * CEIL)
+    with pytest.raises(ValueError, match="infinitely"):
+        model.bytes_in_flight_for(1.0, CEIL)
+    # the exercise's course solution clears the 0.90 bar in the model; plain loads under the same contract do not
     sol = model.Config(**bench.EXERCISE_CONFIGS["correct"])
     plain = model.Config(**bench.EXERCISE_CONFIGS["plain_loads"])
-    assert model.predict_config(sol, CEIL) == CEIL
-    assert model.predict_config(plain, CEIL) < 0.9 * CEIL
+    assert model.predict_config(sol, CEIL) > 0.9 * CEIL
+    assert model.predict_config(plain, CEIL) < 0.8 * CEIL
+    # more stages in the solution's ring (the contract's shared memory allows 5) keep more bytes in flight
+    four = model.Config(**{**bench.EXERCISE_CONFIGS["correct"], "stages": 4})
+    assert model.predict_config(sol, CEIL) > model.predict_config(four, CEIL)
 
 
-def test_fit_recovers_the_constants():
-    truth = {"latency_ns": 1200.0, "sm_tma_gbps": 80.0, "issue_ns": 300.0}
-    rows = [{"config": c["config"], "tbps": model.predict_config(model.Config(**c["config"]), CEIL, **truth)}
-            for c in bench.sweep_configs()]
-    f = model.fit(rows, CEIL, rates=[40, 60, 80, 100, 120])
-    assert f["LATENCY_NS"] == 1200 and f["SM_TMA_GBPS"] == 80 and f["ISSUE_NS"] == 300 and f["band"] < 1e-9
-    with pytest.raises(ValueError, match="no measured rows"):
+def test_fit_recovers_the_constant():
+    truth = 700.0
+    rows = [{"config": c["config"], "tbps": model.predict_config(model.Config(**c["config"]), CEIL, latency_ns=truth)}
+            for c in bench.sweep_configs() if c["config"]["kernel"] != "triton_device"]
+    f = model.fit(rows, CEIL)
+    assert f["LATENCY_NS"] == truth and f["band"] < 1e-9 and f["rows"] == len(rows)
+    with pytest.raises(ValueError, match="no measured TMA rows"):
         model.fit([], CEIL)
 
 
 def test_explain_mentions_the_numbers():
     text = model.explain(CEIL)
     assert "Little's law" in text and f"{model.LATENCY_NS:.0f} ns" in text and "KiB" in text
+
+
+H100_RUN9 = ROOT / "build" / "h100-run9" / "tma" / "recorded_h100.json"
+
+
+@pytest.mark.skipif(not H100_RUN9.exists(), reason="build/h100-run9 (the run the model was fit to) is not here")
+def test_model_fits_the_h100_run_it_was_fit_to():
+    # The constants were fit once to this run (model.FIT): every modelled row within the course's goal of 15%
+    # (its hard band is 20%); only Triton's device-descriptor copy is left unmodelled.
+    import json
+
+    doc = json.loads(H100_RUN9.read_text())
+    ceil = doc["ceilings"]["copy_tbps"]
+    assert ceil == pytest.approx(model.FIT["copy_tbps"], abs=1e-3)
+    errs, unmodelled = {}, []
+    for r in doc["rows"]:
+        if not r.get("config"):
+            continue
+        pred = model.predict_config(model.Config(**r["config"]), ceil)
+        if pred is None:
+            unmodelled.append(r["config"]["kernel"])
+            continue
+        errs[r["kernel"]] = pred / r["tbps"] - 1
+    assert unmodelled == ["triton_device"]
+    assert max(abs(e) for e in errs.values()) <= 0.15, errs
+    assert max(abs(e) for e in errs.values()) == pytest.approx(model.FIT["band"], abs=1e-3)
+    assert model.fit(doc["rows"], ceil)["LATENCY_NS"] == model.LATENCY_NS  # the recorded fit is reproducible
+    # the notebook's claims about this run: plain loads below the bar, the course solution above it; Triton's
+    # host-descriptor copy stores straight from the landed buffer (no LDS / STS), the device one builds its map
+    sass_host, sass_dev = doc["triton_sass"]["host"]["summary"], doc["triton_sass"]["device"]["summary"]
+    assert "UTMALDG" in sass_host and "UTMASTG" in sass_host and "LDS" not in sass_host and "STS" not in sass_host
+    assert "UTMACCTL" in sass_dev and "LDS" in sass_dev
+    frac = {r["kernel"]: r["fraction_of_ceiling"] for r in doc["rows"]}
+    assert frac["tma_add plain_loads"] < 0.9 <= frac["tma_add correct"]
 
 
 # ------------------------------------------------------------------------------------------------ workloads
@@ -157,7 +221,7 @@ def test_exercise_launch_contract():
     assert exercise.grid_for((64, 64), 132) == 1
     assert exercise.grid_for((8192, 8192), 132) == 2 * 132
     # the dynamic shared memory fits the course solution's layout and two blocks per SM
-    sol = 128 + 4 * 2 * 8192 + 2 * 8192
+    sol = 128 + bench.SOLUTION_STAGES * 2 * 8192 + 2 * 8192
     assert sol <= exercise.SMEM_BYTES
     assert 2 * (exercise.SMEM_BYTES + 1024 + 64) <= H100.smem_per_sm_bytes
     assert exercise.SMEM_BYTES <= H100.smem_per_block_optin_bytes
@@ -171,7 +235,7 @@ def test_spec_matches_the_workload():
     # the largest test shape reuses every stage of every block >= 3 times (parity bugs show there)
     most = max(ex.test_shapes, key=exercise.boxes)
     per_block = exercise.boxes(most) // exercise.grid_for(most, H100.sm_count)
-    assert per_block >= 3 * 4
+    assert per_block >= 3 * bench.SOLUTION_STAGES
     assert any(s[0] % 64 and s[1] % 64 for s in ex.test_shapes)  # partial boxes at both edges
     assert ex.parts["path"].require == ("UTMALDG", "UTMASTG", "MEMBAR.ALL.CTA")
     tp = ex.parts["throughput"]
@@ -274,6 +338,9 @@ def test_bench_times_the_correct_known_answer():
     for name in bench.EXERCISE_CONFIGS:
         assert _expected()[name]["correctness"] > 0
     assert bench.known_source("correct") == (SUBMISSIONS / "correct.cu").read_text()
+    # the model's configuration of the course solution is the solution's own ring
+    stages = re.findall(r"constexpr int STAGES = (\d+);", bench.known_source("correct"))
+    assert stages == [str(bench.SOLUTION_STAGES)]
 
 
 # ------------------------------------------------------------------------------------------------ Triton
@@ -313,9 +380,10 @@ def test_triton_copies_run_in_the_interpreter():
 def _fake_rows():
     rows = []
     for c in bench.sweep_configs():
-        p = model.predict_config(model.Config(**c["config"]), CEIL) * 0.95
+        pred = model.predict_config(model.Config(**c["config"]), CEIL)
+        p = (pred or 2.0) * 0.95
         rows.append({"kernel": c["name"], "shape": "8192x8192", "ms": 1.0, "tbps": p, "tflops": None,
-                     "fraction_of_ceiling": p / CEIL, "model_prediction": p / 0.95, "config": c["config"]})
+                     "fraction_of_ceiling": p / CEIL, "model_prediction": pred, "config": c["config"]})
     return rows
 
 
@@ -323,7 +391,7 @@ def test_bench_plots_and_cpu_run(tmp_path):
     rows = _fake_rows()
     bench.plot(rows, CEIL).savefig(tmp_path / "a.png")
     bench.plot_sweep(rows, CEIL).savefig(tmp_path / "b.png")
-    bench.plot_sweep(rows, CEIL, model.fit(rows, CEIL, latencies=[900], rates=[120], issues=[150]))
+    bench.plot_sweep(rows, CEIL, model.fit(rows, CEIL, latencies=[400, 540, 900]))
     assert (tmp_path / "a.png").stat().st_size > 1000 and (tmp_path / "b.png").stat().st_size > 1000
     if not is_hopper():
         res = bench.run(tmp_path)
@@ -340,7 +408,7 @@ def test_recorded_numbers_within_the_model_band():
         if not r.get("config"):
             continue
         pred = model.predict_config(model.Config(**r["config"]), copy_tbps)
-        if abs(pred / r["tbps"] - 1) > 0.20:
+        if pred is not None and abs(pred / r["tbps"] - 1) > 0.20:
             bad.append(f"{r['kernel']}: model {pred:.3f} vs measured {r['tbps']:.3f} TB/s")
     assert not bad, bad
 

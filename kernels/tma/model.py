@@ -1,61 +1,80 @@
-"""Day 5's model: the TMA issue model — one thread issues, each request moves a whole box, and the requests in
-flight per SM set the bandwidth through Little's law.
+"""Day 5's model: TMA requests in flight, Little's law — and a round trip that grows with the bytes in flight.
 
-A TMA copy has no per-thread loads to count. What matters is:
+One thread issues; each request moves a whole box. There are no per-thread loads to count, only:
 
-    b   bytes per request              the box: box_rows x box_cols x element size (2 KiB .. 32 KiB here)
-    C   requests in flight per SM      stages x blocks per SM (persistent kernel); resident blocks (one box each)
-    T   how long a request holds its   load latency + the time the box takes to land in shared memory and to be
-        shared-memory stage            read out again by the TMA store:  T(b) = LATENCY_NS + 2 b / SM_TMA_GBPS
+    N   requests in flight on the GPU   SMs x blocks per SM x stages (the persistent copy, tma_add);
+                                        SMs x resident blocks (one box per block: tma_copy_tile, Triton's copy)
+    c   bytes one request moves         read + written: a copy's box 2 b; a tma_add stage (x box + y box in,
+                                        z box out) 3 b
+    T0  its round trip, nothing queued  LATENCY_NS for a load. A one-box block pays two: its load, then its
+                                        store's completion (`cp.async.bulk.wait_group 0` before the block exits
+                                        and the next block can take its shared memory)
 
-Little's law: an SM with C requests of b bytes outstanding, each held T, reads C b / T bytes per ns. A copy writes
-what it reads, and the ceiling it is compared with counts both, so
+Latency grows with load. The memory system drains bytes at about the copy ceiling C of the same run, and a box is
+complete only when its last byte has landed, behind the bytes in flight ahead of it: a request's round trip is
+T = T0 + N c / C. Little's law with that round trip:
 
-    copy TB/s = min(ceiling, 2 x SMs x C x b / T(b), 2 x SMs x blocks x b / (ISSUE_NS + b / SM_TMA_GBPS))
+    X = N c / T = N c / (T0 + N c / C)        i.e.   1 / X = T0 / (N c) + 1 / C
 
-The last term is the issuing thread itself: per box it waits for the barrier, issues the store, waits until the
-store has read the stage (b / SM_TMA_GBPS) and issues the next load — ISSUE_NS of instructions and waiting that
-no other stage can hide, because one thread does all of it.
+Few requests in flight: X ~ N c / T0 (latency-bound). Many: X creeps up to C and never reaches it — reaching a
+fraction f of C takes N c = f / (1 - f) x T0 x C bytes in flight, 9 x T0 x C for 90%.
 
-Constants (explicit, few, named; NVIDIA publishes none of them — fit once to recorded_h100.json with `fit()`, the
-fit recorded beside the measurements):
-    LATENCY_NS     a TMA load's round trip under a streaming load (issue -> bytes landed -> barrier seen)
-    SM_TMA_GBPS    bytes per ns one SM's TMA unit writes a landing box into (or reads a stored box out of) shared
-                   memory
-    ISSUE_NS       the issuing thread's own time per box, beyond the store's read of the stage
+One constant, fitted once (model.fit) to the H100 run build/h100-run9 (2026-11-22, copy ceiling 3.00 TB/s):
+    LATENCY_NS = 540 ns over the 18 TMA rows of that run (the box x stages sweep at one block per SM, the three
+    one-box copies, the default copy with 2 blocks per SM, Triton's host-descriptor copy, tma_add): every row
+    within 7% (worst: triton_tma host +7.0%, tma_copy_pipe 64x64 s4 b1 -6.9%). That run's rows were
+    predicted with the previous model (latency + landing rate + issue time under a hard min(); fit band 0.30),
+    which had no queueing: it predicted the ceiling wherever Little's law crossed it, and the measurements bent
+    away from the ceiling long before.
+    540 ns is close to the 560 ns zero-load latency day 1 measured for plain loads (kernels.sim.H100).
 
-Assumptions (say so when a measurement disagrees):
-- Latency does not grow with load: near the ceiling it does (queueing), so the knee of the real curve is rounder
-  than the model's min().
-- The tile kernel (one box per block) pays the load's round trip, the store's completion (a second round trip:
-  the block may not exit before its store has read shared memory and `wait_group 0` also waits for the writes)
-  and no launch cost: T_tile = 2 LATENCY_NS + 2 b / SM_TMA_GBPS, with C = the blocks that fit on an SM.
-- Triton's copy is modelled like the tile kernel (one box per program, programs per SM limited by 2048 threads
-  and shared memory); the device-descriptor variant's descriptor building is not modelled.
-- tma_add (the exercise) reads two boxes per stage and writes one: its requests in flight are counted in read
-  bytes (2 boxes per stage) and its figure counts 3 streams, so the Little's-law term is 3/2 x the read rate.
-- plain_loads (the same sum with LDG.E.128 under the exercise's launch contract: 2 blocks x 256 threads per SM,
-  two 16-byte loads per thread in flight) is day 1's model: 3/2 x threads x 32 B x SMs / LATENCY_NS.
+Plain 16-byte loads (the plain_loads known answer: 2 blocks x 128 threads per SM, x and y loads of 16 bytes each
+in flight per thread, z written) are not boxes. They follow day 1's loaded-latency law, measured on the same
+H100 (kernels/naive_loads/model.py): L = IDLE_LATENCY_NS + LATENCY_SLOPE_NS_PER_TBPS x TB/s drawn, solved
+self-consistently with Little's law. On the same run the TMA queue law would put them 27% low and day 1's law
+puts them within 5%: with the same bytes in flight (12 KiB of traffic per SM: plain_loads and tma_copy_pipe
+32x32 s3 b1) the 16-byte loads drew more bandwidth than the 2 KiB boxes. Our reading: a small load completes as
+soon as its own sector arrives; a box waits for its last byte.
+
+What the model leaves out (the rows' residuals show it):
+- The turnaround of a stage: between its box landing and its next load the stage is not loading (the store must
+  first read it out). The model counts only N c, so it puts 4 stages of 2 KiB and 1 stage of 8 KiB (or 4 x 8 KiB
+  and 1 x 32 KiB) at the same bandwidth; measured, the deeper ring of smaller boxes did better (1.82 vs 1.61 and
+  2.72 vs 2.62 TB/s).
+- Launch and tail: a benchmark kernel runs ~0.1 ms; the ceiling was measured on 1 GiB.
+- Triton's device-descriptor copy (tl.make_tensor_descriptor): each program builds its 128-byte tensor map
+  (tensormap.replace in shared memory, a copy to global memory, a descriptor-cache invalidate) before its
+  first load. That work is not modelled: its rows carry no prediction. Triton's host-descriptor copy is a
+  one-box kernel with 16 programs of 128 threads per SM and is modelled as one.
+- The issuing thread's own time per box: the rings measured (<= 4 stages, boxes >= 2 KiB) fit without it; a deep
+  ring of tiny boxes would eventually be limited by it (unmeasured).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import product
 
-from ..sim import H100, bytes_in_flight_needed, littles_law_bandwidth
+from ..naive_loads.model import IDLE_LATENCY_NS, LATENCY_SLOPE_NS_PER_TBPS  # day 1's loaded latency, fit there
+from ..sim import H100
 
-__all__ = ["LATENCY_NS", "SM_TMA_GBPS", "ISSUE_NS", "Config", "cycle_ns", "predict", "predict_config",
-           "fit", "parity_schedule", "explain"]
+__all__ = ["LATENCY_NS", "IDLE_LATENCY_NS", "LATENCY_SLOPE_NS_PER_TBPS", "FIT", "Config", "MODELLED",
+           "requests_in_flight", "bytes_per_request", "round_trip_ns", "predict", "predict_config",
+           "bytes_in_flight_for", "fit", "parity_schedule", "explain", "resident_tile_blocks"]
 
-LATENCY_NS = 900.0    # fit: placeholder of the order of a loaded DRAM round trip (kernels.sim.H100.dram_latency_ns)
-SM_TMA_GBPS = 120.0   # fit: placeholder (bytes/ns per SM); ~64 B/clk at 1.83 GHz
-ISSUE_NS = 150.0      # fit: placeholder; tens of dependent instructions and a barrier poll per box
+# A TMA load's round trip with nothing queued ahead of it (issue -> box landed -> barrier seen), ns.
+# Fit to build/h100-run9, 2026-11-22 (model.fit over 18 TMA rows; band 0.070). See the module docstring.
+LATENCY_NS = 540.0
+FIT = {"source": "build/h100-run9/tma/recorded_h100.json", "date": "2026-11-22", "device": "NVIDIA H100 80GB HBM3",
+       "copy_tbps": 3.001, "rows": 18, "band": 0.070, "LATENCY_NS": LATENCY_NS}
 
 SMEM_PER_SM = H100.smem_per_sm_bytes
 SMEM_RESERVED = 1024
 THREADS_PER_SM = H100.max_threads_per_sm
 MAX_BLOCKS = H100.max_blocks_per_sm
+
+ONE_BOX = ("tile", "triton")                  # one box per block: load, store, wait for the store, exit
+RING = ("pipelined", "tma_add")               # persistent blocks, a ring of `stages` requests each
+MODELLED = ONE_BOX + RING + ("plain_loads",)  # "triton_device" is not modelled (see the docstring)
 
 
 @dataclass(frozen=True)
@@ -68,67 +87,87 @@ class Config:
     blocks_per_sm: int = 1      # persistent kernels: blocks per SM; one-box kernels: resident blocks per SM;
     #                             plain_loads: resident threads per SM
     boxes_per_stage: int = 1    # tma_add: 2 (x and y)
-    streams: float = 2.0        # figure bytes per byte read: a copy 2 (read + write), tma_add 3/2
+    streams: float = 2.0        # bytes moved per byte read: a copy 2 (read + write), tma_add 3/2
 
 
-def cycle_ns(box_bytes: int, *, latency_ns: float | None = None, sm_tma_gbps: float | None = None) -> float:
-    """How long one request holds its stage: latency + landing + the store's read, T(b) = L + 2 b / R."""
+def requests_in_flight(cfg: Config, n_sm: int = H100.sm_count) -> int:
+    """N: requests in flight on the GPU (plain_loads: threads, each with its loads in flight)."""
+    if cfg.kernel in RING:
+        return n_sm * cfg.blocks_per_sm * cfg.stages
+    return n_sm * cfg.blocks_per_sm
+
+
+def bytes_per_request(cfg: Config) -> float:
+    """c: bytes one request moves, read + written (what the benchmark's TB/s counts)."""
+    read = cfg.box_bytes * cfg.boxes_per_stage
+    if cfg.kernel == "plain_loads":
+        read = cfg.box_bytes * cfg.stages  # a thread's loads in flight together
+    return cfg.streams * read
+
+
+def round_trip_ns(cfg: Config, latency_ns: float | None = None) -> float:
+    """T0: a request's round trip with nothing queued ahead of it (ns)."""
     lat = LATENCY_NS if latency_ns is None else latency_ns
-    r = SM_TMA_GBPS if sm_tma_gbps is None else sm_tma_gbps
-    return lat + 2.0 * box_bytes / r
+    return 2 * lat if cfg.kernel in ONE_BOX else lat
+
+
+def _plain_loads_tbps(inflight_bytes: float) -> float:
+    """Day 1's loaded latency: X = inflight / (IDLE + SLOPE x X), solved for X (TB/s; inflight in bytes)."""
+    l0, k = IDLE_LATENCY_NS, LATENCY_SLOPE_NS_PER_TBPS
+    conc = inflight_bytes / 1e3  # TB/s x ns
+    return (-l0 + (l0 * l0 + 4 * k * conc) ** 0.5) / (2 * k)
+
+
+def predict_config(cfg: Config, ceiling_tbps: float, *, latency_ns: float | None = None,
+                   n_sm: int = H100.sm_count) -> float | None:
+    """Predicted TB/s (the row's own byte count: read + written) of one configuration; None where the model does
+    not cover the kernel (Triton's device-descriptor copy)."""
+    if cfg.kernel not in MODELLED:
+        return None
+    inflight = requests_in_flight(cfg, n_sm) * bytes_per_request(cfg)  # N c, bytes
+    if cfg.kernel == "plain_loads":
+        return min(ceiling_tbps, _plain_loads_tbps(inflight))
+    t = round_trip_ns(cfg, latency_ns) + inflight / (ceiling_tbps * 1e3)  # T0 + N c / C
+    return inflight / t / 1e3
+
+
+def predict(rows, ceiling_tbps: float, **constants) -> list[float | None]:
+    """predict_config for benchmark rows (dicts with a "config" entry: kernel, box_bytes, stages, ...)."""
+    return [predict_config(Config(**r["config"]), ceiling_tbps, **constants) for r in rows]
+
+
+def bytes_in_flight_for(fraction: float, ceiling_tbps: float, *, latency_ns: float | None = None,
+                        one_box: bool = False, n_sm: int = H100.sm_count) -> float:
+    """Bytes (read + written) each SM must keep in flight for a TMA kernel to reach `fraction` of the ceiling:
+    N c = f / (1 - f) x T0 x C, per SM."""
+    if not 0 < fraction < 1:
+        raise ValueError("fraction must be in (0, 1): the ceiling itself takes infinitely many bytes in flight")
+    lat = LATENCY_NS if latency_ns is None else latency_ns
+    t0 = 2 * lat if one_box else lat
+    return fraction / (1 - fraction) * t0 * ceiling_tbps * 1e3 / n_sm
+
+
+def fit(rows, ceiling_tbps: float, *, latencies=None) -> dict:
+    """Fit LATENCY_NS to measured rows by grid search, minimising the worst |predicted / measured - 1| over the
+    TMA rows the model covers (plain_loads follows day 1's law and is left out). Returns the constant and band."""
+    latencies = latencies or [200 + 5 * i for i in range(361)]  # 200 .. 2000 ns
+    pts = [(Config(**r["config"]), r["tbps"]) for r in rows
+           if r.get("config") and r.get("tbps") and r["config"]["kernel"] in ONE_BOX + RING]
+    if not pts:
+        raise ValueError("no measured TMA rows with a config to fit")
+    best = None
+    for lat in latencies:
+        band = max(abs(predict_config(c, ceiling_tbps, latency_ns=lat) / m - 1) for c, m in pts)
+        if best is None or band < best[0]:
+            best = (band, lat)
+    band, lat = best
+    return {"LATENCY_NS": float(lat), "band": float(band), "rows": len(pts)}
 
 
 def resident_tile_blocks(box_bytes: int, threads: int = 32, static_smem: int = 8) -> int:
     """Blocks of a one-box-per-block kernel that fit on an SM (shared memory, threads, the 32-block limit)."""
     per_block = box_bytes + 128 + static_smem + SMEM_RESERVED
     return max(1, min(MAX_BLOCKS, SMEM_PER_SM // per_block, THREADS_PER_SM // threads))
-
-
-def predict_config(cfg: Config, ceiling_tbps: float, *, latency_ns: float | None = None,
-                   sm_tma_gbps: float | None = None, issue_ns: float | None = None,
-                   n_sm: int = H100.sm_count) -> float:
-    """Predicted TB/s (the row's own byte count: read + written) of one configuration."""
-    lat = LATENCY_NS if latency_ns is None else latency_ns
-    r = SM_TMA_GBPS if sm_tma_gbps is None else sm_tma_gbps
-    iss = ISSUE_NS if issue_ns is None else issue_ns
-    b = cfg.box_bytes * cfg.boxes_per_stage  # read bytes per stage
-    streams = cfg.streams
-    if cfg.kernel == "plain_loads":  # threads x loads x bytes in flight, a plain load's latency, no TMA landing
-        little = littles_law_bandwidth(cfg.blocks_per_sm * cfg.stages * cfg.box_bytes, lat, n_sm)
-        return min(ceiling_tbps, streams * little)
-    if cfg.kernel in ("tile", "triton", "triton_device"):
-        t = 2 * lat + 2.0 * b / r
-        little = littles_law_bandwidth(cfg.blocks_per_sm * b, t, n_sm)
-        return min(ceiling_tbps, streams * little)
-    t = lat + 2.0 * b / r
-    little = littles_law_bandwidth(cfg.stages * cfg.blocks_per_sm * b, t, n_sm)
-    issue = littles_law_bandwidth(cfg.blocks_per_sm * b, iss + b / r, n_sm)  # one box per ISSUE+read per block
-    return min(ceiling_tbps, streams * little, streams * issue)
-
-
-def predict(rows, ceiling_tbps: float, **constants) -> list[float]:
-    """predict_config for benchmark rows (dicts with a "config" entry: kernel, box_bytes, stages, ...)."""
-    return [predict_config(Config(**r["config"]), ceiling_tbps, **constants) for r in rows]
-
-
-def fit(rows, ceiling_tbps: float, *, latencies=None, rates=None, issues=None) -> dict:
-    """Fit (LATENCY_NS, SM_TMA_GBPS, ISSUE_NS) to measured rows by grid search, minimising the worst
-    |predicted / measured - 1| over rows that have a config and a measurement. Returns the constants and the band."""
-    latencies = latencies or [300 + 25 * i for i in range(69)]        # 300 .. 2000 ns
-    rates = rates or [20 * 1.15 ** i for i in range(25)]               # 20 .. ~570 B/ns
-    issues = issues or [0, 25, 50, 75, 100, 150, 200, 300, 400, 600, 800]
-    pts = [(Config(**r["config"]), r["tbps"]) for r in rows if r.get("config") and r.get("tbps")]
-    if not pts:
-        raise ValueError("no measured rows with a config to fit")
-    best = None
-    for lat, rate, iss in product(latencies, rates, issues):
-        band = max(abs(predict_config(c, ceiling_tbps, latency_ns=lat, sm_tma_gbps=rate, issue_ns=iss) / m - 1)
-                   for c, m in pts)
-        if best is None or band < best[0]:
-            best = (band, lat, rate, iss)
-    band, lat, rate, iss = best
-    return {"LATENCY_NS": float(lat), "SM_TMA_GBPS": float(rate), "ISSUE_NS": float(iss), "band": float(band),
-            "rows": len(pts)}
 
 
 def parity_schedule(stages: int, boxes: int) -> list[dict]:
@@ -140,14 +179,13 @@ def parity_schedule(stages: int, boxes: int) -> list[dict]:
 def explain(ceiling_tbps: float | None = None, *, boxes=(2048, 8192, 32768), stages=(1, 2, 3, 4)) -> str:
     """The model in words and numbers (for the notebook)."""
     ceil = ceiling_tbps or H100.hbm_tbps
-    read_need = bytes_in_flight_needed(ceil / 2, LATENCY_NS)
+    need90 = bytes_in_flight_for(0.90, ceil)
     lines = [
-        "TMA issue model: copy TB/s = min(ceiling, 2 x SMs x requests in flight x box bytes / T(box), "
-        "issue limit)",
-        f"  T(b) = {LATENCY_NS:.0f} ns + 2 b / {SM_TMA_GBPS:.0f} B/ns; issue limit per block = b / "
-        f"({ISSUE_NS:.0f} ns + b / {SM_TMA_GBPS:.0f} B/ns)",
-        f"  to read at half the {ceil:.2f} TB/s ceiling (the other half is the write) each SM must keep "
-        f"{read_need / 1024:.1f} KiB in flight (Little's law at {LATENCY_NS:.0f} ns)",
+        "TMA model: X = N c / (T0 + N c / C)   (Little's law; the round trip grows with the bytes in flight)",
+        f"  N requests in flight, c bytes each (read + written), T0 = {LATENCY_NS:.0f} ns per load "
+        f"(one-box kernels: 2 x {LATENCY_NS:.0f} ns, load + store), C = the {ceil:.2f} TB/s copy ceiling",
+        f"  90% of the ceiling takes 9 x T0 x C = {need90 * H100.sm_count / 2**20:.1f} MiB in flight on the GPU, "
+        f"{need90 / 1024:.0f} KiB per SM (read + written)",
         "  one block per SM, predicted TB/s:   " + "  ".join(f"{s} stage{'s' if s > 1 else ' '}" for s in stages),
     ]
     for b in boxes:

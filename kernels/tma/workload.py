@@ -17,7 +17,7 @@ BENCH_SHAPE = (8192, 8192)  # 128 MiB in, 128 MiB out: far beyond the 50 MB L2
 # does not: these shapes are legal for both).
 TEST_SHAPES = ((64, 64), (127, 200), (129, 1000), (1031, 264), (300, 4104))
 DEFAULT_BOX = (64, 64)
-# The benchmark's sweep of the TMA issue model: box bytes x stages, one block per SM (so stages alone set the
+# The benchmark's sweep of the TMA model: box bytes x stages, one block per SM (so stages alone set the
 # requests in flight). Boxes are (rows, cols) of bf16: 32x32 = 2 KiB, 64x64 = 8 KiB, 128x128 = 32 KiB.
 SWEEP_BOXES = ((32, 32), (64, 64), (128, 128))
 SWEEP_STAGES = (1, 2, 3, 4)

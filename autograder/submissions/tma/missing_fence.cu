@@ -66,16 +66,17 @@ tma_add(const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUten
         __nv_bfloat16* z, int rows, int cols)
 {
     constexpr int BM = 64, BN = 64;           // the maps' box (fixed by the launch contract)
-    constexpr int STAGES = 4;                 // input ring: up to 4 (x, y) box pairs in flight per block
+    constexpr int STAGES = 5;                 // input ring: up to 5 (x, y) box pairs in flight per block
     constexpr int NOUT = 2;                   // z buffers: one being stored while the threads fill the other
     constexpr int THREADS = 128;
-    // (BM, BN, STAGES) = (64, 64, 4)
+    // (BM, BN, STAGES) = (64, 64, 5)
     constexpr unsigned BOX_BYTES = BM * BN * sizeof(__nv_bfloat16);  // 8192
     constexpr unsigned STAGE_BYTES = 2 * BOX_BYTES;                   // x box + y box
     __shared__ __align__(8) unsigned long long full[STAGES];          // full[s]: "stage s has landed"
     extern __shared__ unsigned char smem_raw[];
 
     // Dynamic shared memory, base aligned to 128 bytes for TMA: [STAGES x (x box, y box)] [NOUT x z box]
+    // = 5 x 16 KiB + 2 x 8 KiB = 96 KiB, + up to 127 bytes of alignment: within the contract's 97 KiB.
     const unsigned raw = smem_addr(smem_raw);
     const unsigned base = (raw + 127u) & ~127u;
     unsigned char* gbase = smem_raw + (base - raw);  // the same bytes as a generic pointer, for the threads
