@@ -147,7 +147,7 @@ def _derive(seed: int, *parts) -> int:
     return int.from_bytes(h[:7], "little")
 
 
-def _time(ex, wl, cubin, seed: int, tag: str) -> dict:
+def time_exercise(ex, wl, cubin, seed: int, tag: str) -> dict:
     """Time one kernel at the bench shape: fresh inputs every repetition (regenerated in place on the GPU), L2
     flushed, the course's one timer. The last repetition's output is checked against its own fresh inputs: stale or
     cached work fails."""
@@ -229,7 +229,7 @@ def _batch_reference(ex, wl, job) -> dict:
     if f is not None and f.exists():
         return json.loads(f.read_text())
     ref_cubin = compile_cuda(job["reference_source"], name=f"{ex.name}_reference")
-    ref = _time(ex, wl, ref_cubin, int(job["seed"]), "reference")
+    ref = time_exercise(ex, wl, ref_cubin, int(job["seed"]), "reference")
     if f is not None:
         _atomic_write(f, json.dumps(ref, default=str))
     return ref
@@ -328,7 +328,7 @@ def _run(job: dict, facts: dict) -> None:
         facts["throughput"] = {"graded": False, "reason": f"{g['name']} is not an H100: the bars are H100 figures"}
         return
     _batch_ceilings()
-    mine = _time(ex, wl, cubin, int(job["seed"]), "student")
+    mine = time_exercise(ex, wl, cubin, int(job["seed"]), "student")
     ref = None
     if job.get("reference_source"):
         ref = _batch_reference(ex, wl, job)

@@ -319,41 +319,66 @@ def test_model_mirrors_the_workloads():
     assert abs(k.tile_bytes * exercise.BENCH_N // k.tile_outputs - exercise.bytes_moved((exercise.BENCH_N,))) < 64
 
 
+CONST = dict(idle_latency_ns=700.0, latency_slope=0.0, turnaround_ns=300.0, fraction=1.0)  # a fixed latency
+
+
 def test_model_hand_computed_sync_and_async():
     c, sms, n = 3.0, 132, 1 << 28
-    kw = dict(latency_ns=700.0, compute_ns=100.0, switch_ns=200.0, fraction=1.0, n=n, sms=sms)
-    # one block per SM, single buffer: period = L + C + S = 1000 ns per 8 KB tile per SM
+    kw = dict(CONST, n=n, sms=sms)
+    # one block per SM, single buffer: period = L + T = 1000 ns per 8 KB tile per SM
     p = model.predict("stencil_ldgsts", c, 1, **kw)
     assert p.bound == "latency" and p.period_ns == pytest.approx(1000.0)
     assert p.tbps == pytest.approx(sms * 8192 / 1000.0 / 1e3, rel=2e-3)
-    # the double buffer: (L + C) / 2 = 400 ns, and the bandwidth limit 8192 / (3e3 / 132) = 360 ns is not reached
+    # the double buffer: (L + T) / 2 = 500 ns, and the bandwidth limit 8192 / (3e3 / 132) = 360 ns is not reached
     d = model.predict("stencil_ldgsts_db", c, 1, **kw)
-    assert d.bound == "latency" and d.period_ns == pytest.approx(400.0)
-    assert d.tbps == pytest.approx(sms * 8192 / 400.0 / 1e3, rel=5e-3)
+    assert d.bound == "latency" and d.period_ns == pytest.approx(500.0)
+    assert d.tbps == pytest.approx(sms * 8192 / 500.0 / 1e3, rel=5e-3)
     # eight blocks per SM: bandwidth-bound at the ceiling (less the tail of the last tiles)
     f = model.predict("stencil_ldgsts", c, 8, **kw)
     assert f.bound == "bandwidth" and f.tbps == pytest.approx(c, rel=0.01) and f.tbps <= c * (1 + 1e-9)
+    # stencil_direct: 4 dependent rounds per tile, 4 L + T = 3100 ns > the bandwidth period 8 x 360 = 2883 ns
+    r = model.predict("stencil_direct", c, 8, **kw)
+    assert r.bound == "latency" and r.period_ns == pytest.approx(3100.0)
+    assert r.tbps == pytest.approx(sms * 8 * 8192 / 3100.0 / 1e3, rel=0.01)
     # smem_sync and ldgsts share the timeline: cp.async alone changes nothing in this model
     assert model.predict_tbps("stencil_smem_sync", c, 1, **kw) == pytest.approx(p.tbps)
 
 
+def test_model_loaded_latency_is_a_fixed_point():
+    # latency rises with the bandwidth drawn; the prediction is where both agree: tbps = SMs x 8 KB / (L(tbps) + T)
+    c, sms = 3.0, 132
+    kw = dict(idle_latency_ns=560.0, latency_slope=140.0, turnaround_ns=350.0, fraction=0.937)
+    t = model.steady_tbps("stencil_ldgsts", c, 1, sms=sms, **kw)
+    lat = model.loaded_latency_ns(t, idle_latency_ns=560.0, latency_slope=140.0)
+    assert lat == pytest.approx(560.0 + 140.0 * t)
+    assert t == pytest.approx(sms * 8192 / (lat + 350.0) / 1e3, rel=1e-6)
+    # hand-solved: 140 t^2 + 910 t - 1081.3 = 0  ->  t = 1.026 TB/s
+    assert t == pytest.approx((-910 + math.sqrt(910**2 + 4 * 140 * sms * 8192 / 1e3)) / 280, rel=1e-6)
+    p = model.predict("stencil_ldgsts", c, 1, sms=sms, **kw)
+    assert p.latency_ns == pytest.approx(lat, rel=1e-6) and p.tbps == pytest.approx(t, rel=0.01)
+    # a steeper latency curve can only lower a latency-bound prediction
+    assert model.steady_tbps("stencil_ldgsts", c, 1, **dict(kw, latency_slope=400.0)) < t
+
+
 def test_model_monotonic_and_limits():
     c = 3.0
-    for kernel in ("stencil_smem_sync", "stencil_ldgsts", "stencil_ldgsts_db", "stage_copy_16", "smooth_bf16"):
+    for kernel in ("stencil_direct", "stencil_smem_sync", "stencil_ldgsts", "stencil_ldgsts_db", "stage_copy_16",
+                   "smooth_bf16"):
         t = [model.predict_tbps(kernel, c, b) for b in range(1, 9)]
         # more resident blocks never hurt (beyond the last wave's quantization: ceil(tiles / slots), within 2%)
         assert all(b >= a * 0.98 for a, b in zip(t, t[1:])), (kernel, t)
         assert max(t) <= c * model.DRAM_FRACTION_OF_COPY * (1 + 1e-9)
     for b in range(1, 9):
         assert model.predict_tbps("stencil_ldgsts_db", c, b) >= model.predict_tbps("stencil_ldgsts", c, b) - 1e-9
+        assert model.predict_tbps("stencil_direct", c, b) <= model.predict_tbps("stencil_ldgsts", c, b) + 1e-9
     # the latency-bound rung does not scale with the ceiling; the bandwidth-bound one does
     assert model.predict_tbps("stencil_ldgsts", 2.0, 1) == pytest.approx(model.predict_tbps("stencil_ldgsts", 4.0, 1))
     assert model.predict_tbps("stencil_ldgsts", 4.0, 8) == pytest.approx(
         2 * model.predict_tbps("stencil_ldgsts", 2.0, 8))
-    # a long latency: double buffering approaches 2x the single buffer (period (L+C)/2 vs L+C, no switch)
-    slow = dict(latency_ns=20000.0, switch_ns=0.0)
+    # a long latency: double buffering approaches 2x the single buffer (period (L+T)/2 vs L+T)
+    slow = dict(idle_latency_ns=20000.0, latency_slope=0.0)
     ratio = model.predict_tbps("stencil_ldgsts_db", c, 1, **slow) / model.predict_tbps("stencil_ldgsts", c, 1, **slow)
-    assert ratio == pytest.approx(2.0, rel=0.02)
+    assert ratio == pytest.approx(2.0, rel=0.03)
     with pytest.raises(ValueError, match="kernel"):
         model.predict("stencil_tma", c, 1)
     with pytest.raises(ValueError):
@@ -363,24 +388,64 @@ def test_model_monotonic_and_limits():
 
 def test_model_timeline_shapes():
     share = 3.0 * 1e3 / 132
-    sync = model.timeline("stencil_ldgsts", 1, share, 4, latency_ns=600, compute_ns=100, switch_ns=300)
-    assert [round(t.load_start) for t in sync.timeline] == [0, 1000, 2000, 3000]  # load only after compute + switch
-    db = model.timeline("stencil_ldgsts_db", 1, share, 4, latency_ns=600, compute_ns=100, switch_ns=300)
+    sync = model.timeline("stencil_ldgsts", 1, share, 4, latency_ns=600, turnaround_ns=400)
+    assert [round(t.load_start) for t in sync.timeline] == [0, 1000, 2000, 3000]  # load only after the turnaround
+    db = model.timeline("stencil_ldgsts_db", 1, share, 4, latency_ns=600, turnaround_ns=400)
     assert db.timeline[1].load_start < db.timeline[0].compute_start  # the next tile flies before this one computes
     assert db.total_time < sync.total_time
+    direct = model.timeline("stencil_direct", 1, share, 1, latency_ns=600, turnaround_ns=400)
+    assert len(direct.timeline) == 4 and direct.total_time == pytest.approx(4 * 600 + 400)  # 4 dependent rounds
+
+
+def test_direct_rung_rounds_match_its_sass():
+    # The model's 4 dependent rounds per tile for stencil_direct are what its SASS does: the loads of output m+1 are
+    # issued after output m's store (STG), so a thread has one output's loads in flight at a time.
+    ins = disassemble(cubin())["stencil_direct"]
+    x_loads = [k for k, i in enumerate(ins) if i.opcode.startswith("LDG") and "R14.64" not in i.text]  # R14: w
+    stores = [k for k, i in enumerate(ins) if i.opcode.startswith("STG")]
+    rounds = 1 + sum(1 for s in stores if s < max(x_loads))
+    assert rounds == model.KERNELS["stencil_direct"].rounds == workload.VEC
+    assert all(model.KERNELS[k].rounds == 1 for k in model.KERNELS if k != "stencil_direct")
 
 
 def test_fit_recovers_the_constants():
     c, sms = 3.0, 132
-    truth = dict(latency_ns=900.0, compute_ns=model.COMPUTE_NS, switch_ns=400.0, fraction=0.9)
-    sync1 = model.predict_tbps("stencil_ldgsts", c, 1, **truth)
-    db1 = model.predict_tbps("stencil_ldgsts_db", c, 1, **truth)
-    full = [model.predict_tbps(k, c, 8, **truth) for k in ("stencil_direct", "stencil_smem_sync", "stencil_ldgsts",
-                                                           "stencil_ldgsts_db")]
-    f = model.fit(sync1, db1, full, c, sms=sms)
-    assert f["DRAM_FRACTION_OF_COPY"] == pytest.approx(0.9, rel=0.01)
-    assert f["LATENCY_NS"] == pytest.approx(900.0, rel=0.02)
-    assert f["BLOCK_SWITCH_NS"] == pytest.approx(400.0, abs=15.0)
+    truth = dict(turnaround_ns=420.0, fraction=0.9)
+    rows = []
+    for kernel, b in [("stencil_direct", 8), ("stencil_smem_sync", 8), ("stencil_ldgsts", 8), ("stencil_ldgsts", 1),
+                      ("stencil_ldgsts", 2), ("stencil_ldgsts_db", 1), ("stage_copy_16", 8), ("smooth_bf16", 8)]:
+        rows.append({"kernel": kernel, "shape": f"{b}", "resident_blocks": b,
+                     "tbps": model.steady_tbps(kernel, c, b, sms=sms, **truth)})
+    rows.append({"kernel": "copy_triton", "resident_blocks": 8, "tbps": 1.0})  # a kernel the model does not know
+    rows.append({"kernel": "stencil_ldgsts (odd)", "shape": "x", "resident_blocks": 1, "tbps": 0.1})
+    f = model.fit(rows, c, sms=sms, exclude=("stencil_ldgsts (odd)",))
+    assert f["DRAM_FRACTION_OF_COPY"] == pytest.approx(0.9, rel=1e-3)
+    assert f["TURNAROUND_NS"] == pytest.approx(420.0, abs=1.0)
+    assert f["max_abs_error"] < 1e-3
+
+
+RUN9 = ROOT / "build" / "h100-run9" / "ldgsts" / "recorded_h100.json"
+
+
+@pytest.mark.skipif(not RUN9.exists(), reason="build/h100-run9 (the first H100 run, not in git) is not here")
+def test_model_within_band_of_the_first_h100_run():
+    # The constants were fit once to this recording (model.FIT_SOURCE); the current model must hold every row that
+    # carries a prediction within +-20% (the course's band), and fit() on it must give the constants back.
+    import json
+
+    doc = json.loads(RUN9.read_text())
+    copy = doc["ceilings"]["copy_tbps"]
+    rows = [r for r in doc["rows"] if r.get("model_prediction") is not None]
+    assert len(rows) == len(doc["rows"]) == 14
+    errs = {f"{r['kernel']} {r['shape']}": bench.repredict(r, copy) / r["tbps"] - 1 for r in rows}
+    bad = {k: f"{e:+.1%}" for k, e in errs.items() if abs(e) > bench.MODEL_BAND}
+    assert not bad, bad
+    # the goal band (15%) holds for every row the fit used; the excluded one is the bench's disputed timing
+    assert max(abs(e) for k, e in errs.items() if not k.startswith("smooth_bf16 (correct)")) <= 0.15
+    f = model.fit(doc["rows"], copy, exclude=("smooth_bf16 (correct)",))
+    assert f["TURNAROUND_NS"] == pytest.approx(model.TURNAROUND_NS, abs=1.0)
+    assert f["DRAM_FRACTION_OF_COPY"] == pytest.approx(model.DRAM_FRACTION_OF_COPY, abs=1e-3)
+    assert model.FITTED
 
 
 # ------------------------------------------------------------------------------------------- spec, known answers
@@ -435,6 +500,18 @@ def test_known_answers_path_check(name):
         assert "LDGSTS.E.BYPASS.128" in ops  # the plain 16-byte form, from an address 8 bytes off
     if name in ("correct", "correct_primitives", "ca_16", "race_no_wait", "edge_off_by_one"):
         assert [o for o in ops if o.startswith("LDGSTS") and o.endswith("ZFILL")]
+
+
+def test_course_solution_overlaps_the_weights_and_stores_whole_sectors():
+    # correct.cu (= the notebook's answer): every weight load goes out before the wait for the copies, and a thread's
+    # outputs leave as two 16-byte stores (a warp's store covers 512 consecutive bytes: outputs base + 1024h + 4t).
+    ops = opcodes(compile_cuda(SUBMISSIONS / "correct.cu"), exercise.KERNEL)
+    depbar = ops.index("DEPBAR.LE")
+    loads = [i for i, o in enumerate(ops) if o.startswith("LDG.E")]
+    assert len(loads) == exercise.TAPS and max(loads) < min(i for i, o in enumerate(ops) if o.startswith("LDGSTS"))
+    assert max(loads) < depbar
+    assert ops.count("STG.E.128") == 2 and ops.count("LDS.64") == 6
+    assert not [o for o in ops if o.startswith(("LDL", "STL"))]
 
 
 def test_stub_and_torch_call_answers():
@@ -495,21 +572,51 @@ def _fake_rows(copy=3.0, **kw):
 
 
 def test_bench_claims_and_plot(tmp_path):
-    rows = _fake_rows(latency_ns=900.0)  # a latency at which double buffering at 1 block/SM clearly wins
+    rows = _fake_rows()  # the fitted model's own numbers satisfy every claim the bench checks
     assert bench.claims(rows, 3.0) == []
     for r in rows:
-        assert bench.repredict(r, 3.0, latency_ns=900.0) == pytest.approx(r["model_prediction"])
+        assert bench.repredict(r, 3.0) == pytest.approx(r["model_prediction"])
     broken = [dict(r) for r in rows]
     for r in broken:
         if r["kernel"] == "stencil_ldgsts_db" and r["blocks_per_sm_cap"] == 1:
             r["tbps"] = 1.0
     assert any("double buffering" in c for c in bench.claims(broken, 3.0))
+    by = {(r["kernel"], r["blocks_per_sm_cap"]): r for r in rows}
+    bar = bench.BAR_COPY_FRACTION * 3.0
+    for key, value, words in [(("smooth_bf16 (correct)", None), 1.05 * bar, "by less than"),
+                              (("smooth_bf16 (plain_loads)", None), 0.95 * bar, "below the bar"),
+                              (("stencil_direct", None), by[("stencil_smem_sync", None)]["tbps"], "latency-bound"),
+                              (("stencil_ldgsts_db", None), 1.1 * by[("stencil_ldgsts", None)]["tbps"],
+                               "buy nothing")]:
+        broken = [dict(r) for r in rows]
+        next(r for r in broken if (r["kernel"], r["blocks_per_sm_cap"]) == key)["tbps"] = value
+        assert any(words in c for c in bench.claims(broken, 3.0)), (key, bench.claims(broken, 3.0))
     fig = bench.plot(rows, 3.0)
     fig.savefig(tmp_path / "p.png")
     assert (tmp_path / "p.png").stat().st_size > 1000
     if not is_hopper():
         res = bench.run(tmp_path)
         assert res["ok"] is False and "sm_90" in res["failures"][0]
+
+
+def test_bench_times_the_exercise_with_the_harness(monkeypatch):
+    # The exercise's rows are timed by the grader's own function, with the spec's repetitions unless told otherwise
+    import autograder.harness
+
+    seen = {}
+
+    def fake_time(ex, wl, cub, seed, tag):
+        seen.update(ex=ex, wl=wl, cub=cub, seed=seed, tag=tag)
+        return {"value": 2.5, "ms": 1.0, "p20_ms": 1.0, "p80_ms": 1.0, "problems": []}
+
+    monkeypatch.setattr(autograder.harness, "_time", fake_time)
+    res = bench.time_like_the_harness("cubin", 4096, seed=3, tag="correct")
+    spec_ex = _spec().exercises["smooth_bf16"]
+    assert res["value"] == 2.5 and seen["wl"] is exercise and seen["cub"] == "cubin" and seen["tag"] == "correct"
+    assert seen["ex"].bench_shape == (4096,) and seen["ex"].bench_reps == spec_ex.bench_reps
+    assert seen["ex"].kernel == spec_ex.kernel and seen["ex"].metric == "tbps"
+    bench.time_like_the_harness("cubin", reps=5)
+    assert seen["ex"].bench_shape == tuple(spec_ex.bench_shape) and seen["ex"].bench_reps == 5
 
 
 def test_recorded_numbers_within_the_model_band():

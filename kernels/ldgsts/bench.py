@@ -8,9 +8,19 @@ Rows timed (n = 2^28 floats for the stencil and the copies, 2^27 bf16 for the ex
   - stencil_smem_sync, stencil_ldgsts and stencil_ldgsts_db held at 1 block per SM, stencil_ldgsts at 2 (unused
     dynamic shared memory caps the residency; the occupancy calculator confirms the cap before timing);
   - stage_copy_4 / _8 / _16_ca / _16 (4-, 8-, 16-byte cp.async, .ca / .cg);
-  - smooth_bf16, the exercise: the course reference (autograder/submissions/ldgsts/correct.cu) and the
-    register-staged known answer plain_loads.cu (expected to reach the bar as well).
+  - smooth_bf16, the exercise: the course reference (autograder/submissions/ldgsts/correct.cu, the notebook's answer)
+    and the register-staged known answer plain_loads.cu (expected to reach the bar as well), timed by the grading
+    harness's own timing function (autograder.harness.time_exercise: fresh inputs regenerated and the output poisoned before
+    every repetition, launch arguments built outside the timed region, the spec's repetitions), so that this file
+    and the grader measure the same thing.
 `measure()` serves the notebook's Explore section; `run()` also writes recorded_h100.json and the plot.
+
+Why the exercise is timed through the harness: in the first H100 run (build/h100-run9) this file timed the course
+solution with its own loop (x refreshed in place with normal_(), the output not poisoned between repetitions, three
+warm-up calls) at 2.39 TB/s, the median of times in two groups (20th percentile 0.304 ms = 2.65 TB/s, median
+0.337 ms), while the harness timed the same source at 2.65 TB/s; plain_loads.cu, timed right after it by the same
+loop, showed no second group (2.79 TB/s). What the slower group was is not known; one procedure for both removes the
+question.
 """
 
 from __future__ import annotations
@@ -36,7 +46,8 @@ SUBMISSIONS = ROOT / "autograder" / "submissions" / SLUG
 # Known answers of the exercise timed beside the demo rungs: the course reference, and the register-staged answer
 # that expected.toml says reaches the bar too (the path check, not the bar, grades the mechanism).
 TIMED_ANSWERS = {"correct": "correct.cu", "plain_loads": "plain_loads.cu"}
-BAR_COPY_FRACTION = 0.80  # autograder/specs/ldgsts.toml: bar = 0.80 x the copy ceiling at calibration
+BAR_COPY_FRACTION = 0.75  # autograder/specs/ldgsts.toml: bar = 0.75 x the copy ceiling at calibration
+SOLUTION_MARGIN = 1.10  # the course solution must clear its bar by this factor (the grader's calibration margin)
 MODEL_BAND = 0.20  # the course's requirement: every prediction within +-20% of its measurement
 # (kind, variant / (size, cache), blocks-per-SM cap or None = full occupancy)
 STENCIL_ROWS = [("direct", None), ("smem_sync", None), ("ldgsts", None), ("ldgsts_db", None),
@@ -129,8 +140,10 @@ def _row(kernel: str, shape: str, res, pred, **extra) -> dict:
             "model_prediction": pred.tbps, "model_bound": pred.bound, "model_period_ns": pred.period_ns, **extra}
 
 
-def measure(n: int = BENCH_N, n_exercise: int = exercise.BENCH_N, reps: int = 20, seed: int = 0) -> tuple[list, list]:
-    """Time every row (fresh inputs each repetition, L2 flushed) with the model's prediction beside it.
+def measure(n: int = BENCH_N, n_exercise: int = exercise.BENCH_N, reps: int = 20, seed: int = 0,
+            exercise_reps: int | None = None) -> tuple[list, list]:
+    """Time every row (fresh inputs each repetition, L2 flushed) with the model's prediction beside it. The
+    exercise's answers are timed by the harness's function with the spec's repetitions (exercise_reps overrides).
     Returns (rows, problems): problems lists outputs of timed runs that did not match their inputs."""
     import torch
 
@@ -161,7 +174,7 @@ def measure(n: int = BENCH_N, n_exercise: int = exercise.BENCH_N, reps: int = 20
         rows.append(_row(name, f"n=2^{n.bit_length() - 1}" + (f", {bps} block/SM" if bps else ""), res, pred,
                          n=n, blocks_per_sm_cap=bps, resident_blocks=resident, grid=cfg["grid"],
                          dynamic_smem=cfg["smem"], static_smem=STATIC_SMEM[variant]))
-    del pool
+    pool.clear()  # frees the inputs (the closures above keep the list, not its tensors)
     copy_pool = [make_copy_input(n, seed + 10 + k) for k in range(2)]
 
     def make_copy_args():
@@ -182,33 +195,40 @@ def measure(n: int = BENCH_N, n_exercise: int = exercise.BENCH_N, reps: int = 20
             problems.append(f"{name} timed output: {rep.message.splitlines()[0]}")
         rows.append(_row(name, f"n=2^{n.bit_length() - 1}", res, pred, n=n, blocks_per_sm_cap=None,
                          resident_blocks=resident))
-    del copy_pool, out
+    copy_pool.clear()
+    out = None  # noqa: F841 - frees the 1 GiB output before the exercise's buffers
     torch.cuda.empty_cache()
-
-    ex_pool = [exercise.make_inputs((n_exercise,), seed + 20 + k) for k in range(2)]
-    ex_out = exercise.make_output(ex_pool[0])
-
-    def make_ex_args():
-        state["i"] += 1
-        inputs = ex_pool[state["i"] % 2]
-        inputs["x"].normal_()
-        state["last"] = inputs
-        return (inputs,)
 
     from ..launch import get_kernel
 
     for answer in TIMED_ANSWERS:
         cubin = answer_cubin(answer)
-        res = bench(lambda inputs: run_exercise_kernel(cubin, inputs, ex_out), make_ex_args,
-                    bytes=exercise.bytes_moved((n_exercise,)), reps=reps)
+        res = time_like_the_harness(cubin, n_exercise, reps=exercise_reps, seed=seed, tag=answer)
+        problems += [f"smooth_bf16 ({answer}): {p}" for p in res["problems"]]
         resident = int(get_kernel(cubin, exercise.KERNEL).occupancy.max_active_blocks_per_multiprocessor(BLOCK, 0))
         pred = model.predict("smooth_bf16", ceil["copy_tbps"], resident, n=n_exercise, sms=sms)
-        rep = _check_timed(ex_out, exercise.reference(state["last"]), **exercise.CHECK)
-        if not rep.ok:
-            problems.append(f"smooth_bf16 ({answer}) timed output: {rep.message.splitlines()[0]}")
-        rows.append(_row(f"smooth_bf16 ({answer})", f"n=2^{n_exercise.bit_length() - 1} bf16", res, pred,
-                         n=n_exercise, blocks_per_sm_cap=None, resident_blocks=resident))
+        rows.append({"kernel": f"smooth_bf16 ({answer})", "shape": f"n=2^{n_exercise.bit_length() - 1} bf16",
+                     "ms": res["ms"], "p20_ms": res["p20_ms"], "p80_ms": res["p80_ms"], "tbps": res["value"],
+                     "tflops": None, "fraction_of_ceiling": res["value"] / ceil["copy_tbps"],
+                     "model_prediction": pred.tbps, "model_bound": pred.bound, "model_period_ns": pred.period_ns,
+                     "n": n_exercise, "blocks_per_sm_cap": None, "resident_blocks": resident,
+                     "timed_by": "autograder.harness.time_exercise"})
     return rows, problems
+
+
+def time_like_the_harness(cubin, n_exercise: int = exercise.BENCH_N, *, reps: int | None = None, seed: int = 0,
+                          tag: str = "bench") -> dict:
+    """Time an answer of the exercise with the grading harness's own function (autograder.harness.time_exercise) at
+    n_exercise elements: the figure the grader compares with the bar. Returns time_exercise's dict (value in TB/s, ms,
+    p20_ms, p80_ms, output_ok, problems, ...). reps: the spec's bench_reps unless given."""
+    from dataclasses import replace
+
+    from autograder.harness import time_exercise
+    from autograder.spec import load
+
+    ex = load(SLUG).exercises[exercise.NAME]
+    ex = replace(ex, bench_shape=(int(n_exercise),), bench_reps=int(reps or ex.bench_reps))
+    return time_exercise(ex, ex.workload(), cubin, seed, tag)
 
 
 def _copy_resident(kernel: str) -> int:
@@ -230,26 +250,45 @@ def repredict(row: dict, ceiling_tbps: float, **kw) -> float:
 
 def claims(rows: list[dict], ceiling_tbps: float) -> list[str]:
     """The notebook's (and expected.toml's) statements about these measurements, checked; returns the ones the
-    run contradicts."""
+    run contradicts. Each is one the model and the hardware support:
+    - at full occupancy the one-tile staged rungs (registers or cp.async) are DRAM-bound: within 10% of each other;
+    - double buffering buys nothing at full occupancy: the persistent stencil_ldgsts_db is not faster than the best
+      one-tile rung (5% noise allowed). It may be slower: on the H100 of build/h100-run9 it was (model docstring);
+    - stencil_direct is latency-bound (4 dependent rounds of 4 bytes per thread): below 0.9 x stencil_smem_sync;
+    - at one block per SM double buffering beats the single buffer by >= 1.3x, and so do 2 blocks per SM;
+    - every timed answer of the exercise reaches the bar (expected.toml gives them the throughput points), and the
+      course solution clears it by SOLUTION_MARGIN."""
     by = {(r["kernel"], r.get("blocks_per_sm_cap")): r["tbps"] for r in rows}
     bad = []
-    staged = [by[(f"stencil_{v}", None)] for v in ("smem_sync", "ldgsts", "ldgsts_db")]
+    staged = [by[(f"stencil_{v}", None)] for v in ("smem_sync", "ldgsts")]
     if max(staged) > 1.10 * min(staged):
-        bad.append(f"at full occupancy the three shared-memory rungs should be within 10% of each other (all "
-                   f"DRAM-bound: cp.async buys no bandwidth there): {', '.join(f'{t:.2f}' for t in staged)} TB/s")
+        bad.append(f"at full occupancy the one-tile staged rungs should be within 10% of each other (both DRAM-bound: "
+                   f"cp.async buys no bandwidth there): {', '.join(f'{t:.2f}' for t in staged)} TB/s")
+    db_full = by[("stencil_ldgsts_db", None)]
+    if db_full > 1.05 * max(staged):
+        bad.append(f"at full occupancy double buffering should buy nothing: stencil_ldgsts_db {db_full:.2f} TB/s vs "
+                   f"the one-tile rungs' best {max(staged):.2f} TB/s")
+    direct, sync_full = by[("stencil_direct", None)], by[("stencil_smem_sync", None)]
+    if direct > 0.9 * sync_full:
+        bad.append(f"stencil_direct should be latency-bound (4 bytes per thread in flight) below 0.9 x "
+                   f"stencil_smem_sync: {direct:.2f} vs {sync_full:.2f} TB/s")
     sync1, db1 = by[("stencil_ldgsts", 1)], by[("stencil_ldgsts_db", 1)]
     if db1 < 1.3 * sync1:
         bad.append(f"at 1 block/SM double buffering should beat the single buffer by >= 1.3x: {db1:.2f} vs "
                    f"{sync1:.2f} TB/s")
+    if by[("stencil_ldgsts", 2)] < 1.3 * sync1:
+        bad.append(f"stencil_ldgsts: 2 blocks/SM should beat 1 block/SM by >= 1.3x (latency-bound): "
+                   f"{by[('stencil_ldgsts', 2)]:.2f} vs {sync1:.2f} TB/s")
     bar = BAR_COPY_FRACTION * ceiling_tbps
     for answer in TIMED_ANSWERS:
         got = by[(f"smooth_bf16 ({answer})", None)]
         if got < bar:
             bad.append(f"exercise answer {answer} at {got:.2f} TB/s is below the bar's {BAR_COPY_FRACTION} x the "
                        f"copy ceiling ({bar:.2f} TB/s): expected.toml gives it the throughput points")
-    if by[("stencil_ldgsts", 2)] < 1.3 * sync1:
-        bad.append(f"stencil_ldgsts: 2 blocks/SM should beat 1 block/SM by >= 1.3x (latency-bound): "
-                   f"{by[('stencil_ldgsts', 2)]:.2f} vs {sync1:.2f} TB/s")
+    got = by[("smooth_bf16 (correct)", None)]
+    if bar <= got < SOLUTION_MARGIN * bar:
+        bad.append(f"the course solution at {got:.2f} TB/s clears the bar ({bar:.2f} TB/s) by less than "
+                   f"{SOLUTION_MARGIN}x")
     return bad
 
 
@@ -278,22 +317,22 @@ def run(out_dir: Path, quick: bool = False) -> dict:
         return {"ok": False, "failures": failures, "rows": []}
     n = BENCH_N // (8 if quick else 1)
     n_ex = exercise.BENCH_N // (8 if quick else 1)
-    rows, problems = measure(n=n, n_exercise=n_ex, reps=10 if quick else 20)
+    rows, problems = measure(n=n, n_exercise=n_ex, reps=10 if quick else 20, exercise_reps=10 if quick else None)
     failures += problems
     ceil = ceilings()
     band = max(abs(r["model_prediction"] / r["tbps"] - 1) for r in rows)
-    full = [r["tbps"] for r in rows if r["kernel"].startswith("stencil_") and r["blocks_per_sm_cap"] is None]
-    by = {(r["kernel"], r["blocks_per_sm_cap"]): r["tbps"] for r in rows}
-    fit = model.fit(by[("stencil_ldgsts", 1)], by[("stencil_ldgsts_db", 1)], full, ceil["copy_tbps"])
+    fit = model.fit(rows, ceil["copy_tbps"])  # what these rows alone would give; the constants stay as fitted
     failures += claims(rows, ceil["copy_tbps"])
     if model.FITTED and band > MODEL_BAND:
         worst = max(rows, key=lambda r: abs(r["model_prediction"] / r["tbps"] - 1))
         failures.append(f"model off by {band:.0%} (> {MODEL_BAND:.0%}) on {worst['kernel']} {worst['shape']}")
-    extra = {"model_constants": {"LATENCY_NS": model.LATENCY_NS, "COMPUTE_NS": model.COMPUTE_NS,
-                                 "BLOCK_SWITCH_NS": model.BLOCK_SWITCH_NS,
-                                 "DRAM_FRACTION_OF_COPY": model.DRAM_FRACTION_OF_COPY, "fitted": model.FITTED},
+    extra = {"model_constants": {"IDLE_LATENCY_NS": model.IDLE_LATENCY_NS,
+                                 "LATENCY_SLOPE_NS_PER_TBPS": model.LATENCY_SLOPE_NS_PER_TBPS,
+                                 "TURNAROUND_NS": model.TURNAROUND_NS,
+                                 "DRAM_FRACTION_OF_COPY": model.DRAM_FRACTION_OF_COPY, "fitted": model.FITTED,
+                                 "source": model.FIT_SOURCE},
              "model_band": band, "model_fit": fit, "quick": quick,
-             "suggested_bar_tbps": BAR_COPY_FRACTION * ceil["copy_tbps"]}
+             "bar_copy_fraction": BAR_COPY_FRACTION, "suggested_bar_tbps": BAR_COPY_FRACTION * ceil["copy_tbps"]}
     target = record.write(SLUG, rows, ceil, extra, out=out_dir / SLUG / "recorded_h100.json")
     if os.environ.get("COURSE_RECORD") == "1" and not quick:
         record.write(SLUG, rows, ceil, extra)

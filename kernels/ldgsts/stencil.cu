@@ -7,7 +7,8 @@
 //
 //     y[i] = sum_{k=0..6} w[k] * x[i + k - 3]
 //
-//   stencil_direct     plain global loads; every x element is loaded by 7 threads (L1/L2 absorb the re-reads)
+//   stencil_direct     plain global loads; every x element is loaded by 7 threads (L1/L2 absorb the re-reads);
+//                      4 dependent rounds of loads per thread (one per output)
 //   stencil_smem_sync  New: the tile + halo staged in shared memory through registers (LDG.128 -> STS.128),
 //                      __syncthreads, then every thread reads its 10 inputs from shared memory
 //   stencil_ldgsts     New: the same staging with 16-byte cp.async — no register holds x, zero fill at the array
@@ -208,7 +209,10 @@ __device__ __forceinline__ void compute_store(const float4* s, const float (&wr)
 // --- rung 1: plain global loads -------------------------------------------------------------------------
 // Thread t computes outputs b*TILE + t + 256 m (m = 0..3): each warp load covers 32 consecutive floats, so the
 // loads are coalesced; each x element is loaded by 7 different load instructions, served from L1/L2 after the
-// first. No shared memory.
+// first. No shared memory. In the SASS each output is its own round: its 7 LDG, the FFMA chain, its STG, and only
+// then the next output's loads (the bounds test of each output is a branch region). A thread has 4 bytes of x in
+// flight at a time and waits the latency 4 times per tile: latency-bound even at full occupancy (Little's law,
+// like day 1's copy_scalar), the reason this rung trails the staged ones (kernels/ldgsts/model.py, ROUNDS = 4).
 extern "C" __global__ void __launch_bounds__(BLOCK) stencil_direct(const float* __restrict__ x,
                                                                      const float* __restrict__ w,
                                                                      float* __restrict__ y, long long n) {
