@@ -609,7 +609,7 @@ def test_bench_times_the_exercise_with_the_harness(monkeypatch):
         seen.update(ex=ex, wl=wl, cub=cub, seed=seed, tag=tag)
         return {"value": 2.5, "ms": 1.0, "p20_ms": 1.0, "p80_ms": 1.0, "problems": []}
 
-    monkeypatch.setattr(autograder.harness, "_time", fake_time)
+    monkeypatch.setattr(autograder.harness, "time_exercise", fake_time)
     res = bench.time_like_the_harness("cubin", 4096, seed=3, tag="correct")
     spec_ex = _spec().exercises["smooth_bf16"]
     assert res["value"] == 2.5 and seen["wl"] is exercise and seen["cub"] == "cubin" and seen["tag"] == "correct"
