@@ -40,6 +40,11 @@ GPU20 = [
     "tma-wrong_expect_tx", "tma-plain_loads", "tma-seed_barrier_count", "tma-stub",
 ]
 
+# A smaller cohort for a short GPU call: the solutions, the blank release, a malformed and a tampered notebook, and
+# one hard case per topic (cached results, a race, an illegal address, no pipeline, a hang).
+GPU9 = ["good", "blank", "malformed", "tamper", "naive_loads-cached_result", "smem_tiling-no_sync",
+        "ldgsts-misaligned", "pipeline-not_pipelined", "tma-wrong_expect_tx"]
+
 
 @dataclass
 class Member:
@@ -138,9 +143,9 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(ROOT / "build" / "grading" / "submitted"))
     ap.add_argument("--week", default="week1")
-    ap.add_argument("--set", choices=("all", "gpu20"), default="all")
+    ap.add_argument("--set", choices=("all", "gpu20", "gpu9"), default="all")
     args = ap.parse_args(argv)
-    made = build(Path(args.out), args.week, GPU20 if args.set == "gpu20" else None)
+    made = build(Path(args.out), args.week, {"gpu20": GPU20, "gpu9": GPU9}.get(args.set))
     print(f"{len(made)} submissions under {args.out}")
     for m in made:
         print(f"  {m.student:<34} H100 {m.expected_h100:>5g}  CPU {m.expected_cpu:>5g}  {m.about}")

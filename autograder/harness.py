@@ -259,8 +259,11 @@ def main() -> int:
         facts["status"] = "error"
         facts["error"] = _err_text(exc)
         facts["traceback"] = traceback.format_exc()[-3000:]
-        if "illegal" in str(exc).lower() or "misaligned" in str(exc).lower() or "launch failure" in str(exc).lower():
+        text = str(exc).lower()
+        if "illegal address" in text or "illegal memory" in text or "misaligned" in text:
             facts["flags"].append("illegal-address: the kernel faulted (out-of-bounds or misaligned access)")
+        elif any(w in text for w in ("launch failure", "trap", "exception", "illegal instruction", "assert")):
+            facts["flags"].append("kernel-fault: the kernel aborted (a trap or an unspecified launch failure)")
     sys.stdout.write("\n" + VERDICT + json.dumps(facts, default=str) + "\n")
     sys.stdout.flush()
     os._exit(0)  # a corrupted CUDA context must not hang the exit

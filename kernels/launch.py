@@ -36,11 +36,18 @@ def _module(data: bytes):
 
 
 def get_kernel(cubin: Cubin, name: str):
-    """The cuda.core Kernel `name` of a compiled module (module loaded once per process)."""
+    """The cuda.core Kernel `name` of a compiled module (module loaded once per process, kernel looked up once)."""
+    return _kernel(cubin.data, name, cubin.name)
+
+
+@lru_cache(maxsize=1024)
+def _kernel(data: bytes, name: str, module_name: str):
     try:
-        return _module(cubin.data).get_kernel(name)
+        return _module(data).get_kernel(name)
     except Exception as exc:  # noqa: BLE001
-        raise KeyError(f"kernel {name!r} not found in {cubin.name}; it has {cubin.kernels}") from exc
+        from .sass import functions
+
+        raise KeyError(f"kernel {name!r} not found in {module_name}; it has {functions(data)}") from exc
 
 
 _streams: dict = {}
@@ -79,7 +86,8 @@ _smem_set: dict = {}
 
 def set_max_dynamic_smem(kernel, nbytes: int) -> None:
     """Allow more than 48 KB of dynamic shared memory for `kernel` (Hopper: up to 227 KB per block)."""
-    if nbytes <= 48 * 1024 or _smem_set.get(id(kernel), 0) >= nbytes:
+    # kernels come from the lru cache above, so the object (and its id) lives as long as the process
+    if nbytes <= 48 * 1024 or _smem_set.get(id(kernel), (None, 0))[1] >= nbytes:
         return
     from cuda.bindings import driver
 
@@ -88,7 +96,7 @@ def set_max_dynamic_smem(kernel, nbytes: int) -> None:
     err, = driver.cuKernelSetAttribute(attr, nbytes, handle, _device().device_id)
     if err != driver.CUresult.CUDA_SUCCESS:
         raise RuntimeError(f"cuKernelSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES={nbytes}) failed: {err}")
-    _smem_set[id(kernel)] = nbytes
+    _smem_set[id(kernel)] = (kernel, nbytes)  # holding the kernel keeps its id from being reused
 
 
 def launch(cubin: Cubin, name: str, *, grid, block, args=(), smem: int = 0, cluster=None) -> None:

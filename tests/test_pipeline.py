@@ -287,46 +287,82 @@ def test_tolerance_admits_fp32_lerps_and_rejects_bf16_math_and_wrong_rows():
 
 
 # ------------------------------------------- a Python port of the course solution's algorithm (correct.cu, on CPU)
-def _port(inputs: dict, search_len=lambda S: S, rows_per_tile: int = 16) -> torch.Tensor:
-    """correct.cu step by step: one upper-bound search per target (fp32 alpha), the block's window [w0, wl + 1] in
-    tiles of 16 rows overlapping by one, the tile's targets found by a search over s_idx, fp32 lerp."""
+def _window_search(times, key, probes: int = 256) -> tuple[int, int]:
+    """correct.cu's search for cnt(key) = #{k : times[k] <= key}: (cnt, rounds of dependent loads)."""
+    lo, hi, rounds = 0, len(times), 0
+    while lo < hi:
+        n = hi - lo
+        pos = [lo + q for q in range(n)] if n <= probes else [lo + (q + 1) * n // (probes + 1) for q in range(probes)]
+        c = sum(1 for p in pos if times[p] <= key)
+        rounds += 1
+        if n <= probes:
+            lo = hi = lo + c
+        else:
+            below = lo + c * n // (probes + 1) + 1 if c else lo
+            above = lo + (c + 1) * n // (probes + 1) if c < probes else hi
+            lo, hi = below, above
+    return lo, rounds
+
+
+def _port(inputs: dict, bound_row: int = 15, variant: str = "correct") -> torch.Tensor:
+    """correct.cu step by step: the window [w0, wl + 1] from the 256-ary search of the first and last target, tiles of
+    16 rows (and their times) overlapping by one, the tile's targets = those before the time of row 15 (the last tile:
+    all the rest), a target's interval = #{m in [1, nrows - 2] : time of row m <= t}, fp32 alpha and lerp.
+    bound_row=14: off_by_one.cu. variant="reads_twice": intervals from the window's times first (reads_twice.cu)."""
     import numpy as np
 
     src, tgt = inputs["src_times"].numpy(), inputs["tgt_times"].numpy()
     feats = inputs["src_feats"].float().numpy()
     B, S, T, D = exercise.shape_of(inputs)
     out = np.full((B, T, D), np.nan, dtype=np.float32)
-    R = rows_per_tile
+    R = 16
     for b in range(B):
         for bx in range(math.ceil(T / 256)):
             j0, nt = 256 * bx, min(256, T - 256 * bx)
-            idx, al = [], []
-            for t in tgt[b, j0:j0 + nt]:
-                lo, n = 0, search_len(S)
-                while n > 0:
-                    half = n >> 1
-                    if src[b, lo + half] <= t:
-                        lo, n = lo + half + 1, n - half - 1
-                    else:
-                        n = half
-                i = min(max(lo - 1, 0), S - 2)
-                a = np.float32(t - src[b, i]) / np.float32(src[b, i + 1] - src[b, i])
-                idx.append(i)
-                al.append(min(max(a, np.float32(0)), np.float32(1)))
-            w0, wl = idx[0], idx[-1]
+            tt = tgt[b, j0:j0 + nt]
+            w0 = min(max(_window_search(src[b], tt[0])[0] - 1, 0), S - 2)
+            wl = min(max(_window_search(src[b], tt[nt - 1])[0] - 1, 0), S - 2)
+            if variant == "reads_twice":
+                win = src[b, w0:wl + 2]
+                for j in range(nt):
+                    i = min(max(w0 + bisect.bisect_right(win.tolist(), float(tt[j])) - 1, w0), wl)
+                    a = np.float32(tt[j] - src[b, i]) / np.float32(src[b, i + 1] - src[b, i])
+                    a = min(max(a, np.float32(0)), np.float32(1))
+                    out[b, j0 + j] = np.float32(a) * (feats[b, i + 1] - feats[b, i]) + feats[b, i]
+                continue
+            ntiles = (wl - w0 + R - 1) // (R - 1)
             jb = 0
-            for k in range((wl - w0 + R - 1) // (R - 1)):
+            for k in range(ntiles):
                 r0 = w0 + k * (R - 1)
                 nrows = min(R, wl + 2 - r0)
-                tile = feats[b, r0:r0 + nrows]
-                je = bisect.bisect_left(idx, r0 + R - 1, jb, nt)
+                assert 2 <= nrows <= R
+                tk, tile = src[b, r0:r0 + nrows], feats[b, r0:r0 + nrows]
+                je = nt
+                if k + 1 < ntiles:
+                    je = jb + int(np.sum(tt[jb:] < tk[bound_row]))  # sorted: the matches are a prefix
                 for j in range(jb, je):
-                    i = idx[j] - r0
-                    assert 0 <= i and i + 1 < nrows
-                    out[b, j0 + j] = np.float32(al[j]) * (tile[i + 1] - tile[i]) + tile[i]
+                    i = int(np.sum(tk[1:nrows - 1] <= tt[j]))
+                    a = np.float32(tt[j] - tk[i]) / np.float32(tk[i + 1] - tk[i])
+                    a = min(max(a, np.float32(0)), np.float32(1))
+                    out[b, j0 + j] = np.float32(a) * (tile[i + 1] - tile[i]) + tile[i]
                 jb = je
             assert jb == nt  # every target of the block written by some tile
     return torch.from_numpy(out).to(torch.bfloat16)
+
+
+@pytest.mark.parametrize("S", [2, 3, 255, 256, 257, 258, 4096, 66049, 66050, 10**6])
+def test_window_search_is_exact_and_takes_the_rounds_the_model_counts(S):
+    import numpy as np
+
+    times = np.cumsum(np.random.default_rng(S).uniform(0.7, 1.3, S)).astype(np.float32)
+    keys = np.concatenate([times[:: max(1, S // 97)], times[:: max(1, S // 89)] + 0.3, [times[0] - 1, times[-1] + 1]])
+    rounds = set()
+    for key in keys.astype(np.float32):
+        cnt, r = _window_search(times, key)
+        assert cnt == int(np.searchsorted(times, key, side="right")), (S, key)
+        rounds.add(r)
+    assert max(rounds) == model.window_rounds(S)
+    assert model.window_rounds(4096) == 2 and model.binary_rounds(4096) == 14  # 13 halvings + the interval's times
 
 
 @pytest.mark.parametrize("shape", [s if s[0] <= 2 else (2, *s[1:]) for s in exercise.TEST_SHAPES])
@@ -334,18 +370,33 @@ def test_port_of_the_solution_matches_the_reference(shape):
     inp = exercise.make_inputs(shape, 17, device="cpu")
     ref = exercise.reference(inp)
     assert compare(_port(inp), ref, **exercise.CHECK).ok
-    bad = compare(_port(inp, search_len=lambda S: S - 2), ref, **exercise.CHECK)  # off_by_one.cu's search
-    assert bad.ok == (shape[1] == 2), shape  # with S = 2 the only interval is still found
+    assert compare(_port(inp, variant="reads_twice"), ref, **exercise.CHECK).ok
+    bad = compare(_port(inp, bound_row=14), ref, **exercise.CHECK)  # off_by_one.cu's tile boundary
+    B, S, T, D = shape
+    if T >= S >= 64 and 256 * (S - 1) / (T - 1) >= 30:  # dense, >= 2 tiles per block: boundaries with targets
+        assert not bad.ok, shape
+    if S == 2 or T == 1:  # one tile per block: no boundary to get wrong
+        assert bad.ok, shape
 
 
 def test_known_answer_sources_are_the_port():
     c = (SUBMISSIONS / "correct.cu").read_text()
-    for frag in ("int lo = 0, len = S;", "min(max(lo - 1, 0), S - 2)", "(wl - w0 + ROWS - 1) / (ROWS - 1)",
-                 "min(ROWS, wl + 2 - r0)", "s_idx[lo + half] < bound", "fmaf(a, y.x - x.x, x.x)"):
+    for frag in ("lo + (int)((long long)(threadIdx.x + 1) * n / (THREADS + 1))", "__syncthreads_count(le0)",
+                 "min(max(lo0 - 1, 0), S - 2)", "(wl - w0 + ROWS - 1) / (ROWS - 1)", "min(ROWS, wl + 2 - r0)",
+                 "const float bound = tk[ROWS - 1];", "tt[j] < bound", "lane >= 1 && lane <= nrows - 2 && tm <= t",
+                 "fmaf(a, y.x - x.x, x.x)", "cuda::aligned_size_t<4>(4)"):
         assert frag in c, frag
-    assert "int lo = 0, len = S - 2;" in (SUBMISSIONS / "off_by_one.cu").read_text()
+    body = c[c.index("#include"):]
+    ob = (SUBMISSIONS / "off_by_one.cu").read_text()
+    assert "const float bound = tk[ROWS - 2];" in ob and ob[ob.index("#include"):].count("\n") == body.count("\n")
     mw = (SUBMISSIONS / "missing_wait.cu").read_text()
     assert "pipe.consumer_wait();" not in mw and mw.count("pipe.consumer_release();") == 1
+    rt = (SUBMISSIONS / "reads_twice.cu").read_text()
+    assert "min(max(w0 + lo - 1, w0), wl)" in rt and "s_idx[jg + (slot >> 1)] + (slot & 1)" in rt
+    # every known answer that searches shares the solution's window search, character for character
+    search = c[c.index("    auto probe = [&]"):c.index("    const int w0 = ")]
+    for name in ("correct_primitives", "not_pipelined", "reads_twice", "missing_wait", "off_by_one"):
+        assert search in (SUBMISSIONS / f"{name}.cu").read_text(), name
 
 
 # ---------------------------------------------------------------------------------------------------- the model
@@ -353,28 +404,51 @@ CEIL = 3.0
 
 
 def test_model_hand_computed_one_stage():
-    # 1 stage, 1 block/SM: every tile pays LATENCY + COMPUTE; 132 blocks x 4 KiB per period.
-    p = model.predict_stream(1, CEIL, latency_ns=900.0, compute_ns=100.0)
+    # 1 stage, 1 block/SM, a fixed latency (slope 0): every tile pays LATENCY + COMPUTE; 132 blocks x 4 KiB per period.
+    p = model.predict_stream(1, CEIL, idle_latency_ns=900.0, latency_slope=0.0, compute_ns=100.0)
     assert p.bound == "latency"
     assert p.tbps == pytest.approx(4096 * 132 / 1000.0 / 1e3, rel=0.01)
     # roles adds the hand-offs to every round trip
-    r = model.predict_stream(1, CEIL, variant="roles", latency_ns=900.0, compute_ns=100.0, handoff_ns=250.0)
+    r = model.predict_stream(1, CEIL, variant="roles", idle_latency_ns=900.0, latency_slope=0.0, compute_ns=100.0,
+                             handoff_ns=250.0)
     assert r.tbps == pytest.approx(4096 * 132 / 1250.0 / 1e3, rel=0.01)
+    # with the loaded latency: R (L0 + C + k R) = SMs x bytes in flight, solved by hand for 4 KiB per SM
+    k, l0 = model.LATENCY_SLOPE_NS_PER_TBPS, model.IDLE_LATENCY_NS + model.COMPUTE_NS
+    x = 132 * 4096 / 1e3
+    want = (-l0 + math.sqrt(l0 * l0 + 4 * k * x)) / (2 * k)
+    assert model.littles_law_loaded(4096, model.COMPUTE_NS) == pytest.approx(want, rel=1e-9)
+    assert want * (model.loaded_latency(want) + model.COMPUTE_NS) == pytest.approx(x, rel=1e-9)
+    assert model.predict_stream(1, CEIL).tbps == pytest.approx(want, rel=0.01)
 
 
-def test_model_monotonic_linear_then_saturating():
-    kw = dict(latency_ns=1000.0, compute_ns=50.0)
-    preds = [model.predict_stream(s, CEIL, **kw).tbps for s in range(1, 13)]
+def test_day1_latency_law_reproduces_day1():
+    # the latency law is day 1's: copy_scalar at 2048 threads/SM (8 KiB of loads in flight per SM, reads + writes
+    # counted, so 2x the read rate) ran at 2.404 TB/s on the H100 of build/h100-run9
+    from kernels.naive_loads import model as day1
+
+    assert (model.IDLE_LATENCY_NS, model.LATENCY_SLOPE_NS_PER_TBPS) == (day1.IDLE_LATENCY_NS,
+                                                                       day1.LATENCY_SLOPE_NS_PER_TBPS)
+    copy = 2 * 132 * 8192 / 1e3 / model.loaded_latency(2.404)  # TB/s, reads + writes
+    assert copy == pytest.approx(2.404, rel=0.03)
+
+
+def test_model_monotonic_and_saturating():
+    preds = [model.predict_stream(s, CEIL).tbps for s in range(1, 13)]
     assert all(b >= a - 1e-9 for a, b in zip(preds, preds[1:]))
-    assert preds[1] == pytest.approx(2 * preds[0], rel=0.02) and preds[2] == pytest.approx(3 * preds[0], rel=0.02)
-    assert preds[-1] == pytest.approx(CEIL * model.READ_CEILING, rel=0.02)     # capped by the bandwidth share
+    # each stage adds a tile in flight, a little less than linearly (the latency grows with the load)
+    assert 1.6 * preds[0] < preds[1] < 2 * preds[0] and 2.2 * preds[0] < preds[2] < 3 * preds[0]
+    assert preds[-1] == pytest.approx(CEIL * model.READ_CEILING, rel=0.02)     # capped by the ceiling
     assert max(preds) <= CEIL * model.READ_CEILING * 1.001
-    knee = model.littles_law_stages(CEIL, **kw)
-    assert 5 < knee < 8 and model.predict_stream(math.ceil(knee) + 1, CEIL, **kw).bound == "bandwidth"
+    knee = model.littles_law_stages(CEIL * model.READ_CEILING)
+    assert 4 < knee < 8 and model.predict_stream(math.ceil(knee) + 1, CEIL).bound == "bandwidth"
+    assert model.predict_stream(4, CEIL).bound == "latency" and model.predict_stream(8, CEIL).bound == "bandwidth"
     # stages and blocks per SM buy the same bytes in flight
-    a = model.predict_stream(4, CEIL, blocks_per_sm=1, **kw).tbps
-    b = model.predict_stream(1, CEIL, blocks_per_sm=4, **kw).tbps
-    assert b == pytest.approx(a, rel=0.05)
+    a = model.predict_stream(4, CEIL, blocks_per_sm=1).tbps
+    b = model.predict_stream(1, CEIL, blocks_per_sm=4).tbps
+    assert b == pytest.approx(a, rel=0.01)
+    # roles pays its hand-offs at every stage count
+    assert all(model.predict_stream(s, CEIL, variant="roles").tbps < model.predict_stream(s, CEIL).tbps
+               for s in (1, 2, 3, 4))
     with pytest.raises(ValueError):
         model.predict_stream(0, CEIL)
     with pytest.raises(ValueError):
@@ -392,44 +466,111 @@ def test_model_timeline_overlaps_with_stages():
 
 
 def test_fit_recovers_the_constants():
-    truth = dict(latency_ns=800.0, handoff_ns=200.0)
+    truth = dict(idle_latency_ns=700.0, handoff_ns=200.0)
     rows = [dict(r, tbps=model.predict_stream(r["stages"], CEIL, variant=r["variant"],
                                               blocks_per_sm=r["blocks_per_sm"], **truth).tbps)
             for r in model.stream_rows()]
+    shape = list(exercise.BENCH_SHAPE)
+    for kind, bps in (("reference", 6), ("search_per_target", 5)):
+        rows.append({"kernel": f"resample ({kind})", "kind": kind, "shape_tuple": shape, "blocks_per_sm": bps,
+                     "tbps": model.predict_resample(shape, CEIL, kind=kind, blocks_per_sm_=bps, round_ns=500.0,
+                                                    mixed_ceiling=0.92).tbps})
     fitted = model.fit(rows, CEIL)
-    assert fitted["latency_ns"] == pytest.approx(800.0, rel=0.02)
-    assert fitted["handoff_ns"] == pytest.approx(200.0, rel=0.1)
+    assert fitted["idle_latency_ns"] == pytest.approx(700.0, rel=0.01)
+    assert fitted["handoff_ns"] == pytest.approx(200.0, rel=0.02)
+    assert fitted["round_ns"] == pytest.approx(500.0, rel=0.02) and fitted["mixed_ceiling"] == pytest.approx(0.92,
+                                                                                                           rel=0.01)
     for r in rows:
-        assert model.predict(r, CEIL, **fitted) == pytest.approx(r["tbps"], rel=0.03), r["kernel"]
+        assert model.predict(r, CEIL, **fitted) == pytest.approx(r["tbps"], rel=0.02), r["kernel"]
 
 
 def test_blocks_per_sm_hand_cases():
     assert model.blocks_per_sm(256, 0, 0, 32) == 8             # threads
     assert model.blocks_per_sm(256, 0, 0, 48) == 5             # 48 x 256 = 12288 regs per block -> 5
+    assert model.blocks_per_sm(256, 0, 0, 40) == 6             # 40 x 256 = 10240 -> 6
     assert model.blocks_per_sm(256, 100 * 1024, 0, 32) == 2    # shared memory
     assert model.blocks_per_sm(160, 0, 0, 32) == 12            # 5 warps: 2048 / 160
+    assert model.blocks_per_sm(256, exercise.smem_bytes(256), 1104, 40) == 6
 
 
-def test_exercise_occupancy_from_the_cubin():
-    cub = compile_cuda((SUBMISSIONS / "correct.cu").read_text(), name="RESAMPLE_CU")
+@pytest.mark.parametrize("name", ["correct", "correct_primitives", "not_pipelined", "reads_twice"])
+def test_exercise_occupancy_from_the_cubin(name):
+    cub = compile_cuda((SUBMISSIONS / f"{name}.cu").read_text(), name="RESAMPLE_CU")
     use = model.resource_usage(cub, "resample")
-    assert use["LOCAL"] == 0 and use["REG"] <= 64
+    assert use["LOCAL"] == 0 and use["STACK"] == 0
+    # 40 registers here (NVRTC 13.5): 6 blocks of 256 threads per SM. Another compiler may allocate a few more; 5 blocks
+    # (<= 48) costs the model's prediction ~1 % (one more wave pays the window search): bench.py records the real count.
+    assert use["REG"] <= 48, use
     bps = model.blocks_per_sm(256, exercise.smem_bytes(256), use["SHARED"], use["REG"])
-    assert bps >= 3  # several resident blocks: one searches while the others stream
+    assert bps >= 5
+    if bench.MODEL_KIND[name] == "reference":
+        shape = exercise.BENCH_SHAPE
+        assert (model.predict_resample(shape, CEIL, blocks_per_sm_=5).tbps
+                == pytest.approx(model.predict_resample(shape, CEIL, blocks_per_sm_=6).tbps, rel=0.02))
 
 
 def test_resample_model():
     shape = exercise.BENCH_SHAPE
     ref = model.predict_resample(shape, CEIL, kind="reference")
-    assert ref.bound == "bandwidth" and 0.85 * CEIL < ref.tbps <= model.MIXED_CEILING * CEIL
+    old = model.predict_resample(shape, CEIL, kind="search_per_target", blocks_per_sm_=5)
+    assert ref.bound == "bandwidth" and 0.88 * CEIL < ref.tbps <= model.MIXED_CEILING * CEIL
+    assert ref.detail["search_rounds"] == 2 and old.detail["search_rounds"] == 14
+    assert old.tbps < 0.9 * ref.tbps and old.detail["dead_fraction"] > 3 * ref.detail["dead_fraction"]
     assert model.EX_ROWS == 16 and model.EX_STAGES == 4 and model.EX_TARGETS == exercise.TARGETS_PER_BLOCK
-    # one block per SM and one stage: latency-bound, and more stages help there
+    # dead time is paid once per wave: more resident blocks, fewer waves, less of it
+    assert (model.predict_resample(shape, CEIL, blocks_per_sm_=6).detail["n_waves"]
+            < model.predict_resample(shape, CEIL, blocks_per_sm_=5).detail["n_waves"])
+    # one block per SM: the blocks' own pipelines are the limit (latency-bound), and stages help there
     sync1 = model.predict_resample(shape, CEIL, kind="not_pipelined", blocks_per_sm_=1)
     pipe1 = model.predict_resample(shape, CEIL, kind="reference", blocks_per_sm_=1)
     assert sync1.bound == "latency" and pipe1.tbps > 1.3 * sync1.tbps
     with pytest.raises(ValueError):
         model.predict_resample(shape, CEIL, kind="nope")
-    assert "stages" in model.explain(CEIL) and "Little" in model.explain()
+    assert "stages" in model.explain(CEIL) and "Little" in model.explain() and "waves" in model.explain()
+
+
+def test_model_reproduces_its_calibration():
+    # ROUND_NS is fit to the grader's calibration of the first resample solution (search per target, 5 blocks/SM)
+    c = model.CALIBRATION
+    p = model.predict_resample(c["shape"], c["copy_tbps"], kind=c["kind"], blocks_per_sm_=c["blocks_per_sm"])
+    assert p.tbps == pytest.approx(c["tbps"], rel=0.005)
+    # ... and agrees with day 1's loaded latency at the light load of a GPU whose blocks all search
+    assert model.ROUND_NS == pytest.approx(model.loaded_latency(0.5), rel=0.02)
+    assert model.FITTED
+
+
+H100_RUN = ROOT / "build" / "h100-run9"
+
+
+def test_model_within_band_of_the_h100_run():
+    """The model with its fitted constants against what build/h100-run9 holds for this day (not in git): the
+    recorded rows if the bench got that far, and the grader's calibration of the course solution of that run
+    (the search-per-target kernel, kernels/pipeline/resample_search_per_target.cu)."""
+    rec = H100_RUN / SLUG / "recorded_h100.json"
+    spec = H100_RUN / "specs" / f"{SLUG}.toml"
+    if not rec.exists() and not spec.exists():
+        pytest.skip("build/h100-run9 is not here (it is not in git)")
+    checked = 0
+    if rec.exists():
+        doc = __import__("json").loads(rec.read_text())
+        copy = doc["ceilings"]["copy_tbps"]
+        for r in doc["rows"]:
+            if r.get("model_prediction") is None:
+                continue
+            assert abs(model.predict(r, copy) / r["tbps"] - 1) <= bench.MODEL_BAND, r["kernel"]
+            checked += 1
+    if spec.exists():
+        tp = tomllib.loads(spec.read_text())["exercises"]["resample"]["throughput"]
+        old = (H100_RUN / "summary.json")
+        copy = model.CALIBRATION["copy_tbps"]
+        if old.exists():
+            cal = next(s for s in __import__("json").loads(old.read_text()) if s["step"] == "calibrate grader bars")
+            copy = cal["result"]["calibration"][SLUG]["resample"]["ceilings"]["copy_tbps"]
+        assert tp["reference_value"] == pytest.approx(model.CALIBRATION["tbps"], rel=1e-3)
+        pred = model.predict_resample(exercise.BENCH_SHAPE, copy, kind="search_per_target", blocks_per_sm_=5).tbps
+        assert abs(pred / tp["reference_value"] - 1) <= 0.02
+        checked += 1
+    assert checked
 
 
 # ------------------------------------------------------------------------------------ spec and known answers
@@ -443,6 +584,10 @@ def test_spec_matches_the_exercise():
     assert any(s[3] % 64 for s in shapes) and any(s[3] == 8 for s in shapes) and any(s[3] == 512 for s in shapes)
     assert any(s[2] < s[1] for s in shapes) and any(s[2] > 4 * s[1] for s in shapes) and any(s[1] == 2 for s in shapes)
     assert any(s[2] % 256 == 1 for s in shapes) and any(s[2] == 1 for s in shapes)
+    # the race shape: rows and the poisoned output (written after them) each larger than the 50 MB L2
+    B, S, T, D = exercise.RACE_SHAPE
+    assert exercise.RACE_SHAPE in shapes and B * S * D * 2 >= 64 * 2**20 and B * T * D * 2 >= 64 * 2**20
+    assert T >= S >= 64  # every row needed: every block streams a full window
     tp = ex.parts["throughput"]
     assert tp.bar is not None and tp.bar < ex.roofline and tp.points > 0
     assert len(_spec().quiz.questions) >= 4
@@ -477,6 +622,10 @@ def test_known_answers_path_check(name):
     texts = _texts(cub, ex.kernel)
     if name in ("correct", "reads_twice", "off_by_one", "missing_wait"):  # block-scope cuda::pipeline
         assert "ARRIVES.LDGSTSBAR.64.TRANSCNT" in ops and "LDGSTS.E.BYPASS.128" in ops
+    if name in ("correct", "correct_primitives", "off_by_one", "missing_wait"):  # the tile's times ride along
+        assert "LDGSTS.E" in ops and any(o.startswith("VOTE.ANY") for o in ops)
+    if e["correctness"] or name in ("missing_wait", "off_by_one"):  # the window search: __syncthreads_count
+        assert any(o.startswith("BAR.RED.POPC") for o in ops)
     n_wait = sum(1 for o in ops if o.startswith("SYNCS.PHASECHK.TRANS64.TRYWAIT"))
     if name == "missing_wait":  # only producer_acquire's waits are left
         correct = opcodes(compile_cuda((SUBMISSIONS / "correct.cu").read_text(), name=ex.answer_var), ex.kernel)
@@ -564,11 +713,12 @@ def _fake_rows(copy=CEIL) -> list[dict]:
         p = model.predict_stream(r["stages"], copy, variant=r["variant"], blocks_per_sm=r["blocks_per_sm"])
         rows.append(dict(r, shape="n=2^26 fp32", ms=1.0, tbps=p.tbps, tflops=None, fraction_of_ceiling=p.tbps / copy,
                          model_prediction=p.tbps, n=1 << 26))
-    for name in bench.TIMED_ANSWERS:
-        p = model.predict_resample(exercise.BENCH_SHAPE, copy, kind=bench.MODEL_KIND[name])
+    for name in bench.TIMED_ANSWERS + tuple(bench.DEMO_ANSWERS):
+        bps = 5 if name == "search_per_target" else 6
+        p = model.predict_resample(exercise.BENCH_SHAPE, copy, kind=bench.MODEL_KIND[name], blocks_per_sm_=bps)
         rows.append({"kernel": f"resample ({name})", "shape": "B=128", "ms": 1.0, "tbps": p.tbps, "tflops": None,
                      "fraction_of_ceiling": p.tbps / copy, "model_prediction": p.tbps, "kind": bench.MODEL_KIND[name],
-                     "answer": name, "shape_tuple": list(exercise.BENCH_SHAPE), "blocks_per_sm": 5})
+                     "answer": name, "shape_tuple": list(exercise.BENCH_SHAPE), "blocks_per_sm": bps})
     return rows
 
 
@@ -580,6 +730,8 @@ def test_bench_claims():
     fast_roles = [dict(r, tbps=9.0) if r.get("variant") == "roles" else r for r in rows]
     assert any("hand-offs" in c for c in bench.claims(fast_roles, CEIL))
     assert any("above" in c for c in bench.claims(fast_roles, CEIL))
+    slow_ref = [dict(r, tbps=2.4) if r.get("answer") == "correct" else r for r in rows]
+    assert any("window search" in c for c in bench.claims(slow_ref, CEIL))
 
 
 def test_bench_plot_and_cpu_mode(tmp_path):
@@ -597,6 +749,29 @@ def test_bench_plot_and_cpu_mode(tmp_path):
         assert bench.answer_source(name) == (SUBMISSIONS / f"{name}.cu").read_text()
     for name in bench.MUST_FAIL:
         assert _expected()[name]["correctness"] == 0
+    for name, path_ in bench.DEMO_ANSWERS.items():  # measured rungs, not known answers
+        assert name not in _expected() and path_.parent == ROOT / "kernels" / "pipeline"
+        assert bench.answer_source(name) == path_.read_text()
+
+
+def test_search_per_target_rung_is_the_calibrated_kernel():
+    # kernels/pipeline/resample_search_per_target.cu is the course solution the grader calibrated on the H100
+    # (2.419 TB/s, model.CALIBRATION): the same kernel body, 48 registers (5 blocks/SM), a binary search per target.
+    src = bench.DEMO_ANSWERS["search_per_target"].read_text()
+    for frag in ("int lo = 0, len = S;", "__ldg(times + lo + half) <= t", "s_idx[lo + half] < bound"):
+        assert frag in src, frag
+    cub = compile_cuda(src, name="RESAMPLE_CU")
+    ops = opcodes(cub, "resample")
+    assert "LDGSTS.E.BYPASS.128" in ops and "LDG.E.CONSTANT" in ops and "STG.E.128" in ops
+    assert not any(o.startswith("BAR.RED") for o in ops)  # no window search
+    use = model.resource_usage(cub, "resample")
+    assert use["LOCAL"] == 0
+    bps = model.blocks_per_sm(256, exercise.smem_bytes(256), use["SHARED"], use["REG"])
+    assert bps == model.CALIBRATION["blocks_per_sm"]  # 48 registers: 5 blocks per SM
+    # (4 blocks per SM, had the calibration's compiler used more registers, is the same 4 waves: the same fit)
+    c = model.CALIBRATION
+    assert (model.predict_resample(c["shape"], c["copy_tbps"], kind=c["kind"], blocks_per_sm_=4).tbps
+            == pytest.approx(c["tbps"], rel=0.01))
 
 
 def test_recorded_numbers_within_the_model_band():
@@ -644,7 +819,7 @@ def _run_answer(name: str, shape, seed: int):
 
 
 @gpu
-@pytest.mark.parametrize("name", bench.TIMED_ANSWERS)
+@pytest.mark.parametrize("name", bench.TIMED_ANSWERS + tuple(bench.DEMO_ANSWERS))
 def test_correct_answers_on_gpu(name):
     for i, shape in enumerate(exercise.TEST_SHAPES):
         rep = _run_answer(name, shape, 100 + i)
@@ -653,15 +828,21 @@ def test_correct_answers_on_gpu(name):
 
 @gpu
 def test_missing_wait_fails_every_time():
-    for seed in range(5):
-        assert not _run_answer("missing_wait", (1, 4096, 4096, 256), 200 + seed).ok, f"a race passed (seed {seed})"
+    # the race shape puts the rows in DRAM (the poisoned output is written after them): every block's first tile
+    # is read long before it lands
+    for seed in range(3):
+        assert not _run_answer("missing_wait", exercise.RACE_SHAPE, 200 + seed).ok, f"a race passed (seed {seed})"
 
 
 @gpu
-def test_off_by_one_fails_on_every_shape_with_more_than_one_interval():
+def test_off_by_one_fails_on_dense_shapes():
     for i, shape in enumerate(exercise.TEST_SHAPES):
+        B, S, T, D = shape
         rep = _run_answer("off_by_one", shape, 300 + i)
-        assert rep.ok == (shape[1] == 2), shape
+        if T >= S >= 64 and 256 * (S - 1) / (T - 1) >= 30:  # dense, >= 2 tiles per block
+            assert not rep.ok, shape
+        if S == 2 or T == 1:  # one tile per block: no boundary to get wrong
+            assert rep.ok, shape
 
 
 @gpu
@@ -673,24 +854,21 @@ def test_launcher_runs_a_source():
     assert compare(out, exercise.reference(inp), **exercise.CHECK).ok
 
 
-def test_bench_run_plumbing_with_fakes(tmp_path, monkeypatch):
-    """bench.run end to end on CPU: the GPU pieces (launches, the timer, the occupancy query, device properties)
-    replaced by fakes whose "kernels" are the references (and a broken answer for the must-fail ones), so every
-    key, the fit, the record and the plot are exercised here, not first on the H100."""
+def _fake_gpu(monkeypatch, catch_must_fail: bool = True):
+    """bench.run's GPU pieces (launches, the timer, the occupancy query, device properties) replaced by fakes whose
+    "kernels" are the references (and, with catch_must_fail, a broken output for the must-fail answers)."""
     import types
 
     from kernels.bench import BenchResult
 
-    if is_hopper():
-        pytest.skip("on a GPU the real bench runs (make gpu-test)")
     monkeypatch.setattr(bench, "DEVICE", "cpu")
     props = types.SimpleNamespace(multi_processor_count=132)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda *a: props)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda *a: None)
     monkeypatch.setattr(bench, "answer_cubin", lambda name="correct": name)
-    monkeypatch.setattr(bench, "resident_blocks", lambda cub: 5)
-    monkeypatch.setattr(model, "resource_usage", lambda cub, k: {"REG": 48, "LOCAL": 0, "SHARED": 1104})
+    monkeypatch.setattr(bench, "resident_blocks", lambda cub: 6)
+    monkeypatch.setattr(model, "resource_usage", lambda cub, k: {"REG": 40, "LOCAL": 0, "SHARED": 1104})
     ceil = {"copy_tbps": CEIL, "cublas_bf16_tflops": 700.0}
     monkeypatch.setattr(bench, "ceilings", lambda: ceil)
 
@@ -700,7 +878,7 @@ def test_bench_run_plumbing_with_fakes(tmp_path, monkeypatch):
 
     def fake_run_answer(name, inputs, out):
         ref = exercise.reference(inputs)
-        if name in bench.MUST_FAIL:
+        if name in bench.MUST_FAIL and catch_must_fail:
             ref = ref.clone()
             ref[:, -1] = 0  # a wrong last target per batch
         out.copy_(ref)
@@ -717,17 +895,48 @@ def test_bench_run_plumbing_with_fakes(tmp_path, monkeypatch):
     monkeypatch.setattr(bench, "bench", fake_bench)
     monkeypatch.setattr(bench, "BENCH_N", 1 << 16)
     monkeypatch.setattr(bench, "QUICK_SHAPE", (2, 300, 300, 64))
+    monkeypatch.setattr(exercise, "RACE_SHAPE", (2, 300, 300, 64))  # quick mode checks it too: keep the CPU fast
+
+
+def _measurement_verdicts(res) -> list[str]:
+    """The failures a fake timer (every figure the same) may cause: claims about measurements, the model band, the
+    bar and its margin."""
+    measured = set(bench.claims(res["rows"], CEIL))
+    return [f for f in res["failures"] if f not in measured and "model outside" not in f
+            and "of the copy ceiling" not in f and "clears the bar" not in f]
+
+
+def test_bench_run_plumbing_with_fakes(tmp_path, monkeypatch):
+    """bench.run end to end on CPU with the fakes of _fake_gpu: every key, the fit, the record and the plot are
+    exercised here, not first on the H100."""
+    if is_hopper():
+        pytest.skip("on a GPU the real bench runs (make gpu-test)")
+    _fake_gpu(monkeypatch)
     res = bench.run(tmp_path, quick=True)
     print(res["failures"])
-    assert set(res) >= {"ok", "failures", "rows", "model_band", "model_fit", "recorded"}
-    # the fake timer makes every figure the same: only the measurement-dependent verdicts may complain
-    measured = set(bench.claims(res["rows"], CEIL))
-    assert not [f for f in res["failures"] if f not in measured and "model outside" not in f
-                and "of the copy ceiling" not in f], res["failures"]
+    assert set(res) >= {"ok", "failures", "rows", "model_band", "model_fit", "recorded", "checks"}
+    assert not _measurement_verdicts(res), res["failures"]
     kernels_ = [r["kernel"] for r in res["rows"]]
-    assert len(kernels_) == len(model.stream_rows()) + len(bench.TIMED_ANSWERS)
+    assert len(kernels_) == len(model.stream_rows()) + len(bench.TIMED_ANSWERS) + len(bench.DEMO_ANSWERS)
+    assert "resample (search_per_target)" in kernels_
     doc = __import__("json").loads(Path(res["recorded"]).read_text())
     assert doc["rows"] and all(k in doc["rows"][0] for k in record.REQUIRED_ROW_KEYS)
-    assert "model_fit" in doc and "known_bad_caught" in doc
+    assert "model_fit" in doc and "known_bad_caught" in doc and "model_constants" in doc
     assert all(doc["known_bad_caught"][k] for k in bench.MUST_FAIL)
+    assert not any(r["check_failed"] for r in doc["rows"])
     assert (tmp_path / SLUG / "pipeline_vs_model.png").stat().st_size > 1000
+
+
+def test_bench_records_first_and_reports_failures_after(tmp_path, monkeypatch):
+    """A known-bad answer that passes every check (what happened to missing_wait on the H100) must not cost the
+    recording: run() times and writes everything, then returns ok=False naming the check."""
+    if is_hopper():
+        pytest.skip("on a GPU the real bench runs (make gpu-test)")
+    _fake_gpu(monkeypatch, catch_must_fail=False)
+    res = bench.run(tmp_path, quick=True)
+    assert not res["ok"]
+    assert any("missing_wait.cu passed every check" in f for f in res["failures"])
+    assert any("off_by_one.cu passed every check" in f for f in res["failures"])
+    doc = __import__("json").loads(Path(res["recorded"]).read_text())
+    assert len(doc["rows"]) == len(model.stream_rows()) + len(bench.TIMED_ANSWERS) + len(bench.DEMO_ANSWERS)
+    assert any("passed every check" in f for f in doc["check_failures"])

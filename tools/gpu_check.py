@@ -131,13 +131,13 @@ def autograde_cohort(slugs, week="week1", members="gpu20"):
     flags equal to their expected values; batch and per-submission wall times."""
     from nbgrader.api import Gradebook
 
-    from autograder.cohort import GPU20, build
+    from autograder.cohort import GPU9, GPU20, build
     from autograder.release import grading_dir
     from kernels.device import is_h100
 
     grading = grading_dir()
     shutil.rmtree(grading, ignore_errors=True)
-    made = build(grading / "submitted", week, GPU20 if members == "gpu20" else None)
+    made = build(grading / "submitted", week, {"gpu20": GPU20, "gpu9": GPU9}.get(members))
     t0 = time.perf_counter()
     seed = str(int.from_bytes(os.urandom(6), "little"))
     r = subprocess.run([sys.executable, "-m", "autograder.cli", "grade", week, "--seed", seed],
@@ -177,7 +177,8 @@ def main() -> int:
     ap.add_argument("--out", default=os.environ.get("OUT", "build/gpu"))
     ap.add_argument("--slugs", nargs="*")
     ap.add_argument("--skip", nargs="*", default=[])
-    ap.add_argument("--cohort", choices=("gpu20", "all"), default="gpu20",
+    ap.add_argument("--known-slugs", nargs="*", help="topics whose known answers are graded (default: all)")
+    ap.add_argument("--cohort", choices=("gpu20", "gpu9", "all"), default="gpu20",
                     help="which synthetic cohort nbgrader grades (autograder.cohort)")
     args = ap.parse_args()
     out = Path(args.out).resolve()
@@ -198,7 +199,7 @@ def main() -> int:
             (out / "specs").mkdir(exist_ok=True)
             shutil.copy(ROOT / "autograder" / "specs" / f"{s}.toml", out / "specs" / f"{s}.toml")
     if "known" not in args.skip:
-        step("known answers on the GPU", known_all, summary, graded)
+        step("known answers on the GPU", known_all, summary, args.known_slugs or graded)
     if "notebooks" not in args.skip:
         step("execute solution notebooks", execute_notebooks, summary, out)
     if "autograde" not in args.skip:

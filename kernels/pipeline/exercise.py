@@ -18,8 +18,9 @@ Launch contract (fixed; the harness launches exactly so):
     block = 256 threads; grid = (ceil(T / 256), B): block (x, b) owns the 256 consecutive targets
     [256 x, min(256 x + 256, T)) of batch b — one per thread if you like.
     dynamic shared memory = smem_bytes(D) = 64 * D * 2 + 256 * 8 bytes: room for 64 feature rows (e.g. 4 stages of
-    16 rows) plus 8 bytes per target (e.g. its interval index and alpha). Static __shared__ variables (a
-    cuda::pipeline_shared_state, a few scalars) come on top.
+    16 rows) plus 8 bytes per target (e.g. its time and each stage's row times, or its interval index and alpha).
+    Static __shared__ variables (a cuda::pipeline_shared_state, a few scalars) come on top. At D = 256 that is
+    34 KiB: with <= 40 registers per thread, 6 blocks fit on an SM (the course solution has 40).
     All tensors contiguous, 256-byte-aligned allocations. Shapes: B >= 1, S >= 2, T >= 1, D % 8 == 0 (a row is a
     whole number of 16-byte vectors: rows are 16-byte aligned and move 8 bf16 at a time) and 8 <= D <= 512.
 Mechanism required: the source rows reach shared memory through cp.async (LDGSTS in the SASS of `resample`),
@@ -32,6 +33,9 @@ Bytes (honest, counted once): each source row some target needs (rows i and i + 
 Inputs (make_inputs): source increments uniform in [0.7, 1.3] (non-uniform), targets on a jittered uniform grid
 that overhangs the source range by 2 % on each side (clamped targets at both ends), 1 in 16 in-range targets moved
 exactly onto their interval's left source time, and exact hits on the first and last source time of every batch.
+
+Test shapes (TEST_SHAPES): awkward ones, and RACE_SHAPE, large enough that its rows are read from DRAM — the shape
+that catches a missing wait (see below).
 
 Check: out vs the float64 reference rounded once to bf16, ||out - ref|| / ||ref|| <= RTOL = 2e-3. Why 2e-3: an
 fp32 lerp rounded once to bf16 equals the rounded float64 lerp except where the two straddle a bf16 rounding
@@ -62,8 +66,13 @@ BENCH_SHAPE = (128, 4096, 4096, 256)  # (B, S, T, D): 256 MiB of features in, 25
 # Awkward shapes: S, T not multiples of anything; D = 8 (one 16-byte vector per row), 72, 264 (not multiples of 64),
 # 512 (the largest); T < S (sparse targets: windows with unused rows), T >> S (many targets per interval), T = 1,
 # S = 2 (a single interval), a T that is one past a block.
+# And one shape whose rows come from DRAM: (32, 4096, 4096, 256) has 64 MiB of rows, and the checker writes the
+# 64 MiB NaN-poisoned output (and the reference) after them, so they are no longer in the 50 MB L2 when the kernel
+# runs. A missing wait is a race between a copy and a read a few hundred cycles later: an L2 hit may win it (on the
+# H100 a missing consumer_wait passed every L2-resident shape, 16 runs out of 16), a DRAM read (~1 us) cannot.
+RACE_SHAPE = (32, 4096, 4096, 256)
 TEST_SHAPES = ((2, 1000, 777, 72), (3, 129, 4099, 8), (1, 4096, 4096, 256), (4, 2, 300, 40),
-               (5, 4097, 127, 264), (2, 513, 1, 128), (7, 333, 1000, 512), (3, 3001, 257, 16))
+               (5, 4097, 127, 264), (2, 513, 1, 128), (7, 333, 1000, 512), (3, 3001, 257, 16), RACE_SHAPE)
 
 
 def validate_shape(shape) -> tuple[int, int, int, int]:

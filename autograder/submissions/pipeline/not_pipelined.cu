@@ -1,45 +1,69 @@
-// Known answer "not_pipelined": the course solution's algorithm (one search per target, the block's window
-// streamed through shared memory in 16-row tiles that overlap by one row) with plain synchronous loads instead of
-// cp.async: every thread loads its 16-byte chunks into registers (LDG.E.128), stores them to shared memory
-// (STS.128), the block waits at a barrier, lerps, waits again, and only then loads the next tile. No LDGSTS: the
-// hardware-path check fails. Expected: correctness 3, path 0. Throughput: see expected.toml (while a tile is being
-// lerped nothing is in flight for this block, but 5 resident blocks per SM each with an 8 KiB tile in flight may
-// still cover the latency: the H100 run decides).
+// Known answer "not_pipelined": the course solution's algorithm (the window's two ends by a 256-ary search, the
+// window streamed through shared memory in 16-row tiles that overlap by one row, each with its 16 source times) with
+// plain synchronous loads instead of cp.async: every thread loads its 16-byte chunks into registers (LDG.E.128),
+// stores them to shared memory (STS.128), the block waits at a barrier, lerps, waits again, and only then loads the
+// next tile into the same buffer. No LDGSTS: the hardware-path check fails. Expected: correctness 3, path 0.
+// Throughput: see expected.toml (while a tile is being lerped nothing is in flight for this block, but 6 resident
+// blocks per SM, each with an 8 KiB tile in flight most of the time, still hold ~3x the bytes Little's law asks for:
+// kernels/pipeline/model.py predicts it as fast as the solution; the H100 run decides).
 #include <cuda_bf16.h>
 
+// Launch contract: block = 256 threads, grid = (ceil(T / 256), B), dynamic smem = 64 * D * 2 + 256 * 8 bytes.
 extern "C" __global__ void __launch_bounds__(256) resample(
     const float* __restrict__ src_times, const __nv_bfloat16* __restrict__ src_feats,
     const float* __restrict__ tgt_times, __nv_bfloat16* __restrict__ out, int S, int T, int D)
 {
-    constexpr int THREADS = 256, TARGETS = 256, ROWS = 16;
+    constexpr int THREADS = 256;  // launch contract
+    constexpr int TARGETS = 256;  // targets per block (launch contract)
+    constexpr int ROWS = 16;      // source rows per stage: 15 intervals + the row shared with the next tile
+    // Dynamic smem (contract: 64 * D * 2 + TARGETS * 8 bytes): one tile of ROWS rows (the rest of the 64 unused) |
+    // tt[TARGETS] target times | ts[ROWS] times of the tile's rows
     extern __shared__ __align__(16) unsigned char smem[];
-    __nv_bfloat16* tile = reinterpret_cast<__nv_bfloat16*>(smem);          // one buffer of ROWS rows
-    int* s_idx = reinterpret_cast<int*>(smem + (size_t)64 * D * 2);
-    float* s_alpha = reinterpret_cast<float*>(s_idx + TARGETS);
+    __nv_bfloat16* tile = reinterpret_cast<__nv_bfloat16*>(smem);
+    float* tt = reinterpret_cast<float*>(smem + (size_t)64 * D * 2);
+    float* ts = tt + TARGETS;
 
     const int b = blockIdx.y;
     const int j0 = blockIdx.x * TARGETS;
-    const int nt = min(TARGETS, T - j0);
+    const int nt = min(TARGETS, T - j0);  // targets of this block (the last block of a batch may have fewer)
     const float* times = src_times + (size_t)b * S;
+    const float* tgt = tgt_times + (size_t)b * T + j0;
     const __nv_bfloat16* feats = src_feats + (size_t)b * S * D;
     __nv_bfloat16* dst = out + ((size_t)b * T + j0) * D;
 
-    if (threadIdx.x < nt) {
-        const float t = tgt_times[(size_t)b * T + j0 + threadIdx.x];
-        int lo = 0, len = S;
-        while (len > 0) {
-            const int half = len >> 1;
-            if (__ldg(times + lo + half) <= t) { lo += half + 1; len -= half + 1; }
-            else len = half;
-        }
-        const int i = min(max(lo - 1, 0), S - 2);
-        const float t0 = __ldg(times + i), t1 = __ldg(times + i + 1);
-        s_idx[threadIdx.x] = i;
-        s_alpha[threadIdx.x] = fminf(fmaxf((t - t0) / (t1 - t0), 0.0f), 1.0f);
+    // 1. The window. cnt(x) = #{k : times[k] <= x}; a target t lies in interval clamp(cnt(t) - 1, 0, S - 2), so the
+    //    block needs intervals w0 = that of its first target .. wl = that of its last (targets are sorted).
+    //    cnt(first) and cnt(last) are searched together: [lo, hi] holds cnt; a round probes THREADS positions
+    //    spread over it (or every position once it is that short) and keeps the gap between the last probe <= x
+    //    and the first > x. Times are sorted, so the probes <= x are a prefix: their count is where the gap is.
+    if (threadIdx.x < nt) tt[threadIdx.x] = tgt[threadIdx.x];  // read by the tiles below (after a barrier)
+    const float first = tgt[0], last = tgt[nt - 1];
+    auto probe = [&](int lo, int hi) -> int {  // the position this thread probes in [lo, hi), -1: none
+        const int n = hi - lo;
+        if (n <= THREADS) return (int)threadIdx.x < n ? lo + (int)threadIdx.x : -1;
+        return lo + (int)((long long)(threadIdx.x + 1) * n / (THREADS + 1));
+    };
+    auto narrow = [&](int& lo, int& hi, int c) {  // c = how many of this round's probes are <= the key
+        const int n = hi - lo;
+        if (n <= THREADS) { lo = hi = lo + c; return; }  // every position probed: cnt is known
+        const int below = c > 0 ? lo + (int)((long long)c * n / (THREADS + 1)) + 1 : lo;         // probe c-1, + 1
+        const int above = c < THREADS ? lo + (int)((long long)(c + 1) * n / (THREADS + 1)) : hi;  // probe c
+        lo = below;
+        hi = above;
+    };
+    int lo0 = 0, hi0 = S, lo1 = 0, hi1 = S;  // the same on every thread: the loop is block-uniform
+    while (lo0 < hi0 || lo1 < hi1) {
+        const int p0 = lo0 < hi0 ? probe(lo0, hi0) : -1, p1 = lo1 < hi1 ? probe(lo1, hi1) : -1;
+        const bool le0 = p0 >= 0 && __ldg(times + p0) <= first;  // both loads in flight together
+        const bool le1 = p1 >= 0 && __ldg(times + p1) <= last;
+        const int c0 = __syncthreads_count(le0), c1 = __syncthreads_count(le1);  // BAR.RED.POPC
+        if (lo0 < hi0) narrow(lo0, hi0, c0);
+        if (lo1 < hi1) narrow(lo1, hi1, c1);
     }
-    __syncthreads();
+    const int w0 = min(max(lo0 - 1, 0), S - 2), wl = min(max(lo1 - 1, 0), S - 2);
 
-    const int w0 = s_idx[0], wl = s_idx[nt - 1];
+    // 2. Tile k: intervals [w0 + 15k, w0 + 15k + 15) -> rows r0 .. r0 + nrows - 1 and their times, loaded
+    //    synchronously into the one buffer.
     const int ntiles = (wl - w0 + ROWS - 1) / (ROWS - 1);
     const int chunks_per_row = D >> 3;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -50,25 +74,41 @@ extern "C" __global__ void __launch_bounds__(256) resample(
         const uint4* src = reinterpret_cast<const uint4*>(feats + (size_t)r0 * D);
         uint4* buf = reinterpret_cast<uint4*>(tile);
         __syncthreads();  // everyone finished lerping the previous tile: the buffer may be overwritten
+#pragma unroll 1
         for (int c = threadIdx.x; c < nrows * chunks_per_row; c += THREADS) buf[c] = src[c];  // LDG.E.128 + STS.128
+        if ((int)threadIdx.x < nrows) ts[threadIdx.x] = times[r0 + threadIdx.x];
         __syncthreads();  // the tile is in shared memory
-
-        const int bound = r0 + (ROWS - 1);
-        int lo = jb, len = nt - jb;
-        while (len > 0) {
-            const int half = len >> 1;
-            if (s_idx[lo + half] < bound) { lo += half + 1; len -= half + 1; }
-            else len = half;
+        const float* tk = ts;
+        // 3. Targets of tile k: jb .. je - 1, those before the time of row r0 + 15 (where the next tile's first
+        //    interval starts); the last tile takes all the rest. Sorted targets: the matches are a prefix, found
+        //    32 at a time by a ballot (every warp computes the same je).
+        int je = nt;
+        if (k + 1 < ntiles) {
+            const float bound = tk[ROWS - 1];
+            unsigned m;
+            je = jb;
+            do {
+                const int j = je + lane;
+                m = __ballot_sync(0xffffffffu, j < nt && tt[j] < bound);
+                je += __popc(m);
+            } while (m == 0xffffffffu);
         }
-        const int je = lo;
+        // Lane m holds the time of the tile's row m. A target's interval in the tile is i = #{m in [1, nrows - 2] :
+        // time of row m <= t}: rows 1 .. nrows - 2 are where an interval of this tile can start. (Its times are >=
+        // the time of row 0 — or it is before the first source time, w0 = 0, and i = 0 with alpha clamped to 0 —
+        // and, outside the last tile, < the time of row 15.)
+        const float tm = lane < nrows ? tk[lane] : 0.0f;
         for (int j = jb + warp; j < je; j += THREADS / 32) {
-            const int i = s_idx[j] - r0;
-            const float a = s_alpha[j];
+            const float t = tt[j];
+            const int i = __popc(__ballot_sync(0xffffffffu, lane >= 1 && lane <= nrows - 2 && tm <= t));
+            const float t0 = __shfl_sync(0xffffffffu, tm, i), t1 = __shfl_sync(0xffffffffu, tm, i + 1);
+            const float a = fminf(fmaxf((t - t0) / (t1 - t0), 0.0f), 1.0f);  // strictly increasing: t1 > t0
             const uint4* f0 = reinterpret_cast<const uint4*>(tile + (size_t)i * D);
             const uint4* f1 = reinterpret_cast<const uint4*>(tile + (size_t)(i + 1) * D);
             uint4* o = reinterpret_cast<uint4*>(dst + (size_t)j * D);
+#pragma unroll 1
             for (int c = lane; c < chunks_per_row; c += 32) {
-                uint4 u = f0[c], v = f1[c], w;
+                uint4 u = f0[c], v = f1[c], w;  // LDS.128 x 2
                 const __nv_bfloat162* u2 = reinterpret_cast<const __nv_bfloat162*>(&u);
                 const __nv_bfloat162* v2 = reinterpret_cast<const __nv_bfloat162*>(&v);
                 __nv_bfloat162* w2 = reinterpret_cast<__nv_bfloat162*>(&w);
@@ -77,7 +117,7 @@ extern "C" __global__ void __launch_bounds__(256) resample(
                     const float2 x = __bfloat1622float2(u2[q]), y = __bfloat1622float2(v2[q]);
                     w2[q] = __floats2bfloat162_rn(fmaf(a, y.x - x.x, x.x), fmaf(a, y.y - x.y, x.y));
                 }
-                o[c] = w;
+                o[c] = w;  // STG.E.128: a warp writes 512 contiguous bytes of one output row
             }
         }
         jb = je;
