@@ -14,7 +14,6 @@ Prints a summary table last and exits non-zero when anything failed.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import shutil
@@ -54,8 +53,17 @@ def selftest():
 
 
 def topic_bench(slug: str, out: Path):
-    mod = importlib.import_module(f"kernels.{slug}.bench")
-    res = mod.run(out)
+    """A topic's benchmark in a process of its own: a fault there cannot take the next topic's CUDA context."""
+    code = ("import json, sys; from pathlib import Path; import importlib; "
+            f"res = importlib.import_module('kernels.{slug}.bench').run(Path(sys.argv[1])); "
+            "print('BENCH ' + json.dumps(res, default=str))")
+    p = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, cwd=ROOT)
+    res = None
+    for line in p.stdout.splitlines():
+        if line.startswith("BENCH "):
+            res = json.loads(line[6:])
+    if res is None:
+        raise RuntimeError(f"bench {slug} died (exit {p.returncode}): {p.stderr[-3000:]}")
     rows = res.get("rows", [])
     for r in rows:
         print(f"  {r['kernel']:<28} {r.get('shape', ''):<20} {r['ms']:.4f} ms  "
