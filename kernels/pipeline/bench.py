@@ -54,7 +54,7 @@ BAR_MARGIN = 1.10  # the course reference must clear the bar by 10 %: run-to-run
 QUICK_SHAPE = (32, 4096, 4096, 256)  # --quick: a quarter of the benchmark's batches
 MODEL_BAND = 0.20  # the course's requirement: every prediction within +-20% of its measurement
 DEVICE = "cuda"  # every tensor of the benchmark lives here (a test swaps in "cpu" with fake kernels)
-MODEL_KIND = {"correct": "reference", "correct_primitives": "reference", "not_pipelined": "not_pipelined",
+MODEL_KIND = {"correct": "reference", "correct_primitives": "primitives", "not_pipelined": "not_pipelined",
               "reads_twice": "reads_twice", "search_per_target": "search_per_target"}
 
 
@@ -254,14 +254,18 @@ def claims(rows: list[dict], ceiling_tbps: float) -> list[str]:
     if r1 and p1 and r1 > 1.05 * p1:
         bad.append(f"roles adds hand-offs to the round trip: roles S=1 {r1:.2f} > pipe S=1 {p1:.2f}")
 
-    def ex(kind):
-        return next((r["tbps"] for r in rows if r.get("answer") in ("correct", "search_per_target")
-                     and r.get("kind") == kind and r.get("tbps")), None)
+    def ex(answer):
+        return next((r["tbps"] for r in rows if r.get("answer") == answer and r.get("tbps")), None)
 
-    ref, old = ex("reference"), ex("search_per_target")
-    if ref and old and ref < 1.05 * old:
-        bad.append(f"the window search should beat a binary search per target: resample (correct) {ref:.2f} vs "
-                   f"(search_per_target) {old:.2f} TB/s")
+    # H100, 2026-11-22 (build/h100-run12): the per-target search costs the course solution almost nothing (the other
+    # resident blocks stream while one searches); the block-scope cuda::pipeline's per-tile hand-over does cost.
+    ref, prim_, old = ex("correct"), ex("correct_primitives"), ex("search_per_target")
+    if prim_ and ref and prim_ < 1.05 * ref:
+        bad.append(f"the primitives skip the block-scope pipeline's per-tile hand-over: resample (correct_primitives) "
+                   f"{prim_:.2f} vs (correct) {ref:.2f} TB/s")
+    if prim_ and old and prim_ < 1.05 * old:
+        bad.append(f"the window search + primitives should beat a binary search per target: resample "
+                   f"(correct_primitives) {prim_:.2f} vs (search_per_target) {old:.2f} TB/s")
     top = max((r["tbps"] for r in rows if r.get("tbps")), default=0.0)
     if top > 1.25 * ceiling_tbps:
         bad.append(f"{top:.2f} TB/s is above 1.25 x the copy ceiling ({ceiling_tbps:.2f}): bytes miscounted?")

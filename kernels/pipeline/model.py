@@ -29,35 +29,38 @@ resample exercise. Every constant is named below with the measurement it comes f
    The per-block cap (its tiles in flight per round trip) only matters when few blocks run: one block per SM, or a
    small last wave (2048 blocks over 5 x 132 slots leave 68; a one-tile-in-flight kernel is then latency-bound).
 
-Named constants, fit once (fit to build/h100-run9, 2026-11-22, an H100 80GB HBM3; no pipeline row was recorded in
-that run — its bench stopped at a check — so the streaming constants come from days 1 and 3 of the same run and the
-resample constants from day 3 and the grader's calibration of this exercise):
-- IDLE_LATENCY_NS = 560, LATENCY_SLOPE_NS_PER_TBPS = 140: day 1's loaded-latency fit (kernels/naive_loads/model.py):
-  copy_scalar with 256 / 512 / 1024 / 2048 threads per SM (1 / 2 / 4 / 8 KiB of loads in flight per SM) drew
-  0.44 / 0.79 / 1.40 / 2.41 TB/s — effective latencies 616 / 681 / 775 / 899 ns ~ 560 + 140 x TB/s. The thread-scope
-  rings (prim, pipe) wait for each thread's own 16 bytes, as copy_scalar does: the same latency applies.
-- COMPUTE_NS = 55: estimate, not fit — a thread-scope ring's iteration after its data lands (wait, LDS.128, 4 FADD,
-  the next copy's address and issue): ~100 dependent cycles.
-- HANDOFF_NS = 250: estimate — what a roles tile pays on top (the tile completes with its slowest copy, not each
-  thread's own; consumers wake on the produced barrier; the producer wakes on the consumed one). Day 3's whole-tile
-  cp.async stencil (stencil_ldgsts_db, 1 block/SM) paid 312 ns beyond the loaded latency, its compute included.
-- READ_CEILING = 0.93: what a persistent grid that saturates reaches of the copy ceiling (its busiest SM sets the
-  time): day 1 copy_grid_stride 0.94, day 3 stencil_ldgsts_db 0.875, day 5 tma_copy_pipe 128x128 s4 0.928.
-- MIXED_CEILING = 0.97: the bandwidth-bound rate of a read + write stream of cp.async tiles: day 3's stencil_ldgsts
-  at full occupancy (0.971 of the copy ceiling).
-- ROUND_NS = 631: one dependent round of global loads at a block's start. Fit to the one resample measurement that
-  exists: the grader's calibration timed the first course solution (search per target, 5 blocks/SM) at 2.419 TB/s
-  with a 3.003 TB/s copy ceiling (build/h100-run9/specs/pipeline.toml). Cross-check: day 1's loaded latency at the
-  light load of a GPU whose blocks are all searching (~0.5 TB/s) is 560 + 140 x 0.5 = 630 ns.
-- EX_COMPUTE_NS = 300: estimate — a tile's consumer work in the resample (bound ballot, ~15 targets over 8 warps:
-  ballot, division, 2 LDS.128, 8 FFMA, STG.128 each, the pipeline's barriers). Only the per-block cap uses it.
+Named constants, fit to build/h100-run12, 2026-11-22 (NVIDIA H100 80GB HBM3, copy ceiling 3.0008 TB/s; the first
+run with every pipeline row). Max |model/measured - 1| there: streaming 8.7 %, resample 8.4 % (tests/test_pipeline.py):
+- IDLE_LATENCY_NS = 340: fit (minimax) to pipe S=1..4, prim S=4 and pipe S=1 x4/SM. Lower than day 1's 560 (a scalar
+  copy at 256-2048 threads/SM): one block/SM of 4 KiB tiles, each thread waiting for its own 16 B per stage.
+- LATENCY_SLOPE_NS_PER_TBPS = 140: day 1's; pipe S=1 -> S=2 of the same run gives the same slope (493 -> 594 ns at
+  1.10 -> 1.82 TB/s).
+- COMPUTE_NS = 55: estimate, not fit — a thread-scope ring's iteration after its data lands (~100 dependent cycles).
+- HANDOFF_NS = 305: fit to roles S=1 — what a roles tile pays on top of the latency (the tile completes with its
+  slowest copy; consumers wake on the produced barrier; the producer on the consumed one).
+- BLOCK_TILE_NS = 390: fit to the roles plateau (S=3 1.332, S=4 1.339 TB/s): a block-scope cuda::pipeline hands over
+  at most one tile per 390 ns (mbarrier arrive, phase flip, every waiter's try_wait wake-up, the next acquire), so
+  roles is capped at SMs x blocks x 4 KiB / 390 ns whatever its stages. The same constant prices the resample's
+  block-scope solutions per tile (below): correct vs correct_primitives alone would give ~410 ns.
+- READ_CEILING = 0.86: pipe S=8 (0.862 of the copy ceiling), the bandwidth-bound streaming sum.
+- MIXED_CEILING = 0.97: day 3's stencil_ldgsts (a bandwidth-bound cp.async read + write stream), kept.
+- ROUND_NS = 490: fit (minimax, the two constants above given) to the five resample rows: one exposed round of
+  dependent global loads — a search round, the first tile, and each tile of the synchronous not_pipelined kernel.
+  Below day 1's loaded latency: part of a round is hidden by blocks that drift apart.
+- EX_COMPUTE_NS = 300: estimate — a resample tile's consumer work. Only the per-block cap uses it.
+
+The resample's per-tile hand-over: "block" kinds (correct.cu, reads_twice, search_per_target: block-scope
+cuda::pipeline) pay BLOCK_TILE_NS per tile per wave, "primitives" (correct_primitives.cu) nothing, "sync"
+(not_pipelined) ROUND_NS per tile. reads_twice hands over 32 tiles of 8 targets instead of 18 window tiles.
 
 Assumptions (say so when a measurement disagrees):
 - Resample blocks of a wave finish together (equal work, even sharing): the search is paid once per wave. Real
   blocks drift apart a little, which hides part of the later waves' searches; ROUND_NS, fit on a kernel with a long
   search, absorbs that — for a short search the model may be a little optimistic.
-- The window tiles' one-row overlap (1/15 extra reads) and reads_twice's duplicate reads hit L2: DRAM bytes are the
-  honest ones, and L2 -> SM bandwidth (~2x DRAM) is not the limit.
+- The window tiles' one-row overlap (1/15 extra reads) and reads_twice's duplicate reads are not charged as DRAM
+  bytes. On the H100 reads_twice ran at 2.18 TB/s of honest bytes, faster than the ~1.95 TB/s it could reach if every
+  duplicate came from DRAM, so L2 caught at least part of them; its measured slowdown is what its 32 hand-overs per
+  block predict (+8 %); the remaining gap may be duplicates that missed L2.
 - A search round costs the same in every wave (the first wave's probes miss L2, later ones mostly hit, under load).
 """
 
@@ -75,21 +78,22 @@ from ..sim import H100, PipelineResult, simulate_pipeline
 
 __all__ = [
     "IDLE_LATENCY_NS", "LATENCY_SLOPE_NS_PER_TBPS", "COMPUTE_NS", "HANDOFF_NS", "READ_CEILING", "MIXED_CEILING",
-    "ROUND_NS", "EX_COMPUTE_NS", "FITTED", "CALIBRATION", "TILE_BYTES", "RESAMPLE_KINDS", "Prediction",
+    "ROUND_NS", "BLOCK_TILE_NS", "EX_COMPUTE_NS", "ANSWER_KIND", "FITTED", "CALIBRATION", "TILE_BYTES", "RESAMPLE_KINDS", "Prediction",
     "loaded_latency", "littles_law_loaded", "simulate_block", "predict_stream", "stream_rows", "littles_law_stages",
     "blocks_per_sm", "resource_usage", "window_rounds", "binary_rounds", "predict_resample", "predict", "fit",
     "explain", "plot_timelines",
 ]
 
 # ------------------------------------------------------------------------------------------------- named constants
-# fit to build/h100-run9, 2026-11-22 (see the module docstring for each source)
-IDLE_LATENCY_NS = 560.0           # day 1 (kernels/naive_loads/model.py, same name): loaded-latency intercept
-LATENCY_SLOPE_NS_PER_TBPS = 140.0  # day 1 (LATENCY_SLOPE_NS_PER_TBPS there): ns of latency per TB/s drawn
+# fit to build/h100-run12, 2026-11-22 (the first H100 run with every pipeline row; see the module docstring)
+IDLE_LATENCY_NS = 340.0           # fit to build/h100-run12, 2026-11-22: pipe S=1..4, prim S=4, x4/SM (minimax)
+LATENCY_SLOPE_NS_PER_TBPS = 140.0  # day 1's slope; pipe S=1 -> S=2 on build/h100-run12 gives the same (140)
 COMPUTE_NS = 55.0                 # estimate: a thread-scope ring's iteration after its data lands
-HANDOFF_NS = 250.0                # estimate: a roles tile's extra round trip (slowest copy + two wake-ups)
-READ_CEILING = 0.93               # days 1, 3, 5: a saturated persistent grid, fraction of the copy ceiling
-MIXED_CEILING = 0.97              # day 3 stencil_ldgsts: a bandwidth-bound cp.async read + write stream
-ROUND_NS = 631.0                  # fit: the grader's calibration of the first resample solution (2.419 TB/s)
+HANDOFF_NS = 305.0                # fit to build/h100-run12, 2026-11-22: roles S=1 (slowest copy + two wake-ups)
+READ_CEILING = 0.86               # fit to build/h100-run12, 2026-11-22: pipe S=8 (0.862 of the copy ceiling)
+MIXED_CEILING = 0.97              # day 3 stencil_ldgsts: a bandwidth-bound cp.async read + write stream (kept)
+ROUND_NS = 490.0                  # fit to build/h100-run12, 2026-11-22: the five resample rows (minimax)
+BLOCK_TILE_NS = 390.0             # fit to build/h100-run12, 2026-11-22: roles S=3/S=4 plateau (1.33 TB/s)
 EX_COMPUTE_NS = 300.0             # estimate: a resample tile's consumer work
 FITTED = True  # the constants above are the fit; tests/test_pipeline.py holds every recorded row within +-20 %
 
@@ -104,12 +108,19 @@ EX_ROWS, EX_STAGES, EX_TARGETS, EX_THREADS = 16, 4, 256, 256
 EX_PROBES = 256             # the window search: one probe per thread and key per round
 
 # kind -> (search, stages, targets per tile or None for the window tiles)
+# kind -> (search, stages, targets per tile or None for the window tiles, how a tile is handed over:
+#          "block" = a block-scope cuda::pipeline (mbarriers, BLOCK_TILE_NS per tile), "primitives" = each thread's
+#          own cp.async groups + one __syncthreads, "sync" = loaded synchronously: one exposed round trip per tile)
 RESAMPLE_KINDS = {
-    "reference": ("window", EX_STAGES, None),            # correct.cu, correct_primitives.cu
-    "not_pipelined": ("window", 1, None),                # the same tiles, loaded synchronously
-    "reads_twice": ("window+staged", EX_STAGES, 8),      # 8 targets' 2 rows per stage, intervals found first
-    "search_per_target": ("binary", EX_STAGES, None),    # kernels/pipeline/resample_search_per_target.cu
+    "reference": ("window", EX_STAGES, None, "block"),           # correct.cu (block-scope cuda::pipeline)
+    "primitives": ("window", EX_STAGES, None, "primitives"),     # correct_primitives.cu (__pipeline_* primitives)
+    "not_pipelined": ("window", 1, None, "sync"),                # the same tiles, loaded synchronously
+    "reads_twice": ("window+staged", EX_STAGES, 8, "block"),     # 8 targets' 2 rows per stage, intervals found first
+    "search_per_target": ("binary", EX_STAGES, None, "block"),   # kernels/pipeline/resample_search_per_target.cu
 }
+# the model's kind of each timed answer (records of 2026-11-22 carry kind "reference" for both course solutions)
+ANSWER_KIND = {"correct": "reference", "correct_primitives": "primitives", "not_pipelined": "not_pipelined",
+               "reads_twice": "reads_twice", "search_per_target": "search_per_target"}
 
 
 @dataclass(frozen=True)
@@ -163,7 +174,8 @@ def littles_law_stages(ceiling_tbps: float, *, blocks_per_sm: int = 1, tile_byte
 def predict_stream(stages: int, ceiling_tbps: float, *, variant: str = "pipe", blocks_per_sm: int = 1,
                    n: int = 1 << 26, n_sm: int = H100.sm_count, idle_latency_ns: float | None = None,
                    latency_slope: float | None = None, compute_ns: float | None = None,
-                   handoff_ns: float | None = None, read_ceiling: float | None = None) -> Prediction:
+                   handoff_ns: float | None = None, read_ceiling: float | None = None,
+                   block_tile_ns: float | None = None) -> Prediction:
     """Predicted TB/s (4 n bytes / time) of stream_sum_<variant> with `stages` at `blocks_per_sm`."""
     if variant not in ("prim", "pipe", "roles"):
         raise ValueError(f"variant {variant!r}: prim, pipe or roles")
@@ -177,14 +189,21 @@ def predict_stream(stages: int, ceiling_tbps: float, *, variant: str = "pipe", b
     rate = littles_law_loaded(inflight, extra, n_sm=n_sm, idle_ns=idle_latency_ns, slope=latency_slope)
     cap = rc * ceiling_tbps
     bound = "latency" if rate < cap else "bandwidth"
-    r = min(rate, cap)
+    handoff_cap = float("inf")
+    if variant == "roles":  # a block-scope pipeline hands over at most one tile per BLOCK_TILE_NS
+        btn = BLOCK_TILE_NS if block_tile_ns is None else block_tile_ns
+        handoff_cap = n_sm * blocks_per_sm * TILE_BYTES / btn / 1e3
+        if handoff_cap < min(rate, cap):
+            bound = "handoff"
+    r = min(rate, cap, handoff_cap)
     nbytes = 4 * n
     # the first tile's round trip is a ramp nobody overlaps
     time_ns = (nbytes / (r * 1e3) + loaded_latency(r, idle_latency_ns, latency_slope) + extra) if n else 0.0
     tbps = nbytes / time_ns / 1e3 if time_ns else 0.0
     return Prediction(tbps, time_ns / 1e3, bound, inflight,
                       {"latency_ns": loaded_latency(r, idle_latency_ns, latency_slope), "extra_ns": extra,
-                       "latency_bound_tbps": rate, "cap_tbps": cap, "variant": variant, "stages": stages,
+                       "latency_bound_tbps": rate, "cap_tbps": cap, "handoff_cap_tbps": handoff_cap,
+                       "variant": variant, "stages": stages,
                        "blocks_per_sm": blocks_per_sm})
 
 
@@ -283,7 +302,7 @@ def _search_rounds(kind: str, S: int) -> int:
 
 def predict_resample(shape, ceiling_tbps: float, *, kind: str = "reference", blocks_per_sm_: int = 6,
                      n_sm: int = H100.sm_count, round_ns: float | None = None, mixed_ceiling: float | None = None,
-                     compute_ns: float | None = None) -> Prediction:
+                     compute_ns: float | None = None, block_tile_ns: float | None = None) -> Prediction:
     """Predicted TB/s (honest bytes / time) of a resample kernel at `shape` = (B, S, T, D) for shapes where every
     source row is needed (T >= S, the benchmark), with `blocks_per_sm_` resident blocks (6 for the course solution,
     40 registers; 5 for search_per_target, 48).
@@ -297,7 +316,8 @@ def predict_resample(shape, ceiling_tbps: float, *, kind: str = "reference", blo
     rnd = ROUND_NS if round_ns is None else round_ns
     mc = MIXED_CEILING if mixed_ceiling is None else mixed_ceiling
     comp = EX_COMPUTE_NS if compute_ns is None else compute_ns
-    _, stages, per_tile_targets = RESAMPLE_KINDS[kind]
+    _, stages, per_tile_targets, handover = RESAMPLE_KINDS[kind]
+    btn = BLOCK_TILE_NS if block_tile_ns is None else block_tile_ns
     row = 2 * D
     honest = B * S * (row + 4) + B * T * 4 + B * T * row        # exercise.bytes_moved
     blocks = ceil(T / EX_TARGETS) * B
@@ -312,6 +332,9 @@ def predict_resample(shape, ceiling_tbps: float, *, kind: str = "reference", blo
     cap = in_flight / (rnd + comp)                              # B/ns one block can move on its own
     bw = mc * ceiling_tbps * 1e3                                # B/ns
     dead = (_search_rounds(kind, S) + 1) * rnd                  # search + the first tile's round trip
+    # per tile, a step of every block's loop that no other block of the (lock-step) wave fills:
+    per_tile = {"block": btn, "primitives": 0.0, "sync": rnd}[handover]
+    dead += n_tiles * per_tile
     slots = n_sm * blocks_per_sm_
     waves = [slots] * (blocks // slots) + ([blocks % slots] if blocks % slots else [])
     time_ns, capped = 0.0, False
@@ -322,7 +345,7 @@ def predict_resample(shape, ceiling_tbps: float, *, kind: str = "reference", blo
     tbps = honest / time_ns / 1e3
     return Prediction(tbps, time_ns / 1e3, "latency" if capped else "bandwidth",
                       blocks_per_sm_ * in_flight,
-                      {"kind": kind, "search_rounds": _search_rounds(kind, S), "dead_ns": dead,
+                      {"kind": kind, "handover": handover, "per_tile_ns": per_tile, "search_rounds": _search_rounds(kind, S), "dead_ns": dead,
                        "waves": blocks / slots, "n_waves": len(waves), "blocks_per_sm": blocks_per_sm_,
                        "tiles_per_block": n_tiles, "stages": stages, "dead_fraction": len(waves) * dead / time_ns,
                        "bandwidth_tbps": bw / 1e3})
@@ -331,12 +354,13 @@ def predict_resample(shape, ceiling_tbps: float, *, kind: str = "reference", blo
 def predict(row: dict, ceiling_tbps: float, **constants) -> float:
     """The model's figure (TB/s) for one benchmark row of bench.py."""
     if row["kernel"].startswith("stream_sum"):
-        keys = ("idle_latency_ns", "latency_slope", "compute_ns", "handoff_ns", "read_ceiling")
+        keys = ("idle_latency_ns", "latency_slope", "compute_ns", "handoff_ns", "read_ceiling", "block_tile_ns")
         return predict_stream(row["stages"], ceiling_tbps, variant=row["variant"],
                               blocks_per_sm=row["blocks_per_sm"], n=row.get("n", 1 << 26),
                               **{k: v for k, v in constants.items() if k in keys}).tbps
-    keys = ("round_ns", "mixed_ceiling")
-    return predict_resample(tuple(row["shape_tuple"]), ceiling_tbps, kind=row["kind"],
+    keys = ("round_ns", "mixed_ceiling", "block_tile_ns")
+    kind = ANSWER_KIND.get(row.get("answer"), row["kind"])  # the answer decides (older records lack "primitives")
+    return predict_resample(tuple(row["shape_tuple"]), ceiling_tbps, kind=kind,
                             blocks_per_sm_=row.get("blocks_per_sm") or 6,
                             **{k: v for k, v in constants.items() if k in keys}).tbps
 
@@ -399,7 +423,7 @@ def fit(rows: list[dict], ceiling_tbps: float) -> dict:
     old, ref = one("search_per_target"), one("reference")
 
     def pred(r, **kw):
-        return predict_resample(tuple(r["shape_tuple"]), ceiling_tbps, kind=r["kind"],
+        return predict_resample(tuple(r["shape_tuple"]), ceiling_tbps, kind=ANSWER_KIND.get(r.get("answer"), r["kind"]),
                                 blocks_per_sm_=r.get("blocks_per_sm") or 6, **kw).tbps
 
     if old:
