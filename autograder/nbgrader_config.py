@@ -72,12 +72,12 @@ c.Execute.timeout = 600
 # outputs of the spec's grade cells before SaveAutoGrades reads them (autograder/nbgrader_plugin.py).
 from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
 from nbgrader.preprocessors import (  # noqa: E402
-    AssignLatePenalties, CheckCellMetadata, Execute, IgnorePattern, LimitOutput, SaveAutoGrades)
+    AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades)
 
-from autograder.nbgrader_plugin import TrustedVerdicts  # noqa: E402
+from autograder.nbgrader_plugin import ExecuteUnlessTrusted, TrustedVerdicts  # noqa: E402
 
 c.Autograde.autograde_preprocessors = [
-    Execute, TrustedVerdicts, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+    ExecuteUnlessTrusted, TrustedVerdicts, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
     SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
 ]
 
