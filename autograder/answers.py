@@ -15,6 +15,16 @@ _STUB = re.compile(r"raise\s+NotImplementedError")
 _HIDDEN = re.compile(r"###\s*BEGIN HIDDEN TESTS(.*?)###\s*END HIDDEN TESTS", re.S)
 
 
+# Named cheats, recognised in answer-cell code (which is never run) by the calls it makes: each gets its own flag on
+# top of code-in-answer-cell / torch-instead-of-kernel, so the report says what was tried.
+_CHEATS = [
+    ("side-stream", re.compile(r"(^|\.)(Stream|stream|ExternalStream|cudaStreamCreate\w*|cuStreamCreate\w*)$")),
+    ("side-thread", re.compile(r"(^|\.)(Thread|ThreadPoolExecutor|Process|fork|submit)$")),
+    ("cuda-graph", re.compile(r"(^|\.)(CUDAGraph|graph|make_graphed_callables|cudaGraphLaunch|cuGraphLaunch)$")),
+    ("cached-result", re.compile(r"(^|\.)(lru_cache|cache)$")),
+]
+
+
 class AnswerError(ValueError):
     pass
 
@@ -82,6 +92,11 @@ def read_literal(source: str, var: str, grade_id: str = "?") -> Answer:
             continue  # a docstring / comment string
         calls = [_describe_call(n) for n in ast.walk(node) if isinstance(n, ast.Call)]
         what = f"calls {', '.join(sorted(set(calls)))}" if calls else f"runs `{ast.unparse(node)[:60]}`"
+        for flag, pattern in _CHEATS:
+            hit = sorted({c for c in calls if pattern.search(c)})
+            if hit:
+                ans.flags.append(f"{flag}: answer cell calls {', '.join(hit)} (never run: the grader launches the "
+                                 "kernel itself, on its timed stream)")
         if any(c.startswith(("torch", "F.", "cublas", "cudnn")) for c in calls):
             ans.flags.append(f"torch-instead-of-kernel: answer cell {what}; only the kernel source is graded")
         else:

@@ -33,7 +33,7 @@ from .spec import all_specs
 GPU20 = [
     "good", "blank", "malformed", "tamper",
     "naive_loads-scalar_loads", "naive_loads-off_by_one", "naive_loads-torch_call", "naive_loads-cached_result",
-    "naive_loads-trap",
+    "naive_loads-trap", "naive_loads-side_stream",
     "smem_tiling-unpadded", "smem_tiling-no_sync",
     "ldgsts-race_no_wait", "ldgsts-misaligned", "ldgsts-plain_loads",
     "pipeline-not_pipelined", "pipeline-off_by_one",

@@ -38,6 +38,20 @@ def test_answer_cell_is_read_as_data_and_other_code_is_flagged():
     assert not answers.read_literal("# YOUR CODE HERE\nraise NotImplementedError()", "X").attempted
 
 
+@pytest.mark.parametrize("code, flag", [
+    ("s = torch.cuda.Stream()\nwith torch.cuda.stream(s):\n    pass\n", "side-stream"),
+    ("threading.Thread(target=print).start()\n", "side-thread"),
+    ("g = torch.cuda.CUDAGraph()\n", "cuda-graph"),
+    ("f = functools.lru_cache(maxsize=None)(print)\n", "cached-result"),
+])
+def test_named_cheats_in_answer_cells_are_flagged_by_name(code, flag):
+    ans = answers.read_literal('X = "k"\n' + code, "X")
+    assert ans.value == "k"
+    assert any(f.startswith(flag + ":") for f in ans.flags), ans.flags
+    # the same cell without the cheat raises no such flag
+    assert not any(f.startswith(flag + ":") for f in answers.read_literal('X = "k"\nprint(1)\n', "X").flags)
+
+
 def test_quiz_key_comes_from_hidden_tests_only():
     cell = 'autograder.quiz("s", "q1", QUIZ)\n### BEGIN HIDDEN TESTS\nassert QUIZ["q1"] == "c"\n### END HIDDEN TESTS\n'
     assert answers.quiz_key(cell, "QUIZ", "q1") == "c"

@@ -52,6 +52,36 @@ def selftest():
     return {"ok": True, "facts": facts, "ceilings": ceil}
 
 
+def timer_traps():
+    """The one timer against work it must not be fooled by, on the GPU: a 1 GiB copy launched on a side stream (the
+    events on the timed stream see an empty interval) must raise TimingError; the same copy on the timed stream must
+    time at the copy's rate without complaint."""
+    import torch
+
+    from kernels.bench import TimingError, bench
+
+    x = torch.rand(2**28, device="cuda")
+    y = torch.empty_like(x)
+    nbytes = 2 * x.numel() * x.element_size()
+    side = torch.cuda.Stream()
+
+    def on_side_stream():
+        with torch.cuda.stream(side):
+            y.copy_(x)
+
+    res = {}
+    try:
+        r = bench(on_side_stream, bytes=nbytes, reps=10, warmup=2, with_ceilings=False)
+        res["side_stream"] = {"caught": False, "event_ms": r.ms, "wall_ms": r.wall_ms}
+    except TimingError as exc:
+        res["side_stream"] = {"caught": True, "message": str(exc)}
+    r = bench(lambda: y.copy_(x), bytes=nbytes, reps=10, warmup=2, with_ceilings=False)
+    res["timed_stream"] = {"ms": r.ms, "wall_ms": r.wall_ms, "tbps": r.tbps}
+    print(json.dumps(res, indent=1))
+    res["ok"] = res["side_stream"]["caught"] and r.tbps > 1.0
+    return res
+
+
 def topic_bench(slug: str, out: Path):
     """A topic's benchmark in a process of its own: a fault there cannot take the next topic's CUDA context."""
     code = ("import json, sys; from pathlib import Path; import importlib; "
@@ -197,6 +227,8 @@ def main() -> int:
     slugs = args.slugs or specs
     summary: list[dict] = []
     step("self-test and ceilings", selftest, summary)
+    if "traps" not in args.skip:
+        step("timer catches work off the timed stream", timer_traps, summary)
     for slug in slugs:
         if (ROOT / "kernels" / slug / "bench.py").exists() and "bench" not in args.skip:
             step(f"bench {slug}", topic_bench, summary, slug, out)
