@@ -1,6 +1,6 @@
 """A synthetic cohort: submissions with known scores and flags, to grade the grader at scale.
 
-    python -m autograder.cohort --out build/grading/submitted [--set all|gpu20] [--week week1]
+    python -m autograder.cohort --out build/grading/submitted [--set all|gpu20|gpu9|rest] [--week week1]
 
 Each member is a student folder in nbgrader's layout (<out>/<student>/<week>/*.ipynb) built from the course's own
 material — never hand-written notebooks:
@@ -44,6 +44,25 @@ GPU20 = [
 # one hard case per topic (cached results, a race, an illegal address, no pipeline, a hang).
 GPU9 = ["good", "blank", "malformed", "tamper", "naive_loads-cached_result", "smem_tiling-no_sync",
         "ldgsts-misaligned", "pipeline-not_pipelined", "tma-wrong_expect_tx"]
+
+
+
+
+def members_of(name: str, week: str = "week1") -> list[str] | None:
+    """A named cohort: "all" (None: everyone), "gpu20", "gpu9", or "rest" — the solutions and every known answer
+    that gpu20 leaves out, so that gpu20 + rest grade every known answer of the week under nbgrader in two calls
+    that each fit one GPU command."""
+    if name == "all":
+        return None
+    if name == "gpu20":
+        return GPU20
+    if name == "gpu9":
+        return GPU9
+    if name == "rest":
+        every = [f"{s.slug}-{ka.name}" for s in all_specs() if s.assignment == week
+                 for ka in known_answers(s.slug) if ka.source != "solution"]
+        return ["good"] + [m for m in every if m not in GPU20]
+    raise ValueError(f"no cohort named {name!r} (all, gpu20, gpu9, rest)")
 
 
 @dataclass
@@ -143,9 +162,9 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(ROOT / "build" / "grading" / "submitted"))
     ap.add_argument("--week", default="week1")
-    ap.add_argument("--set", choices=("all", "gpu20", "gpu9"), default="all")
+    ap.add_argument("--set", choices=("all", "gpu20", "gpu9", "rest"), default="all")
     args = ap.parse_args(argv)
-    made = build(Path(args.out), args.week, {"gpu20": GPU20, "gpu9": GPU9}.get(args.set))
+    made = build(Path(args.out), args.week, members_of(args.set, args.week))
     print(f"{len(made)} submissions under {args.out}")
     for m in made:
         print(f"  {m.student:<34} H100 {m.expected_h100:>5g}  CPU {m.expected_cpu:>5g}  {m.about}")

@@ -21,7 +21,10 @@ CACHE="$PWD/build/cache"
 export TRITON_CACHE_DIR="$CACHE/triton" JUPYTER_DATA_DIR="$CACHE/jupyter/data" JUPYTER_RUNTIME_DIR="$CACHE/jupyter/runtime"
 export IPYTHONDIR="$CACHE/ipython" MPLCONFIGDIR="$CACHE/matplotlib" COURSE_CACHE_DIR="$CACHE/course"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$OUT/nvidia_smi.txt"
-COURSE_RECORD="${COURSE_RECORD:-1}" "$PY" tools/gpu_check.py --out "$OUT" "$@" 2>&1 | tee "$OUT/gpu_check.log"
+# GPU_TIMEOUT (seconds, 0 = none): stop the checks in time for the results below to be packed (a lent machine's
+# command limit would otherwise kill the packing too); summary.json is rewritten after every step.
+COURSE_RECORD="${COURSE_RECORD:-1}" timeout --signal=TERM --kill-after=10 "${GPU_TIMEOUT:-0}" \
+  "$PY" tools/gpu_check.py --out "$OUT" "$@" 2>&1 | tee "$OUT/gpu_check.log"
 rc=${PIPESTATUS[0]}
 # The device tool brings back at most 8 files: pack the per-topic results and the recorded numbers into one.
 tar -czf "$OUT/results.tar.gz" -C "$OUT" --exclude results.tar.gz --exclude gpu_check.log . kernels 2>/dev/null || \
