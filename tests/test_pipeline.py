@@ -849,6 +849,21 @@ def test_row_kind_reads_records_of_before_the_rename():
         model.predict_resample(tuple(shape), CEIL, kind="block_scope").tbps)
 
 
+def test_recorded_block_scope_row_is_the_old_solution():
+    # the H100 run of 2026-11-22 timed correct.cu when it was the block-scope kernel: its row says so, and the
+    # thread-scope course solution has no row until the next run (readers print "not recorded yet")
+    doc = record.load(SLUG)
+    if doc is None:
+        pytest.skip("no recorded_h100.json yet")
+    by = {r.get("answer"): r for r in doc["rows"] if r.get("answer")}
+    assert set(by) <= set(bench.MODEL_KIND)
+    for name, r in by.items():
+        assert r["kind"] == bench.MODEL_KIND[name] and r["kernel"] == f"resample ({name})", r["kernel"]
+        assert r["known_answer"] == (name not in bench.DEMO_ANSWERS)
+    if doc["date"] <= "2026-11-22":
+        assert "correct" not in by and by["block_scope"]["registers"] == 40
+
+
 H100_RUN12 = ROOT / "build" / "h100-run12" / SLUG / "recorded_h100.json"
 
 
