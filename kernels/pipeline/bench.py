@@ -270,8 +270,8 @@ def claims(rows: list[dict], ceiling_tbps: float) -> list[str]:
                    f"{ref:.2f} vs (correct_primitives) {prim_:.2f} TB/s")
     for name, fast in (("correct", ref), ("correct_primitives", prim_)):
         if fast and blk and fast < 1.05 * blk:
-            bad.append(f"each thread's own cp.async groups + one __syncthreads skip the block-scope pipeline's per-tile "
-                       f"hand-over: resample ({name}) {fast:.2f} vs (block_scope) {blk:.2f} TB/s")
+            bad.append(f"each thread's own cp.async groups + one __syncthreads skip the block-scope pipeline's "
+                       f"per-tile hand-over: resample ({name}) {fast:.2f} vs (block_scope) {blk:.2f} TB/s")
         if fast and old and fast < 1.05 * old:
             bad.append(f"the window search + a thread-scope ring should beat a binary search per target: resample "
                        f"({name}) {fast:.2f} vs (search_per_target) {old:.2f} TB/s")

@@ -83,8 +83,8 @@ from ..sim import H100, PipelineResult, simulate_pipeline
 
 __all__ = [
     "IDLE_LATENCY_NS", "LATENCY_SLOPE_NS_PER_TBPS", "COMPUTE_NS", "HANDOFF_NS", "READ_CEILING", "MIXED_CEILING",
-    "ROUND_NS", "BLOCK_TILE_NS", "EX_COMPUTE_NS", "ANSWER_KIND", "FITTED", "CALIBRATION", "TILE_BYTES", "RESAMPLE_KINDS",
-    "Prediction", "row_kind",
+    "ROUND_NS", "BLOCK_TILE_NS", "EX_COMPUTE_NS", "ANSWER_KIND", "FITTED", "CALIBRATION", "TILE_BYTES",
+    "RESAMPLE_KINDS", "Prediction", "row_kind",
     "loaded_latency", "littles_law_loaded", "simulate_block", "predict_stream", "stream_rows", "littles_law_stages",
     "blocks_per_sm", "resource_usage", "window_rounds", "binary_rounds", "predict_resample", "predict", "fit",
     "explain", "plot_timelines",
