@@ -41,7 +41,7 @@ run with every pipeline row). Max |model/measured - 1| there: streaming 8.7 %, r
 - BLOCK_TILE_NS = 390: fit to the roles plateau (S=3 1.332, S=4 1.339 TB/s): a block-scope cuda::pipeline hands over
   at most one tile per 390 ns (mbarrier arrive, phase flip, every waiter's try_wait wake-up, the next acquire), so
   roles is capped at SMs x blocks x 4 KiB / 390 ns whatever its stages. The same constant prices the resample's
-  block-scope solutions per tile (below): correct vs correct_primitives alone would give ~410 ns.
+  block-scope resample kernels per tile (below): block_scope vs correct_primitives alone would give ~410 ns.
 - READ_CEILING = 0.86: pipe S=8 (0.862 of the copy ceiling), the bandwidth-bound streaming sum.
 - MIXED_CEILING = 0.97: day 3's stencil_ldgsts (a bandwidth-bound cp.async read + write stream), kept.
 - ROUND_NS = 490: fit (minimax, the two constants above given) to the five resample rows: one exposed round of
@@ -49,9 +49,14 @@ run with every pipeline row). Max |model/measured - 1| there: streaming 8.7 %, r
   Below day 1's loaded latency: part of a round is hidden by blocks that drift apart.
 - EX_COMPUTE_NS = 300: estimate — a resample tile's consumer work. Only the per-block cap uses it.
 
-The resample's per-tile hand-over: "block" kinds (correct.cu, reads_twice, search_per_target: block-scope
-cuda::pipeline) pay BLOCK_TILE_NS per tile per wave, "primitives" (correct_primitives.cu) nothing, "sync"
-(not_pipelined) ROUND_NS per tile. reads_twice hands over 32 tiles of 8 targets instead of 18 window tiles.
+The resample's per-tile hand-over: the "block" kinds (block_scope: kernels/pipeline/resample_block_scope.cu, and
+reads_twice, search_per_target: block-scope cuda::pipeline, mbarriers in shared memory) pay BLOCK_TILE_NS per tile
+per wave; "thread" (thread_scope: correct.cu, the course solution, a thread-scope cuda::pipeline, and its twin
+correct_primitives.cu on the __pipeline_* primitives, the same instructions: each thread's own cp.async groups +
+one __syncthreads per tile) nothing; "sync" (not_pipelined) ROUND_NS per tile. reads_twice hands over 32 tiles of
+8 targets instead of 18 window tiles.
+Records written before correct.cu became the thread-scope kernel (2026-11-22) carry kind "reference" on both
+course solutions, and their answer "correct" is the block-scope kernel: `row_kind` reads them so.
 
 Assumptions (say so when a measurement disagrees):
 - Resample blocks of a wave finish together (equal work, even sharing): the search is paid once per wave. Real
@@ -78,7 +83,8 @@ from ..sim import H100, PipelineResult, simulate_pipeline
 
 __all__ = [
     "IDLE_LATENCY_NS", "LATENCY_SLOPE_NS_PER_TBPS", "COMPUTE_NS", "HANDOFF_NS", "READ_CEILING", "MIXED_CEILING",
-    "ROUND_NS", "BLOCK_TILE_NS", "EX_COMPUTE_NS", "ANSWER_KIND", "FITTED", "CALIBRATION", "TILE_BYTES", "RESAMPLE_KINDS", "Prediction",
+    "ROUND_NS", "BLOCK_TILE_NS", "EX_COMPUTE_NS", "ANSWER_KIND", "FITTED", "CALIBRATION", "TILE_BYTES",
+    "RESAMPLE_KINDS", "Prediction", "row_kind",
     "loaded_latency", "littles_law_loaded", "simulate_block", "predict_stream", "stream_rows", "littles_law_stages",
     "blocks_per_sm", "resource_usage", "window_rounds", "binary_rounds", "predict_resample", "predict", "fit",
     "explain", "plot_timelines",
@@ -107,20 +113,30 @@ TILE_BYTES = 4096           # stream.cu: 256 float4 per tile
 EX_ROWS, EX_STAGES, EX_TARGETS, EX_THREADS = 16, 4, 256, 256
 EX_PROBES = 256             # the window search: one probe per thread and key per round
 
-# kind -> (search, stages, targets per tile or None for the window tiles)
 # kind -> (search, stages, targets per tile or None for the window tiles, how a tile is handed over:
-#          "block" = a block-scope cuda::pipeline (mbarriers, BLOCK_TILE_NS per tile), "primitives" = each thread's
-#          own cp.async groups + one __syncthreads, "sync" = loaded synchronously: one exposed round trip per tile)
+#          "thread" = each thread's own cp.async groups (a thread-scope cuda::pipeline or the __pipeline_*
+#          primitives) + one __syncthreads per tile, "block" = a block-scope cuda::pipeline (mbarriers in shared
+#          memory, BLOCK_TILE_NS per tile), "sync" = loaded synchronously: one exposed round trip per tile)
 RESAMPLE_KINDS = {
-    "reference": ("window", EX_STAGES, None, "block"),           # correct.cu (block-scope cuda::pipeline)
-    "primitives": ("window", EX_STAGES, None, "primitives"),     # correct_primitives.cu (__pipeline_* primitives)
+    "thread_scope": ("window", EX_STAGES, None, "thread"),       # correct.cu and correct_primitives.cu
+    "block_scope": ("window", EX_STAGES, None, "block"),         # kernels/pipeline/resample_block_scope.cu
     "not_pipelined": ("window", 1, None, "sync"),                # the same tiles, loaded synchronously
     "reads_twice": ("window+staged", EX_STAGES, 8, "block"),     # 8 targets' 2 rows per stage, intervals found first
     "search_per_target": ("binary", EX_STAGES, None, "block"),   # kernels/pipeline/resample_search_per_target.cu
 }
-# the model's kind of each timed answer (records of 2026-11-22 carry kind "reference" for both course solutions)
-ANSWER_KIND = {"correct": "reference", "correct_primitives": "primitives", "not_pipelined": "not_pipelined",
-               "reads_twice": "reads_twice", "search_per_target": "search_per_target"}
+# the model's kind of each timed answer (bench.MODEL_KIND is this table)
+ANSWER_KIND = {"correct": "thread_scope", "correct_primitives": "thread_scope", "block_scope": "block_scope",
+               "not_pipelined": "not_pipelined", "reads_twice": "reads_twice", "search_per_target": "search_per_target"}
+LEGACY_KIND = "reference"  # the kind both course solutions were recorded with on 2026-11-22 (see the docstring)
+
+
+def row_kind(row: dict) -> str:
+    """The model's kind of a recorded resample row. In a record of before the rename (kind "reference"), answer
+    "correct" is the block-scope kernel that correct.cu was then; otherwise the answer decides, then the row's kind."""
+    answer, kind = row.get("answer"), row.get("kind")
+    if kind == LEGACY_KIND and answer == "correct":
+        return "block_scope"
+    return ANSWER_KIND.get(answer, kind)
 
 
 @dataclass(frozen=True)
@@ -300,16 +316,17 @@ def _search_rounds(kind: str, S: int) -> int:
     return window_rounds(S)
 
 
-def predict_resample(shape, ceiling_tbps: float, *, kind: str = "reference", blocks_per_sm_: int = 6,
+def predict_resample(shape, ceiling_tbps: float, *, kind: str = "thread_scope", blocks_per_sm_: int = 6,
                      n_sm: int = H100.sm_count, round_ns: float | None = None, mixed_ceiling: float | None = None,
                      compute_ns: float | None = None, block_tile_ns: float | None = None) -> Prediction:
     """Predicted TB/s (honest bytes / time) of a resample kernel at `shape` = (B, S, T, D) for shapes where every
     source row is needed (T >= S, the benchmark), with `blocks_per_sm_` resident blocks (6 for the course solution,
-    40 registers; 5 for search_per_target, 48).
+    38 registers; 5 for search_per_target, 48).
 
-    kind: "reference" (window search, 16-row tiles, 4 stages), "not_pipelined" (the same, one synchronous tile),
-    "reads_twice" (window search + staged times, 8 targets' 2 rows per stage), "search_per_target" (a binary search
-    per target, then the reference's tiles)."""
+    kind: "thread_scope" (the course solution: window search, 16-row tiles, 4 stages, each thread's own cp.async
+    groups + one __syncthreads per tile), "block_scope" (the same through a block-scope cuda::pipeline: a hand-over
+    per tile), "not_pipelined" (the same tiles, one synchronous tile), "reads_twice" (window search + staged times,
+    8 targets' 2 rows per stage), "search_per_target" (a binary search per target, then block_scope's tiles)."""
     if kind not in RESAMPLE_KINDS:
         raise ValueError(f"kind {kind!r}: one of {sorted(RESAMPLE_KINDS)}")
     B, S, T, D = shape
@@ -333,7 +350,7 @@ def predict_resample(shape, ceiling_tbps: float, *, kind: str = "reference", blo
     bw = mc * ceiling_tbps * 1e3                                # B/ns
     dead = (_search_rounds(kind, S) + 1) * rnd                  # search + the first tile's round trip
     # per tile, a step of every block's loop that no other block of the (lock-step) wave fills:
-    per_tile = {"block": btn, "primitives": 0.0, "sync": rnd}[handover]
+    per_tile = {"block": btn, "thread": 0.0, "sync": rnd}[handover]
     dead += n_tiles * per_tile
     slots = n_sm * blocks_per_sm_
     waves = [slots] * (blocks // slots) + ([blocks % slots] if blocks % slots else [])
@@ -345,7 +362,8 @@ def predict_resample(shape, ceiling_tbps: float, *, kind: str = "reference", blo
     tbps = honest / time_ns / 1e3
     return Prediction(tbps, time_ns / 1e3, "latency" if capped else "bandwidth",
                       blocks_per_sm_ * in_flight,
-                      {"kind": kind, "handover": handover, "per_tile_ns": per_tile, "search_rounds": _search_rounds(kind, S), "dead_ns": dead,
+                      {"kind": kind, "handover": handover, "per_tile_ns": per_tile,
+                       "search_rounds": _search_rounds(kind, S), "dead_ns": dead,
                        "waves": blocks / slots, "n_waves": len(waves), "blocks_per_sm": blocks_per_sm_,
                        "tiles_per_block": n_tiles, "stages": stages, "dead_fraction": len(waves) * dead / time_ns,
                        "bandwidth_tbps": bw / 1e3})
@@ -359,8 +377,7 @@ def predict(row: dict, ceiling_tbps: float, **constants) -> float:
                               blocks_per_sm=row["blocks_per_sm"], n=row.get("n", 1 << 26),
                               **{k: v for k, v in constants.items() if k in keys}).tbps
     keys = ("round_ns", "mixed_ceiling", "block_tile_ns")
-    kind = ANSWER_KIND.get(row.get("answer"), row["kind"])  # the answer decides (older records lack "primitives")
-    return predict_resample(tuple(row["shape_tuple"]), ceiling_tbps, kind=kind,
+    return predict_resample(tuple(row["shape_tuple"]), ceiling_tbps, kind=row_kind(row),
                             blocks_per_sm_=row.get("blocks_per_sm") or 6,
                             **{k: v for k, v in constants.items() if k in keys}).tbps
 
@@ -388,8 +405,9 @@ def fit(rows: list[dict], ceiling_tbps: float) -> dict:
     - idle_latency_ns from pipe S=1 x1 (latency-bound; slope and compute kept);
     - handoff_ns from roles S=1;
     - read_ceiling from the fastest pipe/prim row whose latency-bound rate is well above its measurement;
-    - round_ns from the search_per_target row (mixed_ceiling kept), or round_ns and mixed_ceiling together when the
-      reference row is there too (two kinds, two unknowns)."""
+    - round_ns from the search_per_target row (mixed_ceiling kept), or round_ns and mixed_ceiling together when a
+      thread_scope row (the course solution or its primitives twin: no per-tile hand-over) is there too (two kinds,
+      two unknowns)."""
     out: dict = {}
 
     def find(variant, stages, bps=1):
@@ -418,12 +436,12 @@ def fit(rows: list[dict], ceiling_tbps: float) -> dict:
         out["read_ceiling"] = max(sat) / ceiling_tbps
 
     def one(kind):
-        return next((r for r in rows if r.get("kind") == kind and r.get("tbps")), None)
+        return next((r for r in rows if r.get("shape_tuple") and row_kind(r) == kind and r.get("tbps")), None)
 
-    old, ref = one("search_per_target"), one("reference")
+    old, ref = one("search_per_target"), one("thread_scope")
 
     def pred(r, **kw):
-        return predict_resample(tuple(r["shape_tuple"]), ceiling_tbps, kind=ANSWER_KIND.get(r.get("answer"), r["kind"]),
+        return predict_resample(tuple(r["shape_tuple"]), ceiling_tbps, kind=row_kind(r),
                                 blocks_per_sm_=r.get("blocks_per_sm") or 6, **kw).tbps
 
     if old:
@@ -463,7 +481,8 @@ def explain(ceiling_tbps: float | None = None) -> str:
         f"{ROUND_NS:.0f} ns), then streams at {MIXED_CEILING:.2f} x copy ceiling shared by the wave:",
     ]
     shape = (128, 4096, 4096, 256)
-    for kind, bps in (("reference", 6), ("not_pipelined", 6), ("reads_twice", 6), ("search_per_target", 5)):
+    for kind, bps in (("thread_scope", 6), ("block_scope", 6), ("not_pipelined", 6), ("reads_twice", 6),
+                      ("search_per_target", 5)):
         p = predict_resample(shape, ceil_, kind=kind, blocks_per_sm_=bps)
         lines.append(f"  {kind:<18} {p.detail['search_rounds']:2d} search rounds, {p.detail['n_waves']} waves of "
                      f"{bps} blocks/SM: {p.tbps:5.2f} TB/s ({p.tbps / ceil_:.2f}x copy; "

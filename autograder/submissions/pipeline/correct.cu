@@ -7,15 +7,32 @@
 //   1. the window: both ends found together by a 256-ary search (each round every thread probes one position per
 //      end, __syncthreads_count counts the probes <= the key): 2 dependent rounds of loads at S = 4096 instead of
 //      the 13 of a binary search — the block has nothing in flight until they are done;
-//   2. the window streams through a 4-stage block-scope cuda::pipeline in tiles of ROWS = 16 rows that overlap by
-//      one row (15 intervals per tile), each tile with its 16 source times (4-byte cp.async in the same stage);
+//   2. the window streams through a 4-stage ring in tiles of ROWS = 16 rows that overlap by one row (15 intervals
+//      per tile), each tile with its 16 source times (4-byte cp.async in the same stage), through a THREAD-scope
+//      cuda::pipeline: every thread is producer and consumer of its own copies, and one __syncthreads per tile
+//      shares them with the block;
 //   3. per tile, the targets before the next tile's first time are this tile's (a ballot over target times); for
 //      each, a warp counts the tile times <= t (one ballot: the interval), lerps the two rows (8 bf16 per lane)
 //      and stores the row with 16-byte stores, while tiles k+1 .. k+3 are in flight.
 // No per-target search in global memory: the times a target needs arrive with its tile.
-// SASS: LDGSTS.E.BYPASS.128 (rows), LDGSTS.E (times), ARRIVES.LDGSTSBAR.64 (producer_commit),
-// SYNCS.PHASECHK.TRANS64.TRYWAIT (consumer_wait / producer_acquire), BAR.RED.POPC (__syncthreads_count), VOTE.ANY
-// (ballots), LDS.128, STG.E.128.
+// Hardware contract of the thread-scope pipeline (cuda::make_pipeline(): two counters in registers, no shared
+// state, no mbarrier):
+//   producer_acquire()                     nothing (the thread itself knows which of its slots are free)
+//   cuda::memcpy_async                     cp.async: LDGSTS.E.BYPASS.128 (16-byte rows), LDGSTS.E (4-byte times)
+//   producer_commit()                      cp.async.commit_group: LDGDEPBAR
+//   pipeline_consumer_wait_prior<2>(pipe)  cp.async.wait_group 2: DEPBAR.LE SB0, 0x2 — this thread's copies of the
+//                                          oldest tile landed, nobody else's
+//   consumer_release()                     nothing
+// pipe.consumer_wait() waits for the same group, but computes "groups still allowed in flight" at run time from
+// the two counters; NVRTC does not fold it here, so its SASS is a switch over DEPBAR.LE SB0, 0x0 .. 0x8 (9 waits,
+// one taken). The count is a compile-time STAGES - 2, so the kernel says it (as kernels/pipeline/stream.cu does).
+// With it the kernel compiles to the SASS of correct_primitives.cu (the __pipeline_* primitives), instruction for
+// instruction with NVRTC 13.5 (768 instructions, the same registers). What crosses threads is one BAR.SYNC per
+// tile; compared with kernels/pipeline/resample_block_scope.cu (the same algorithm through a block-scope
+// cuda::pipeline), no tile waits on a shared mbarrier phase.
+// SASS: LDGSTS.E.BYPASS.128 (rows), LDGSTS.E (times), LDGDEPBAR (producer_commit), DEPBAR.LE SB0, 0x2 (the wait),
+// BAR.SYNC (the tile barrier), BAR.RED.POPC (__syncthreads_count), VOTE.ANY (ballots), LDS.128, STG.E.128; no
+// SYNCS.* (no mbarrier). 38 registers, no local memory: 6 resident blocks of 256 threads per SM.
 #include <cooperative_groups.h>
 #include <cuda/pipeline>
 #include <cuda_bf16.h>
@@ -37,7 +54,6 @@ extern "C" __global__ void __launch_bounds__(256) resample(
     __nv_bfloat16* ring = reinterpret_cast<__nv_bfloat16*>(smem);
     float* tt = reinterpret_cast<float*>(smem + (size_t)STAGES * ROWS * D * 2);
     float* ts = tt + TARGETS;
-    __shared__ cuda::pipeline_shared_state<cuda::thread_scope_block, STAGES> state;
 
     const int b = blockIdx.y;
     const int j0 = blockIdx.x * TARGETS;
@@ -47,8 +63,8 @@ extern "C" __global__ void __launch_bounds__(256) resample(
     const __nv_bfloat16* feats = src_feats + (size_t)b * S * D;
     __nv_bfloat16* dst = out + ((size_t)b * T + j0) * D;
 
-    // All threads: barriers initialised (expected arrivals = 256 per stage and role), then a block sync.
-    cuda::pipeline<cuda::thread_scope_block> pipe = cuda::make_pipeline(cg::this_thread_block(), &state);
+    // Thread scope: every thread its own producer and consumer; no shared state, nothing to initialise.
+    cuda::pipeline<cuda::thread_scope_thread> pipe = cuda::make_pipeline();
 
     // 1. The window. cnt(x) = #{k : times[k] <= x}; a target t lies in interval clamp(cnt(t) - 1, 0, S - 2), so the
     //    block needs intervals w0 = that of its first target .. wl = that of its last (targets are sorted).
@@ -85,28 +101,36 @@ extern "C" __global__ void __launch_bounds__(256) resample(
     //    shared memory (one flat run of nrows * D bf16, copied 16 bytes per cp.async), and their nrows times.
     const int ntiles = (wl - w0 + ROWS - 1) / (ROWS - 1);  // ceil((wl - w0 + 1) / (ROWS - 1))
     const int chunks_per_row = D >> 3;                      // 16-byte chunks (8 bf16) per row; D % 8 == 0
+    // Every thread commits one group per tile, even an empty one (a thread with no chunk, a tile past the window),
+    // so that group g is tile g for every thread and the wait's count (STAGES - 2) holds on every thread.
     auto issue = [&](int k) {
-        const int r0 = w0 + k * (ROWS - 1);
-        const int nrows = min(ROWS, wl + 2 - r0);
-        const uint4* src = reinterpret_cast<const uint4*>(feats + (size_t)r0 * D);
-        uint4* buf = reinterpret_cast<uint4*>(ring + (size_t)(k % STAGES) * ROWS * D);
-        pipe.producer_acquire();  // waits until every thread released this stage's previous tile (k - STAGES)
-#pragma unroll 1  // rolled loops keep the kernel at 40 registers: 6 resident blocks per SM, not 4
-        for (int c = threadIdx.x; c < nrows * chunks_per_row; c += THREADS)
-            cuda::memcpy_async(buf + c, src + c, cuda::aligned_size_t<16>(16), pipe);  // LDGSTS.E.BYPASS.128
-        if ((int)threadIdx.x < nrows)                                                  // LDGSTS.E (4 bytes)
-            cuda::memcpy_async(ts + (k % STAGES) * ROWS + threadIdx.x, times + r0 + threadIdx.x,
-                               cuda::aligned_size_t<4>(4), pipe);
-        pipe.producer_commit();   // the stage's "produced" phase completes when all 256 threads' copies landed
+        pipe.producer_acquire();  // thread scope: nothing to wait for
+        if (k < ntiles) {
+            const int r0 = w0 + k * (ROWS - 1);
+            const int nrows = min(ROWS, wl + 2 - r0);
+            const uint4* src = reinterpret_cast<const uint4*>(feats + (size_t)r0 * D);
+            uint4* buf = reinterpret_cast<uint4*>(ring + (size_t)(k % STAGES) * ROWS * D);
+#pragma unroll 1  // a rolled loop keeps the kernel at 38 registers: 6 resident blocks per SM
+            for (int c = threadIdx.x; c < nrows * chunks_per_row; c += THREADS)
+                cuda::memcpy_async(buf + c, src + c, cuda::aligned_size_t<16>(16), pipe);  // LDGSTS.E.BYPASS.128
+            if ((int)threadIdx.x < nrows)                                                  // LDGSTS.E (4 bytes)
+                cuda::memcpy_async(ts + (k % STAGES) * ROWS + threadIdx.x, times + r0 + threadIdx.x,
+                                   cuda::aligned_size_t<4>(4), pipe);
+        }
+        pipe.producer_commit();  // LDGDEPBAR: closes this thread's group k
     };
 
-    for (int k = 0; k < STAGES - 1 && k < ntiles; ++k) issue(k);  // prologue: 3 tiles in flight
+    for (int k = 0; k < STAGES - 1; ++k) issue(k);  // prologue: groups 0 .. STAGES-2 (tiles 0 .. 2)
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int jb = 0;  // first target of tile k
     for (int k = 0; k < ntiles; ++k) {
-        if (k + STAGES - 1 < ntiles) issue(k + STAGES - 1);  // block-uniform condition: every thread commits
-        pipe.consumer_wait();  // tile k landed, every thread's copies of it (parity of the stage's barrier)
+        // STAGES-1 + k groups committed; at most STAGES-2 pending -> group k (this thread's part of tile k) landed.
+        cuda::pipeline_consumer_wait_prior<STAGES - 2>(pipe);  // DEPBAR.LE SB0, 0x2
+        // The wait is per thread: only this thread's copies. The barrier makes every thread's copies of tile k
+        // visible to all, and tells everyone that all threads finished tile k - 1 (its slot is refilled next).
+        __syncthreads();
+        issue(k + STAGES - 1);  // into tile k - 1's slot; past the window an empty group
 
         const int r0 = w0 + k * (ROWS - 1);
         const int nrows = min(ROWS, wl + 2 - r0);
@@ -154,6 +178,7 @@ extern "C" __global__ void __launch_bounds__(256) resample(
             }
         }
         jb = je;
-        pipe.consumer_release();  // this thread is done with tile k's stage
+        pipe.consumer_release();  // thread scope: nothing
     }
+    cuda::pipeline_consumer_wait_prior<0>(pipe);  // DEPBAR.LE SB0, 0x0: no copy may still be landing at exit
 }

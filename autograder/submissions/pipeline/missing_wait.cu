@@ -1,4 +1,5 @@
-// Known answer "missing_wait": the course solution with pipe.consumer_wait() deleted. The tile loop reads a stage
+// Known answer "missing_wait": the course solution in its block-scope cuda::pipeline form
+// (kernels/pipeline/resample_block_scope.cu) with pipe.consumer_wait() deleted. The tile loop reads a stage
 // (its rows and its source times) right after issuing the copies into the stage three tiles ahead, so the first
 // tiles of every block are read before their copies have landed: stale rows and times of an older tile, of another
 // block, or of another kernel. Expected: correctness 0 (wrong rows: rel. error ~1, far above 2e-3), path 2 (LDGSTS

@@ -1,4 +1,5 @@
-// Known answer "off_by_one": the course solution with the tile boundary one row too early: a tile keeps only the
+// Known answer "off_by_one": the course solution in its block-scope cuda::pipeline form
+// (kernels/pipeline/resample_block_scope.cu) with the tile boundary one row too early: a tile keeps only the
 // targets before the time of its row 14 instead of row 15, so a target in the tile's last interval (between rows
 // 14 and 15) is left to the next tile, which starts at row 15 and lerps it as if it sat on that row (alpha clamped
 // to 0). About 1 target in 15 gets row r0 + 15 instead of its lerp. Expected: correctness 0 (rel. error ~0.2 on
