@@ -9,9 +9,9 @@
 // this thread's copies (cp.async.mbarrier.arrive), consumer_wait waits for the phase of the stage's "produced"
 // barrier to flip (all 256 threads' copies landed), consumer_release arrives on "consumed". The thread-scope
 // solution gets the same guarantees from each thread's own cp.async groups and one __syncthreads per tile. On the
-// H100 (build/h100-run12, 2026-11-22; recorded_h100.json, row "resample (block_scope)") this kernel ran at
-// 2.44 TB/s, 0.81x the copy ceiling — at the exercise's 0.80x bar — against 2.71 TB/s (0.90x) for the same
-// algorithm on the __pipeline_* primitives (correct_primitives.cu). kernels/pipeline/model.py prices the
+// H100 (recorded_h100.json, rows "resample (block_scope)" and "resample (correct)", 2026-11-22 and again 2026-11-24)
+// this kernel ran at 2.44 TB/s, 0.81x the copy ceiling — at the exercise's 0.80x bar — against 2.70 TB/s (0.90x) for
+// the same algorithm at thread scope (correct.cu, and its __pipeline_* twin correct_primitives.cu). kernels/pipeline/model.py prices the
 // hand-over per tile (BLOCK_TILE_NS, kind "block_scope").
 //
 // Algorithm: the window's two ends by a 256-ary search (2 dependent rounds at S = 4096, __syncthreads_count), the
