@@ -1,0 +1,52 @@
+"""The cohort graded on the H100 (autograder/recorded_cohort_h100.json, written by `make gpu-test`) against what the
+course expects of it today: the same students, the same expected scores, every score equal to its expectation, and
+the hard cases issue-by-issue present (a hang, an illegal address, a side-stream cheat, a cached-result cheat).
+When an expected score changes, this test says the record is stale until the GPU run is repeated."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from autograder.cohort import build, members_of
+
+RECORD = Path(__file__).resolve().parent.parent / "autograder" / "recorded_cohort_h100.json"
+
+
+@pytest.fixture(scope="module")
+def record():
+    if not RECORD.exists():
+        pytest.skip("no cohort graded on an H100 yet (make gpu-test writes autograder/recorded_cohort_h100.json)")
+    return json.loads(RECORD.read_text())
+
+
+@pytest.mark.parametrize("cohort", ["gpu20", "rest"])
+def test_recorded_cohort_matches_todays_expectations(record, cohort, tmp_path):
+    assert cohort in record, f"cohort {cohort} was not graded on the H100"
+    rec = record[cohort]
+    assert rec["device"].startswith("NVIDIA H100") and rec["date"] and rec["driver"]
+    made = {m.student: m for m in build(tmp_path, "week1", members_of(cohort))}
+    rows = {r["student"]: r for r in rec["rows"]}
+    assert set(rows) == set(made), f"stale record: students differ ({set(rows) ^ set(made)})"
+    for student, m in made.items():
+        r = rows[student]
+        assert r["expected"] == pytest.approx(m.expected_h100), f"{student}: the expectation changed since the run"
+        assert r["ok"] and r["got"] == pytest.approx(r["expected"]), f"{student}: graded {r['got']}"
+        for flag in m.flags + m.gpu_flags:
+            assert flag in r["flags"], f"{student}: flag {flag} not raised on the H100"
+    assert rec["ok"] and rec["students"] == len(made) >= (20 if cohort == "gpu20" else 1)
+
+
+def test_gpu20_holds_the_hard_cases(record):
+    flags = {r["student"]: r["flags"] for r in record["gpu20"]["rows"]}
+    assert any("timeout" in f for f in flags.values()), "no hang in the cohort"
+    assert any("illegal-address" in f for f in flags.values()), "no illegal address in the cohort"
+    assert "side-stream" in flags["naive-loads-side-stream"]
+    assert "inconsistent-results" in flags["naive-loads-cached-result"]
+    assert "deleted-cell" in flags["tamper"] and flags["malformed"] == []
+
+
+def test_every_known_answer_was_graded_under_nbgrader_on_the_h100(record):
+    graded = {r["student"] for c in ("gpu20", "rest") for r in record[c]["rows"]}
+    every = {m.replace("_", "-") for m in members_of("rest") + members_of("gpu20")}
+    assert every <= graded, f"not graded on the H100: {sorted(every - graded)}"
