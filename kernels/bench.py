@@ -228,7 +228,8 @@ def script_main(slug: str, run: Callable, doc: str | None = None) -> None:
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
     res = run(Path(args.out), args.quick)
-    print(json.dumps({k: v for k, v in res.items() if k != "rows"}, indent=1, default=str))
-    if Path(res.get("recorded", "")).is_file():
-        print(record.table(json.loads(Path(res["recorded"]).read_text()), slug))
+    print(json.dumps({k: v for k, v in res.items() if k not in ("rows", "checks")}, indent=1, default=str))
+    recorded = Path(res.get("recorded") or "")
+    if res.get("recorded") and recorded.is_file():
+        print(record.table(json.loads(recorded.read_text()), slug))
     raise SystemExit(0 if res.get("ok") else 1)

@@ -25,14 +25,12 @@ question.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 from functools import lru_cache
 from pathlib import Path
 
 from .. import record
-from ..bench import bench, ceilings
+from ..bench import bench, ceilings, script_main
 from ..check import CheckReport, compare, poison
 from ..compile import compile_cuda
 from ..paths import ROOT
@@ -343,15 +341,7 @@ def run(out_dir: Path, quick: bool = False) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--out", default="build/gpu")
-    ap.add_argument("--quick", action="store_true")
-    args = ap.parse_args()
-    res = run(Path(args.out), args.quick)
-    print(json.dumps({k: v for k, v in res.items() if k != "rows"}, indent=1, default=str))
-    if res.get("recorded"):
-        print(record.table(json.loads(Path(res["recorded"]).read_text()), SLUG))
-    raise SystemExit(0 if res["ok"] else 1)
+    script_main(SLUG, run, __doc__)
 
 
 if __name__ == "__main__":

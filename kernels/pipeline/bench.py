@@ -24,15 +24,13 @@ recorded first (a row whose check failed says so), then run() returns ok=False w
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import traceback
 from functools import lru_cache
 from pathlib import Path
 
 from .. import record
-from ..bench import bench, ceilings
+from ..bench import bench, ceilings, script_main
 from ..check import compare, poison
 from ..compile import compile_cuda
 from ..paths import ROOT
@@ -389,15 +387,7 @@ def run(out_dir: Path, quick: bool = False) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--out", default="build/gpu")
-    ap.add_argument("--quick", action="store_true")
-    args = ap.parse_args()
-    res = run(Path(args.out), args.quick)
-    print(json.dumps({k: v for k, v in res.items() if k not in ("rows", "checks")}, indent=1, default=str))
-    recorded = Path(res.get("recorded") or "")
-    if res.get("recorded") and recorded.is_file():
-        print(record.table(json.loads(recorded.read_text()), SLUG))
+    script_main(SLUG, run, __doc__)
 
 
 if __name__ == "__main__":
