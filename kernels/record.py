@@ -64,6 +64,15 @@ def write(slug: str, rows: list[dict], ceilings: dict, extra: dict | None = None
     return target
 
 
+def this_run(rows: list[dict], ceilings: dict) -> dict:
+    """The reader's own run as a record (device and driver of this machine, not written anywhere): for `table`."""
+    from .device import gpu
+
+    g = gpu() or {}
+    return {"device": g.get("name", "this machine"), "driver": g.get("driver", "?"), "date": "this run",
+            "ceilings": ceilings, "rows": rows}
+
+
 def table(doc: dict | None, title: str = "") -> str:
     """A plain-text table of recorded rows (the notebook prints it beside the reader's own run)."""
     if not doc:

@@ -42,3 +42,17 @@ def test_day1_sixteen_byte_copy_reaches_the_copy_ceiling():
     doc = record.load("naive_loads")
     best = max(r["tbps"] for r in doc["rows"] if r["kernel"] in ("copy_vec16", "copy_grid_stride"))
     assert best >= 0.90 * doc["ceilings"]["copy_tbps"]
+
+
+def test_this_run_table_names_this_machine(monkeypatch):
+    """The reader's own run is printed with this machine's device and driver, never an empty driver."""
+    import kernels.device
+    from kernels import record
+
+    rows = [{"kernel": "k", "shape": "s", "ms": 1.0, "tbps": 2.0, "tflops": None, "fraction_of_ceiling": 0.66,
+             "model_prediction": None}]
+    monkeypatch.setattr(kernels.device, "gpu", lambda: {"name": "NVIDIA H100 80GB HBM3", "driver": "580.1"})
+    text = record.table(record.this_run(rows, {"copy_tbps": 3.0}), "your run:")
+    assert text.splitlines()[0].startswith("your run: recorded on NVIDIA H100 80GB HBM3 (driver 580.1), this run")
+    monkeypatch.setattr(kernels.device, "gpu", lambda: None)
+    assert "(driver ?)" in record.table(record.this_run(rows, {"copy_tbps": 3.0}))
