@@ -17,6 +17,7 @@ import torch
 from kernels import record
 from kernels.compile import CompileError, NotAttempted, compile_cuda
 from kernels.device import is_hopper
+from autograder.known import answer_text, kernel_source, known_answers
 from kernels.ldgsts import bench, exercise, model, workload
 from kernels.ldgsts.launch import (COPY_KERNELS, STATIC_SMEM, VARIANTS, copy_kernel_name, cubin, kernel_name,
                                    launch_config, occupancy_smem, stage_copy, stencil, validate, validate_copy)
@@ -31,6 +32,11 @@ gpu = pytest.mark.skipif(not is_hopper(), reason="needs an sm_90 GPU")
 def _expected() -> dict:
     with (SUBMISSIONS / "expected.toml").open("rb") as f:
         return tomllib.load(f)
+
+
+def _cubin(name: str):
+    """A known answer compiled: its .cu file, or its base with its changes (expected.toml)."""
+    return compile_cuda(kernel_source(SLUG, name), name=f"{name}.cu")
 
 
 def _spec():
@@ -469,23 +475,23 @@ def test_every_pitfall_is_a_known_answer():
     for name in ("correct", "solution", "plain_loads", "race_no_wait", "no_commit", "edge_off_by_one", "misaligned",
                  "cg_8_bytes", "ca_16", "stub"):
         assert name in exp, name
-    for name, e in exp.items():
-        if e["source"] != "solution":
-            src = (SUBMISSIONS / e["source"]).read_text()
-            assert src.startswith(("//", "#")) and f'"{name}"' in src.splitlines()[0], name
-            assert "Expected" in src[:900], name
+    for ka in known_answers(SLUG):
+        src = answer_text(SLUG, ka)  # None for "solution"
+        if src is not None:
+            assert src.startswith(("//", "#")) and f'"{ka.name}"' in src.splitlines()[0], ka.name
+            assert "Expected" in src[:900], ka.name
 
 
-@pytest.mark.parametrize("name", [n for n, e in _expected().items() if e["source"].endswith(".cu")])
+@pytest.mark.parametrize("name", [ka.name for ka in known_answers(SLUG) if ka.base or ka.source.endswith(".cu")])
 def test_known_answers_path_check(name):
     e = _expected()[name]
     ex = _spec().exercises["smooth_bf16"]
     if name == "cg_8_bytes":
         with pytest.raises(CompileError, match="expected to be 16"):
-            compile_cuda(SUBMISSIONS / e["source"])
+            _cubin(name)
         assert e["path"] == 0 and e["correctness"] == 0
         return
-    cub = compile_cuda(SUBMISSIONS / e["source"])
+    cub = _cubin(name)
     ev = path_evidence(cub, ex.kernel, ex.parts["path"].require, ex.parts["path"].forbid)
     assert ev.ok == (e["path"] > 0), ev.summary()
     ops = opcodes(cub, ex.kernel)
@@ -670,7 +676,7 @@ def test_occupancy_cap_is_what_the_driver_reports():
 def _run_answer(name: str, shape, seed: int):
     from kernels.check import compare, poison
 
-    cub = compile_cuda(SUBMISSIONS / _expected()[name]["source"])
+    cub = _cubin(name)
     inputs = exercise.make_inputs(shape, seed)
     out = poison(exercise.make_output(inputs))
     bench.run_exercise_kernel(cub, inputs, out)
@@ -708,7 +714,7 @@ def test_misaligned_copy_faults_in_the_harness():
     from autograder.harness import run_exercise
 
     e = _expected()["misaligned"]
-    facts = run_exercise(SLUG, "smooth_bf16", (SUBMISSIONS / e["source"]).read_text(), seed=7, gpu=True)
+    facts = run_exercise(SLUG, "smooth_bf16", kernel_source(SLUG, "misaligned"), seed=7, gpu=True)
     assert facts["status"] == e["gpu_status"], facts
     for flag in e["gpu_flags"]:
         assert any(flag in f for f in facts["flags"]), facts["flags"]

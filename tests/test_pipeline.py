@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from autograder.known import answer_text, kernel_source, known_answers
 from kernels import record
 from kernels.check import compare
 from kernels.compile import CompileError, NotAttempted, compile_cuda, kernel_file
@@ -31,6 +32,11 @@ gpu = pytest.mark.skipif(not is_hopper(), reason="needs an sm_90 GPU (CPU mode)"
 
 def _expected() -> dict:
     return tomllib.loads((SUBMISSIONS / "expected.toml").read_text())
+
+
+def _source(name: str) -> str:
+    """A known answer's CUDA source: its .cu file, or its base with its changes (expected.toml)."""
+    return kernel_source(SLUG, name)
 
 
 def _spec():
@@ -308,7 +314,7 @@ def _port(inputs: dict, bound_row: int = 15, variant: str = "correct") -> torch.
     """correct.cu step by step: the window [w0, wl + 1] from the 256-ary search of the first and last target, tiles of
     16 rows (and their times) overlapping by one, the tile's targets = those before the time of row 15 (the last tile:
     all the rest), a target's interval = #{m in [1, nrows - 2] : time of row m <= t}, fp32 alpha and lerp.
-    bound_row=14: off_by_one.cu. variant="reads_twice": intervals from the window's times first (reads_twice.cu)."""
+    bound_row=14: off_by_one. variant="reads_twice": intervals from the window's times first (reads_twice.cu)."""
     import numpy as np
 
     src, tgt = inputs["src_times"].numpy(), inputs["tgt_times"].numpy()
@@ -371,7 +377,7 @@ def test_port_of_the_solution_matches_the_reference(shape):
     ref = exercise.reference(inp)
     assert compare(_port(inp), ref, **exercise.CHECK).ok
     assert compare(_port(inp, variant="reads_twice"), ref, **exercise.CHECK).ok
-    bad = compare(_port(inp, bound_row=14), ref, **exercise.CHECK)  # off_by_one.cu's tile boundary
+    bad = compare(_port(inp, bound_row=14), ref, **exercise.CHECK)  # off_by_one's tile boundary
     B, S, T, D = shape
     if T >= S >= 64 and 256 * (S - 1) / (T - 1) >= 30:  # dense, >= 2 tiles per block: boundaries with targets
         assert not bad.ok, shape
@@ -389,19 +395,19 @@ def test_known_answer_sources_are_the_port():
     # off_by_one and missing_wait are the block-scope form of the solution (a measured rung) with one change each
     blk = bench.DEMO_ANSWERS["block_scope"].read_text()
     body = blk[blk.index("#include"):]
-    ob = (SUBMISSIONS / "off_by_one.cu").read_text()
+    ob = _source("off_by_one")
     assert "const float bound = tk[ROWS - 2];" in ob and ob[ob.index("#include"):].count("\n") == body.count("\n")
-    mw = (SUBMISSIONS / "missing_wait.cu").read_text()
+    mw = _source("missing_wait")
     assert "pipe.consumer_wait();" not in mw and mw.count("pipe.consumer_release();") == 1
-    rt = (SUBMISSIONS / "reads_twice.cu").read_text()
+    rt = _source("reads_twice")
     assert "min(max(w0 + lo - 1, w0), wl)" in rt and "s_idx[jg + (slot >> 1)] + (slot & 1)" in rt
     # every known answer that searches shares the solution's window search, character for character
     search = c[c.index("    auto probe = [&]"):c.index("    const int w0 = ")]
     for name in ("correct_primitives", "not_pipelined", "reads_twice", "missing_wait", "off_by_one"):
-        assert search in (SUBMISSIONS / f"{name}.cu").read_text(), name
+        assert search in _source(name), name
     assert search in blk
     # the course solution and its primitives twin: the same algorithm, line for line, but for the pipeline's calls
-    prim = (SUBMISSIONS / "correct_primitives.cu").read_text()
+    prim = _source("correct_primitives")
     tail = ("        const int r0 = w0 + k * (ROWS - 1);\n        const int nrows = min(ROWS, wl + 2 - r0);\n"
             "        const float* tk")
     assert c[c.index(tail):c.index("        jb = je;")] == prim[prim.index(tail):prim.index("        jb = je;")]
@@ -507,7 +513,7 @@ def test_blocks_per_sm_hand_cases():
 
 @pytest.mark.parametrize("name", ["correct", "correct_primitives", "not_pipelined", "reads_twice"])
 def test_exercise_occupancy_from_the_cubin(name):
-    cub = compile_cuda((SUBMISSIONS / f"{name}.cu").read_text(), name="RESAMPLE_CU")
+    cub = compile_cuda(_source(name), name="RESAMPLE_CU")
     use = model.resource_usage(cub, "resample")
     assert use["LOCAL"] == 0 and use["STACK"] == 0
     # <= 40 registers here (NVRTC 13.5; correct.cu 38): 6 blocks of 256 threads per SM. Another compiler may allocate a
@@ -615,20 +621,21 @@ def test_every_pitfall_is_a_known_answer():
     for name in ("correct", "solution", "correct_primitives", "not_pipelined", "missing_wait", "reads_twice",
                  "off_by_one", "stub", "torch_call"):
         assert name in exp, name
-    for name, e in exp.items():
-        if e["source"] != "solution":
-            src = (SUBMISSIONS / e["source"]).read_text()
-            assert src.startswith(("//", "#")) and f'"{name}"' in src.splitlines()[0], name
-            assert "Expected" in src[:900], name
+    kas = known_answers(SLUG)
+    for ka in kas:
+        src = answer_text(SLUG, ka)  # None for "solution"
+        if src is not None:
+            assert src.startswith(("//", "#")) and f'"{ka.name}"' in src.splitlines()[0], ka.name
+            assert "Expected" in src[:900], ka.name
     files = {p.name for p in SUBMISSIONS.iterdir()} - {"expected.toml"}
-    assert files == {e["source"] for e in exp.values() if e["source"] != "solution"}
+    assert files == {ka.source for ka in kas if ka.base is None and ka.source != "solution"}  # mutated: no file
 
 
-@pytest.mark.parametrize("name", [n for n, e in _expected().items() if e["source"].endswith(".cu")])
+@pytest.mark.parametrize("name", [ka.name for ka in known_answers(SLUG) if ka.base or ka.source.endswith(".cu")])
 def test_known_answers_path_check(name):
     e = _expected()[name]
     ex = _spec().exercises["resample"]
-    cub = compile_cuda((SUBMISSIONS / e["source"]).read_text(), name=ex.answer_var)
+    cub = compile_cuda(_source(name), name=ex.answer_var)
     ev = path_evidence(cub, ex.kernel, ex.parts["path"].require, ex.parts["path"].forbid)
     assert ev.ok == (e["path"] > 0), ev.summary()
     ops = opcodes(cub, ex.kernel)
@@ -763,7 +770,7 @@ def test_bench_plot_and_cpu_mode(tmp_path):
     assert set(bench.TIMED_ANSWERS) | set(bench.MUST_FAIL) <= set(_expected())
     for name in bench.TIMED_ANSWERS:
         assert _expected()[name]["correctness"] > 0
-        assert bench.answer_source(name) == (SUBMISSIONS / f"{name}.cu").read_text()
+        assert bench.answer_source(name) == _source(name)
     for name in bench.MUST_FAIL:
         assert _expected()[name]["correctness"] == 0
     for name, path_ in bench.DEMO_ANSWERS.items():  # measured rungs, not known answers
@@ -792,7 +799,7 @@ def test_search_per_target_rung_is_the_calibrated_kernel():
 
 
 def test_course_solution_is_the_primitives_through_a_thread_scope_pipeline():
-    # correct.cu: cuda::pipeline at thread scope; correct_primitives.cu: the __pipeline_* primitives. The same
+    # correct.cu: cuda::pipeline at thread scope; correct_primitives: the __pipeline_* primitives. The same
     # instructions, the same number of each: LDGSTS, LDGDEPBAR, DEPBAR.LE SB0, 0x2 (+ the drain), one BAR.SYNC per
     # tile, no mbarrier.
     src = (SUBMISSIONS / "correct.cu").read_text()
@@ -803,7 +810,7 @@ def test_course_solution_is_the_primitives_through_a_thread_scope_pipeline():
                  "cuda::pipeline_consumer_wait_prior<STAGES - 2>(pipe);", "__syncthreads();"):
         assert call in src, call
     cub = compile_cuda(src, name="RESAMPLE_CU")
-    prim = compile_cuda((SUBMISSIONS / "correct_primitives.cu").read_text(), name="RESAMPLE_CU")
+    prim = compile_cuda(_source("correct_primitives"), name="RESAMPLE_CU")
     ev = path_evidence(cub, "resample", ["LDGSTS", "LDGDEPBAR", "DEPBAR"], ["SYNCS.PHASECHK"])
     assert ev.ok, ev.summary()
     assert sorted(opcodes(cub, "resample")) == sorted(opcodes(prim, "resample"))
@@ -1050,8 +1057,8 @@ def test_bench_records_first_and_reports_failures_after(tmp_path, monkeypatch):
     _fake_gpu(monkeypatch, catch_must_fail=False)
     res = bench.run(tmp_path, quick=True)
     assert not res["ok"]
-    assert any("missing_wait.cu passed every check" in f for f in res["failures"])
-    assert any("off_by_one.cu passed every check" in f for f in res["failures"])
+    assert any("missing_wait passed every check" in f for f in res["failures"])
+    assert any("off_by_one passed every check" in f for f in res["failures"])
     doc = __import__("json").loads(Path(res["recorded"]).read_text())
     assert len(doc["rows"]) == len(model.stream_rows()) + len(bench.TIMED_ANSWERS) + len(bench.DEMO_ANSWERS)
     assert any("passed every check" in f for f in doc["check_failures"])

@@ -350,28 +350,37 @@ def test_spec_matches_the_workload():
     assert tp.bar is not None and tp.bar < ex.roofline and tp.points > 0
 
 
-def _answer_source(name: str, entry: dict) -> str | None:
-    if entry["source"] == "solution":
-        return None
-    return (SUBMISSIONS / entry["source"]).read_text()
+def _answer_source(name: str) -> str:
+    """A known answer's CUDA source: its .cu file, or its base with its changes (expected.toml)."""
+    from autograder.known import kernel_source
+
+    return kernel_source(SLUG, name)
 
 
 def test_every_pitfall_is_a_known_answer():
     exp = _expected()
     for name in ("correct", "swizzled", "unpadded", "naive", "off_by_one", "no_sync", "stub"):
         assert name in exp, name
-    for name, e in exp.items():
-        if e["source"] != "solution":
-            src = (SUBMISSIONS / e["source"]).read_text()
-            assert src.lstrip().startswith(("//", "#")), f"{name}: the first line must say what it is"
-            assert "Expected" in src.split("\n\n")[0] or "Expected" in src[:600], name
+    from autograder.known import answer_text, known_answers
+
+    for ka in known_answers(SLUG):
+        src = answer_text(SLUG, ka)  # None for "solution"
+        if src is not None:
+            assert src.lstrip().startswith(("//", "#")), f"{ka.name}: the first line must say what it is"
+            assert "Expected" in src.split("\n\n")[0] or "Expected" in src[:600], ka.name
 
 
-@pytest.mark.parametrize("name", [n for n, e in _expected().items() if e["source"].endswith(".cu")])
+def _kernel_answers() -> list[str]:
+    from autograder.known import known_answers
+
+    return [ka.name for ka in known_answers(SLUG) if ka.base or ka.source.endswith(".cu")]
+
+
+@pytest.mark.parametrize("name", _kernel_answers())
 def test_known_answers_path_check(name):
     e = _expected()[name]
     ex = _spec().exercises["transpose"]
-    cub = compile_cuda(SUBMISSIONS / e["source"])
+    cub = compile_cuda(_answer_source(name), name=f"{name}.cu")
     ev = path_evidence(cub, ex.kernel, ex.parts["path"].require, ex.parts["path"].forbid)
     assert ev.ok == (e["path"] > 0), ev.summary()
     assert not [o for o in opcodes(cub, ex.kernel) if o.startswith(("LDL", "STL"))]

@@ -17,6 +17,7 @@ import torch
 
 from kernels import record
 from kernels.compile import NotAttempted, compile_cuda, kernel_file
+from autograder.known import answer_text, kernel_source, known_answers
 from kernels.device import is_hopper
 from kernels.sass import disassemble, opcodes, path_evidence
 from kernels.sim import H100
@@ -34,6 +35,11 @@ CEIL = 3.0  # TB/s, a stand-in for the copy ceiling measured in the same run
 def _expected() -> dict:
     with (SUBMISSIONS / "expected.toml").open("rb") as f:
         return tomllib.load(f)
+
+
+def _source(name: str) -> str:
+    """A known answer's CUDA source: its .cu file, or its base with its changes (expected.toml)."""
+    return kernel_source(SLUG, name)
 
 
 def _spec():
@@ -290,19 +296,19 @@ def test_every_pitfall_is_a_known_answer():
     for name in ("correct", "solution", "plain_loads", "seed_barrier_count", "wrong_expect_tx", "wrong_parity",
                  "missing_fence", "stub"):
         assert name in exp, name
-    for name, e in exp.items():
-        if e["source"] != "solution":
-            src = (SUBMISSIONS / e["source"]).read_text()
-            assert src.lstrip().startswith(("//", "#")), f"{name}: the first line must say what it is"
-            assert "Expected" in src[:900], name
-        assert e.get("gpu_outcome") or name == "stub", name
+    for ka in known_answers(SLUG):
+        src = answer_text(SLUG, ka)  # None for "solution"
+        if src is not None:
+            assert src.lstrip().startswith(("//", "#")), f"{ka.name}: the first line must say what it is"
+            assert "Expected" in src[:900], ka.name
+        assert exp[ka.name].get("gpu_outcome") or ka.name == "stub", ka.name
 
 
-@pytest.mark.parametrize("name", [n for n, e in _expected().items() if e["source"].endswith(".cu")])
+@pytest.mark.parametrize("name", [ka.name for ka in known_answers(SLUG) if ka.base or ka.source.endswith(".cu")])
 def test_known_answers_path_check(name):
     e = _expected()[name]
     ex = _spec().exercises["tma_add"]
-    cub = compile_cuda((SUBMISSIONS / e["source"]).read_text(), name=ex.answer_var)
+    cub = compile_cuda(_source(name), name=ex.answer_var)
     ev = path_evidence(cub, ex.kernel, ex.parts["path"].require, ex.parts["path"].forbid)
     assert ev.ok == (e["path"] > 0), ev.summary()
     ops = opcodes(cub, ex.kernel)
@@ -316,7 +322,7 @@ def test_known_answers_path_check(name):
 def test_known_bad_answers_differ_from_correct_only_where_they_say():
     correct = (SUBMISSIONS / "correct.cu").read_text().split("#include <cuda_bf16.h>", 1)[1]
     for name in ("seed_barrier_count", "wrong_expect_tx", "wrong_parity", "missing_fence"):
-        src = (SUBMISSIONS / f"{name}.cu").read_text().split("#include <cuda_bf16.h>", 1)[1]
+        src = _source(name).split("#include <cuda_bf16.h>", 1)[1]
         a, b = correct.splitlines(), src.splitlines()
         changed = [ln for ln in b if ln not in a] + [ln for ln in a if ln not in b]
         assert 1 <= len(changed) <= 4, (name, changed)

@@ -33,7 +33,6 @@ from .. import record
 from ..bench import bench, ceilings, script_main
 from ..check import compare, poison
 from ..compile import compile_cuda
-from ..paths import ROOT
 from . import exercise, model
 from .launch import THREADS, stream_partials
 from .workload import (BENCH_N, COMPILED_STAGES, STAGE_CHOICES, TEST_NS, VARIANTS, bytes_moved, make_inputs,
@@ -41,7 +40,6 @@ from .workload import (BENCH_N, COMPILED_STAGES, STAGE_CHOICES, TEST_NS, VARIANT
 
 SLUG = "pipeline"
 STREAM_RTOL = 1e-5  # fp32 accumulation of <= a few thousand U[0,1) values per thread vs float64
-SUBMISSIONS = ROOT / "autograder" / "submissions" / SLUG
 TIMED_ANSWERS = ("correct", "correct_primitives", "not_pipelined", "reads_twice")  # known answers: correct; timed
 # Measured rungs of the lesson, not known answers (not graded, not in expected.toml): timed beside them.
 DEMO_ANSWERS = {"block_scope": Path(__file__).resolve().parent / "resample_block_scope.cu",
@@ -62,7 +60,9 @@ MODEL_KIND = dict(model.ANSWER_KIND)  # answer -> the model's kind: correct and 
 def answer_source(name: str) -> str:
     if name in DEMO_ANSWERS:
         return DEMO_ANSWERS[name].read_text()
-    return (SUBMISSIONS / f"{name}.cu").read_text()
+    from autograder.known import kernel_source  # a .cu file, or a base with changes (expected.toml)
+
+    return kernel_source(SLUG, name)
 
 
 @lru_cache(maxsize=8)
@@ -125,9 +125,9 @@ def check_resample(seed: int = 2, shapes=exercise.TEST_SHAPES, runs: int = 2) ->
                 wrong += not rep.ok
         seen[name] = msgs
         if name not in MUST_FAIL and wrong:
-            failures.append(f"resample {name}.cu is wrong: " + "; ".join(m for m in msgs if "WRONG" in m)[:2000])
+            failures.append(f"resample {name} is wrong: " + "; ".join(m for m in msgs if "WRONG" in m)[:2000])
         if name in MUST_FAIL and not wrong:
-            failures.append(f"resample {name}.cu passed every check: the check does not catch it")
+            failures.append(f"resample {name} passed every check: the check does not catch it")
     return failures, seen
 
 

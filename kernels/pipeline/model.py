@@ -52,7 +52,7 @@ run with every pipeline row). Max |model/measured - 1| there: streaming 8.7 %, r
 The resample's per-tile hand-over: the "block" kinds (block_scope: kernels/pipeline/resample_block_scope.cu, and
 reads_twice, search_per_target: block-scope cuda::pipeline, mbarriers in shared memory) pay BLOCK_TILE_NS per tile
 per wave; "thread" (thread_scope: correct.cu, the course solution, a thread-scope cuda::pipeline, and its twin
-correct_primitives.cu on the __pipeline_* primitives, the same instructions: each thread's own cp.async groups +
+correct_primitives on the __pipeline_* primitives, the same instructions: each thread's own cp.async groups +
 one __syncthreads per tile) nothing; "sync" (not_pipelined) ROUND_NS per tile. reads_twice hands over 32 tiles of
 8 targets instead of 18 window tiles.
 Records written before correct.cu became the thread-scope kernel (2026-11-22) carry kind "reference" on both
@@ -118,7 +118,7 @@ EX_PROBES = 256             # the window search: one probe per thread and key pe
 #          primitives) + one __syncthreads per tile, "block" = a block-scope cuda::pipeline (mbarriers in shared
 #          memory, BLOCK_TILE_NS per tile), "sync" = loaded synchronously: one exposed round trip per tile)
 RESAMPLE_KINDS = {
-    "thread_scope": ("window", EX_STAGES, None, "thread"),       # correct.cu and correct_primitives.cu
+    "thread_scope": ("window", EX_STAGES, None, "thread"),       # correct.cu and correct_primitives
     "block_scope": ("window", EX_STAGES, None, "block"),         # kernels/pipeline/resample_block_scope.cu
     "not_pipelined": ("window", 1, None, "sync"),                # the same tiles, loaded synchronously
     "reads_twice": ("window+staged", EX_STAGES, 8, "block"),     # 8 targets' 2 rows per stage, intervals found first

@@ -11,8 +11,8 @@
 // solution gets the same guarantees from each thread's own cp.async groups and one __syncthreads per tile. On the
 // H100 (recorded_h100.json, rows "resample (block_scope)" and "resample (correct)", 2026-11-22 and again 2026-11-24)
 // this kernel ran at 2.44 TB/s, 0.81x the copy ceiling — at the exercise's 0.80x bar — against 2.70 TB/s (0.90x) for
-// the same algorithm at thread scope (correct.cu, and its __pipeline_* twin correct_primitives.cu). kernels/pipeline/model.py prices the
-// hand-over per tile (BLOCK_TILE_NS, kind "block_scope").
+// the same algorithm at thread scope (correct.cu, and its __pipeline_* twin correct_primitives).
+// kernels/pipeline/model.py prices the hand-over per tile (BLOCK_TILE_NS, kind "block_scope").
 //
 // Algorithm: the window's two ends by a 256-ary search (2 dependent rounds at S = 4096, __syncthreads_count), the
 // window [w0, wl + 1] in tiles of ROWS = 16 rows overlapping by one row, each with its 16 source times (4-byte

@@ -19,13 +19,11 @@ from ..bench import bench, ceilings, script_main
 from ..check import compare, poison
 from ..compile import compile_cuda
 from ..launch import launch
-from ..paths import ROOT
 from . import exercise, model
 from .launch import VARIANTS, transpose
 from .workload import BENCH_SHAPE, TEST_SHAPES, bytes_moved, make_inputs, reference
 
 SLUG = "smem_tiling"
-SUBMISSIONS = ROOT / "autograder" / "submissions" / SLUG
 # Known answers of the exercise that are correct, timed here (the bar must sit between "unpadded" and the
 # conflict-free ones), with the demo rung each one matches for the model.
 TIMED_ANSWERS = {"correct": "padded", "swizzled": "swizzled", "unpadded": "smem", "naive": "naive"}
@@ -42,8 +40,10 @@ def shape_str(shape) -> str:
 
 
 def answer_source(name: str) -> str:
-    """CUDA source of a known answer (autograder/submissions/smem_tiling/<name>.cu)."""
-    return (SUBMISSIONS / f"{name}.cu").read_text()
+    """CUDA source of a known answer (autograder/submissions/smem_tiling: a .cu file, or a base with changes)."""
+    from autograder.known import kernel_source
+
+    return kernel_source(SLUG, name)
 
 
 @lru_cache(maxsize=None)
@@ -87,7 +87,7 @@ def check_all(seed: int = 1, shapes=TEST_SHAPES, answers=tuple(TIMED_ANSWERS)) -
         for name in answers:
             rep = _check_answer(name, shape, seed + 100 + i)
             if not rep.ok:
-                failures.append(f"known answer {name}.cu {shape_str(shape)}: {rep.message}")
+                failures.append(f"known answer {name} {shape_str(shape)}: {rep.message}")
     return failures
 
 
@@ -105,14 +105,14 @@ def check_bad_answers(seed: int = 7, shapes=TEST_SHAPES, race_repeats: int = 3) 
                 failed_on.append(shape_str(shape))
         evidence[name] = {"failed_on": failed_on}
         if not failed_on:
-            failures.append(f"known-bad answer {name}.cu passed every test shape: the grader would not catch it")
+            failures.append(f"known-bad answer {name} passed every test shape: the grader would not catch it")
     counts = []
     for k in range(race_repeats):
         rep = _check_answer("no_sync", big, seed + 1000 + k)
         counts.append(rep.mismatches)
     evidence["no_sync"]["mismatches_on_" + shape_str(big)] = counts
     if min(counts) == 0:
-        failures.append(f"no_sync.cu was right on {shape_str(big)} in {counts.count(0)} of {race_repeats} runs: "
+        failures.append(f"no_sync was right on {shape_str(big)} in {counts.count(0)} of {race_repeats} runs: "
                         "the race does not show reliably")
     return failures, evidence
 

@@ -21,7 +21,6 @@ from .workload import (BENCH_SHAPE, DEFAULT_BOX, ELEMENT_BYTES, SWEEP_BOXES, SWE
                        bytes_moved, make_inputs, reference)
 
 SLUG = "tma"
-SUBMISSIONS = Path(__file__).resolve().parents[2] / "autograder" / "submissions" / "tma"
 # A shape with many boxes per block for every sweep box (128x128: 32 x 33 = 1056 boxes, 8 per block at one block
 # per SM): every stage of every ring depth is reused, so a parity that did not flip would show.
 SWEEP_CHECK_SHAPE = (4096, 4104)
@@ -67,7 +66,10 @@ EXERCISE_CONFIGS = {
 
 
 def known_source(name: str) -> str:
-    return (SUBMISSIONS / f"{name}.cu").read_text()
+    """CUDA source of a known answer (autograder/submissions/tma: a .cu file, or a base with changes)."""
+    from autograder.known import kernel_source
+
+    return kernel_source("tma", name)
 
 
 def _exercise_cubin(name: str):

@@ -26,10 +26,10 @@
 // pipe.consumer_wait() waits for the same group, but computes "groups still allowed in flight" at run time from
 // the two counters; NVRTC does not fold it here, so its SASS is a switch over DEPBAR.LE SB0, 0x0 .. 0x8 (9 waits,
 // one taken). The count is a compile-time STAGES - 2, so the kernel says it (as kernels/pipeline/stream.cu does).
-// With it the kernel compiles to the SASS of correct_primitives.cu (the __pipeline_* primitives), instruction for
-// instruction with NVRTC 13.5 (768 instructions, the same registers). What crosses threads is one BAR.SYNC per
-// tile; compared with kernels/pipeline/resample_block_scope.cu (the same algorithm through a block-scope
-// cuda::pipeline), no tile waits on a shared mbarrier phase.
+// With it the kernel compiles to the SASS of correct_primitives (expected.toml: this file on the __pipeline_*
+// primitives), instruction for instruction with NVRTC 13.5 (768 instructions, the same registers). What crosses
+// threads is one BAR.SYNC per tile; compared with kernels/pipeline/resample_block_scope.cu (the same algorithm
+// through a block-scope cuda::pipeline), no tile waits on a shared mbarrier phase.
 // SASS: LDGSTS.E.BYPASS.128 (rows), LDGSTS.E (times), LDGDEPBAR (producer_commit), DEPBAR.LE SB0, 0x2 (the wait),
 // BAR.SYNC (the tile barrier), BAR.RED.POPC (__syncthreads_count), VOTE.ANY (ballots), LDS.128, STG.E.128; no
 // SYNCS.* (no mbarrier). 38 registers, no local memory: 6 resident blocks of 256 threads per SM.

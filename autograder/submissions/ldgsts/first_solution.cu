@@ -1,7 +1,10 @@
-// Known answer "no_commit": the solution without cp.async.commit_group. The copies belong to no group, so
-// cp.async.wait_group 0 ("until no committed group is pending") has nothing to wait for and returns at once
-// (SASS: DEPBAR.LE SB0, 0x0 with no LDGDEPBAR before it): the same race as a missing wait.
-// Expected: correctness 0, path full (LDGSTS is there), throughput 0.
+// Base of day 3's mutated known answers, not a known answer itself (expected.toml: ca_16, race_no_wait, no_commit,
+// edge_off_by_one, cg_8_bytes, misaligned and correct_primitives are this kernel with a few named changes).
+// It is the course's first solution of smooth_bf16: tile + halo with 16-byte cp.async.cg (zero fill at the array
+// ends), commit, the weights loaded while the copies fly, wait_group 0, __syncthreads, then 8 consecutive outputs per
+// thread from shared memory (two float4 stores 32 bytes apart). The course solution (correct.cu) has since loaded the
+// weights before the copies and stored whole sectors; the known answers built on this kernel were graded on the H100
+// in this form, so it stays their base. SASS: LDGSTS.E.BYPASS.128.ZFILL, LDGDEPBAR, DEPBAR.LE SB0, 0x0, BAR.SYNC.
 #include <cuda_bf16.h>
 
 extern "C" __global__ void smooth_bf16(const __nv_bfloat16* __restrict__ x, const float* __restrict__ w,
@@ -28,7 +31,7 @@ extern "C" __global__ void smooth_bf16(const __nv_bfloat16* __restrict__ x, cons
     };
     load_chunk(t);
     if (t < CHUNKS - 256) load_chunk(256 + t);  // threads 0, 1: the right halo
-    // BUG: no cp.async.commit_group here
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
     float wr[TAPS];
 #pragma unroll
     for (int k = 0; k < TAPS; ++k) wr[k] = w[k];  // overlaps the copies in flight
