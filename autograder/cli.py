@@ -169,7 +169,7 @@ def calibrate(slug: str, write: bool = False) -> dict:
     from kernels.bench import ceilings
 
     from .answers import cells_by_grade_id, read_literal, _source
-    from .grade import solution_notebook
+    from .grading import solution_notebook
     from .harness import run_exercise
     from .spec import load
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import nbformat
 
-from .grade import solution_notebook
+from .grading import solution_notebook
 from .known import known_answers, submission_notebook
 from .release import ROOT
 from .spec import all_specs

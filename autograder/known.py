@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .answers import cells_by_grade_id, read_literal
-from .grade import NotebookGrade, grade_notebook, solution_notebook
+from .grading import NotebookGrade, grade_notebook, solution_notebook
 from .spec import load
 
 ROOT = Path(__file__).resolve().parents[1]

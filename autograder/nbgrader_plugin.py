@@ -1,7 +1,7 @@
 """nbgrader preprocessor: the gradebook's verdicts come from the trusted harness, not the student's notebook.
 
 Runs inside `nbgrader autograde` after the notebook was executed. For every notebook with a grader spec it takes
-the answer cells out by grade_id (as data), grades them with `autograder.grade.grade_notebook` (the harness runs in
+the answer cells out by grade_id (as data), grades them with `autograder.grading.grade_notebook` (the harness runs in
 its own process), and REPLACES the outputs of the spec's grade cells with the trusted verdict: a stdout stream with
 the reason and an execute_result with the points (nbgrader's partial credit). Whatever the notebook's own run
 printed or returned in those cells is discarded. The verdict (figures, evidence, flags) is also written as JSON
@@ -20,7 +20,7 @@ from pathlib import Path
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 
-from .grade import grade_notebook
+from .grading import grade_notebook
 from .release import grading_dir
 from .spec import for_notebook
 

@@ -6,7 +6,7 @@
 It reads what grading left in the grading folder (default: autograder.release.grading_dir()):
 
     submitted/<student>/<week>/                 the roster: every student here gets a row, graded or not
-    verdicts/<student>/<week>/<notebook>.json   the trusted verdicts (autograder.grade.NotebookGrade.as_dict)
+    verdicts/<student>/<week>/<notebook>.json   the trusted verdicts (autograder.grading.NotebookGrade.as_dict)
     grades_<week>.csv                           nbgrader's gradebook export, if present (the official total)
     batch_<week>.json                           the batch: wall time, per-student return codes and notes
 

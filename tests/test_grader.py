@@ -123,7 +123,7 @@ def test_spec_errors_are_clear():
 
 
 def test_every_spec_grade_cell_exists_in_its_solution_notebook():
-    from autograder.grade import solution_notebook
+    from autograder.grading import solution_notebook
 
     for s in spec.all_specs():
         cells = answers.cells_by_grade_id(solution_notebook(s))
@@ -133,3 +133,19 @@ def test_every_spec_grade_cell_exists_in_its_solution_notebook():
             assert ex.answer_cell in cells
             for part in ex.parts.values():
                 assert cells[part.grade_id]["metadata"]["nbgrader"]["points"] == part.points, (s.slug, part)
+
+
+def test_notebook_grade_functions_survive_every_submodule_import():
+    """A notebook's grade cells call autograder.grade(...) and autograder.quiz(...). Importing a submodule binds its
+    name on the package, so no submodule may be called `grade`, `quiz` or `check`: on the H100 a bench that
+    imported autograder.known once turned autograder.grade into a module inside the notebook."""
+    import importlib
+    import pkgutil
+
+    import autograder
+
+    for mod in pkgutil.iter_modules(autograder.__path__):
+        if mod.name not in ("nbgrader_config",):  # a config file nbgrader executes, not a module
+            importlib.import_module(f"autograder.{mod.name}")
+    for name in ("grade", "quiz", "check"):
+        assert callable(getattr(autograder, name)) and not isinstance(getattr(autograder, name), type(autograder)), name

@@ -25,7 +25,7 @@ from autograder.spec import all_specs
 
 WEEK = "week1"
 SECRET = "918273645"
-TRACEBACK = ('Traceback (most recent call last):\n  File "/course/autograder/grade.py", line 97, in grade_notebook\n'
+TRACEBACK = ('Traceback (most recent call last):\n  File "/course/autograder/grading.py", line 97, in grade_notebook\n'
              '    facts = run_exercise(spec.slug, ex.name, ans.value, seed=derive_seed(seed, student, ex.name))\n'
              f"RuntimeError: harness died (seed {SECRET})\n")
 HIDDEN = "### BEGIN HIDDEN TESTS\nassert QUIZ['q1'] == 'b'\n### END HIDDEN TESTS\n"
@@ -37,7 +37,7 @@ def _specs():
 
 def _verdict(spec, *, correct: bool, value: float | None, path_ok: bool = True, quiz_right: int | None = None,
              flags: tuple[str, ...] = ()) -> dict:
-    """A verdict in autograder.grade.NotebookGrade.as_dict()'s format."""
+    """A verdict in autograder.grading.NotebookGrade.as_dict()'s format."""
     scores, facts = {}, {}
     for ex in spec.exercises.values():
         p = ex.parts

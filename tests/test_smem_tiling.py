@@ -557,7 +557,7 @@ def test_known_answers_on_gpu():
 # ------------------------------------------------------------------------------------------------ the notebook
 def test_notebook_solution_is_the_correct_known_answer():
     from autograder.answers import cells_by_grade_id, read_literal, _source
-    from autograder.grade import solution_notebook
+    from autograder.grading import solution_notebook
 
     spec = _spec()
     ex = spec.exercises["transpose"]

@@ -445,7 +445,7 @@ def _strip_markers(text: str) -> str:
 
 def test_notebook_solution_is_the_correct_known_answer():
     from autograder.answers import cells_by_grade_id, quiz_key, read_literal, _source
-    from autograder.grade import solution_notebook
+    from autograder.grading import solution_notebook
 
     spec = _spec()
     ex = spec.exercises["tma_add"]
