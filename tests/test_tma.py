@@ -343,9 +343,9 @@ def test_bench_times_the_correct_known_answer():
     assert set(bench.EXERCISE_CONFIGS) <= set(_expected())
     for name in bench.EXERCISE_CONFIGS:
         assert _expected()[name]["correctness"] > 0
-    assert bench.known_source("correct") == (SUBMISSIONS / "correct.cu").read_text()
+    assert bench.answer_source("correct") == (SUBMISSIONS / "correct.cu").read_text()
     # the model's configuration of the course solution is the solution's own ring
-    stages = re.findall(r"constexpr int STAGES = (\d+);", bench.known_source("correct"))
+    stages = re.findall(r"constexpr int STAGES = (\d+);", bench.answer_source("correct"))
     assert stages == [str(bench.SOLUTION_STAGES)]
 
 

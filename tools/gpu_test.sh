@@ -29,5 +29,7 @@ rc=${PIPESTATUS[0]}
 # The device tool brings back at most 8 files: pack the per-topic results and the recorded numbers into one.
 tar -czf "$OUT/results.tar.gz" -C "$OUT" --exclude results.tar.gz --exclude gpu_check.log . kernels 2>/dev/null || \
   tar -czf "$OUT/results.tar.gz" -C "$OUT" --exclude results.tar.gz --exclude gpu_check.log .
-tar -czf "$OUT/recorded.tar.gz" kernels/*/recorded_h100.json autograder/specs/*.toml 2>/dev/null || true
+# autograder/recorded_cohort_h100.json: written by the cohort step (COURSE_RECORD=1, on an H100) when it ran.
+tar -czf "$OUT/recorded.tar.gz" kernels/*/recorded_h100.json autograder/specs/*.toml \
+  $(ls autograder/recorded_cohort_h100.json 2>/dev/null) 2>/dev/null || true
 exit $rc

@@ -33,17 +33,15 @@ from .. import record
 from ..bench import bench, ceilings, script_main
 from ..check import CheckReport, compare, poison
 from ..compile import compile_cuda
-from ..paths import ROOT
 from . import exercise, model
 from .launch import BLOCK, COPY_KERNELS, STATIC_SMEM, VARIANTS, launch_config, resident_blocks, stage_copy, stencil
 from .workload import BENCH_N, COPY_TEST_NS, TEST_NS, bytes_moved, make_copy_input, make_inputs, reference
 
 SLUG = "ldgsts"
 RTOL = 1e-5  # fp32 accumulation of 7 products vs the float64 reference rounded to fp32
-SUBMISSIONS = ROOT / "autograder" / "submissions" / SLUG
 # Known answers of the exercise timed beside the demo rungs: the course reference, and the register-staged answer
 # that expected.toml says reaches the bar too (the path check, not the bar, grades the mechanism).
-TIMED_ANSWERS = {"correct": "correct.cu", "plain_loads": "plain_loads.cu"}
+TIMED_ANSWERS = ("correct", "plain_loads")
 BAR_COPY_FRACTION = 0.75  # autograder/specs/ldgsts.toml: bar = 0.75 x the copy ceiling at calibration
 SOLUTION_MARGIN = 1.10  # the course solution must clear its bar by this factor (the grader's calibration margin)
 MODEL_BAND = 0.20  # the course's requirement: every prediction within +-20% of its measurement
@@ -54,7 +52,10 @@ COPY_ROWS = [(4, "ca"), (8, "ca"), (16, "ca"), (16, "cg")]
 
 
 def answer_source(name: str) -> str:
-    return (SUBMISSIONS / TIMED_ANSWERS[name]).read_text()
+    """CUDA source of a known answer (autograder/submissions/ldgsts: a .cu file, or a base with changes)."""
+    from autograder.known import kernel_source
+
+    return kernel_source(SLUG, name)
 
 
 @lru_cache(maxsize=4)

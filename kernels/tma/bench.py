@@ -65,7 +65,7 @@ EXERCISE_CONFIGS = {
 }
 
 
-def known_source(name: str) -> str:
+def answer_source(name: str) -> str:
     """CUDA source of a known answer (autograder/submissions/tma: a .cu file, or a base with changes)."""
     from autograder.known import kernel_source
 
@@ -75,7 +75,7 @@ def known_source(name: str) -> str:
 def _exercise_cubin(name: str):
     from ..compile import compile_cuda
 
-    return compile_cuda(known_source(name), name=f"tma_add_{name}.cu")
+    return compile_cuda(answer_source(name), name=f"tma_add_{name}.cu")
 
 
 def _run_exercise(cubin, inputs, out) -> None:
