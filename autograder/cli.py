@@ -52,6 +52,7 @@ def cmd_grade(args) -> int:
     results = {}
     t0 = time.perf_counter()
     gpus = _gpu_count()
+    prepare_baselines(week, batch, gpus)
     workers = max(1, gpus)
     bar = tqdm(total=len(students), desc=f"autograde {week} ({workers} worker{'s' * (workers > 1)})",
                unit="student", file=sys.stdout)
@@ -110,6 +111,34 @@ def cmd_grade(args) -> int:
     print(f"graded {len(students)} submissions in {summary['wall_s']:.0f} s; gradebook CSV: {out}; "
           f"class report: {report}")
     return 0
+
+
+def prepare_baselines(week: str, batch: Path, gpus: int) -> None:
+    """The trusted figures of the batch — every GPU's ceilings and the course reference of every exercise of the
+    week — measured before any student's code runs, each in a process that loads no student code
+    (autograder.harness.baseline). Students' harness processes only read them."""
+    from .grading import reference_sources
+    from .harness import _wants_gpu, prepare_batch
+    from .spec import all_specs
+
+    if not gpus or not _wants_gpu(None):
+        return
+    items = [(s.slug, name, src) for s in all_specs() if s.assignment == week
+             for name, src in reference_sources(s).items()]
+    saved = {k: os.environ.get(k) for k in ("COURSE_BATCH_DIR", "CUDA_VISIBLE_DEVICES")}
+    os.environ["COURSE_BATCH_DIR"] = str(batch)
+    try:
+        for g in range(gpus) if gpus > 1 else [None]:
+            if g is not None:
+                os.environ["CUDA_VISIBLE_DEVICES"] = str(g)
+            prepare_batch(items, progress=lambda what, g=g: print(f"trusted {what}" + (f" (GPU {g})" if g is not None
+                                                                                       else ""), flush=True))
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _gpu_count() -> int:

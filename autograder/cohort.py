@@ -60,7 +60,7 @@ def members_of(name: str, week: str = "week1") -> list[str] | None:
         return GPU9
     if name == "rest":
         every = [f"{s.slug}-{ka.name}" for s in all_specs() if s.assignment == week
-                 for ka in known_answers(s.slug) if ka.source != "solution"]
+                 for ka in known_answers(s.slug) if ka.source != "solution" and len(ka.expected) == 3]
         return ["good"] + [m for m in every if m not in GPU20]
     raise ValueError(f"no cohort named {name!r} (all, gpu20, gpu9, rest)")
 
@@ -145,14 +145,15 @@ def build(out: Path, week: str = "week1", members: list[str] | None = None) -> l
     for s in specs:
         for ka in known_answers(s.slug):
             name = f"{s.slug}-{ka.name}"
-            if ka.source == "solution" or not want(name):
-                continue
+            if ka.source == "solution" or not want(name) or len(ka.expected) < 3:
+                continue  # (an answer with an unpinned part cannot have an expected total)
             d = folder(name.replace("_", "-"))
             nbformat.write(submission_notebook(s.slug, ka), str(d / s.notebook))
             e = ka.expected
             q = _quiz(s)
+            static = e.get("path", 0) if ka.path_static is None else ka.path_static
             made.append(Member(name.replace("_", "-"), "known", sum(e.values()) + q,
-                               e.get("correctness", 0) + e.get("path", 0) + q, e.get("path", 0) + q,
+                               e.get("correctness", 0) + e.get("path", 0) + q, static + q,
                                list(ka.flags), list(ka.gpu_flags), ka.about))
     (out / "expected.json").write_text(json.dumps([asdict(m) for m in made], indent=1))
     return made

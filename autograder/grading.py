@@ -34,6 +34,19 @@ def solution_notebook(spec: Spec) -> dict:
     return nbformat.read(str(path), as_version=4)
 
 
+def reference_sources(spec: Spec, source_nb: dict | None = None) -> dict[str, str]:
+    """The course solution of every exercise of a topic (its answer cell in the solutions notebook): what the
+    trusted baseline times beside a student's kernel."""
+    cells = cells_by_grade_id(source_nb if source_nb is not None else solution_notebook(spec))
+    out = {}
+    for ex in spec.exercises.values():
+        if ex.answer_cell in cells:
+            value = read_literal(_source(cells[ex.answer_cell]), ex.answer_var).value
+            if isinstance(value, str):
+                out[ex.name] = value
+    return out
+
+
 @dataclass
 class NotebookGrade:
     slug: str
@@ -80,6 +93,7 @@ def grade_notebook(nb: dict, spec: Spec, *, seed: int, source_nb: dict | None = 
     source_nb = source_nb if source_nb is not None else solution_notebook(spec)
     cells = cells_by_grade_id(nb)
     src_cells = cells_by_grade_id(source_nb)
+    refs = reference_sources(spec, source_nb) if with_reference else {}
     result = NotebookGrade(spec.slug)
     for gid in spec.grade_cells():
         if gid not in cells:
@@ -97,9 +111,7 @@ def grade_notebook(nb: dict, spec: Spec, *, seed: int, source_nb: dict | None = 
         else:
             ans = read_literal(_source(cell), ex.answer_var, ex.answer_cell)
             extra += ans.flags
-            ref_src = None
-            if with_reference and ex.answer_cell in src_cells:
-                ref_src = read_literal(_source(src_cells[ex.answer_cell]), ex.answer_var).value
+            ref_src = refs.get(ex.name)
             if not ans.attempted:
                 facts = {"compile": {"ok": False, "not_attempted": True,
                                      "error": "exercise not attempted: the stub `raise NotImplementedError()` is "

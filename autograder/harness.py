@@ -1,72 +1,96 @@
-"""The trusted harness: compile, read SASS, check and time one exercise in a process of its own.
+"""The trusted harness: compile, read SASS, check, time and profile one exercise, each in a process of its own.
 
-Parent side: `run_exercise(spec, exercise, source, seed=..., reference_source=...) -> dict` starts
-`python -m autograder.harness` in a new session, sends the job as JSON on stdin, and kills the whole process group
-at the exercise's timeout. A hang, a crash, an illegal address or a process that never exits costs that exercise
-only. The child prints one line `VERDICT <json>` with facts (not points); `autograder.score` turns facts into points.
+Parent side (trusted, never runs student code): `run_exercise(slug, exercise, source, seed=..., reference_source=...)`
 
-Child side (`main`): trusted code only. The student's artefact is CUDA source: it is compiled with NVRTC and
-launched with the exercise's fixed launch contract (kernels/<slug>/exercise.py). No student Python runs here.
+1. **Baseline** (`baseline` child): the copy / cuBLAS ceilings and the course reference's timing, measured in a
+   process that never loads student code, before any student process of this grading run starts. A grading batch
+   measures them once for all its students (`prepare_batch`, the `autograder grade` command); a single run measures
+   its own first.
+2. **Grade** (`grade` child): compiles the student's CUDA source (NVRTC: only course and CUDA headers), reads the
+   SASS (static evidence), checks the kernel on inputs from a per-job seed (awkward shapes, poisoned outputs, shape
+   order and run counts drawn from the seed), and times it with the course timer, **verifying the output of every
+   launch** — warm-ups, timed repetitions and every call of the wall-clock check, whose counts are drawn from the
+   seed too. A kernel that counts its launches and skips work on some cannot pass.
+3. **Probe** (`probe` child, under Nsight Compute): one untimed launch at the bench shape after a seeded number of
+   verified launches, measured by counters: which memory path carried the bytes (`kernels.ncu`). The spec's
+   `[[...path.executed]]` rules turn that into path points (autograder.score).
+
+Each child gets a minimal environment (no secret, no instructor variables: `child_env`), a fresh working folder,
+and its own process group, killed at the timeout. **The verdict travels on a private file descriptor** that the
+parent opened and passed (`pass_fds`); the child's stdout and stderr — where a kernel's device `printf` lands — go
+to capture files that are never parsed: what a kernel printed is shown to the student as such, capped.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
+from pathlib import Path
 
-VERDICT = "VERDICT "
-PARTIAL = "PARTIAL "  # facts known before the first launch (compile, SASS path): kept when the kernel then hangs
+ROOT = Path(__file__).resolve().parent.parent
+PRINT_CAP = 2000  # characters of a kernel's own output kept for the feedback
+# The environment a child may see: how to run Python and CUDA, where the caches are. Nothing else of the grading
+# process (its secret seed, the instructor's variables) crosses.
+ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES",
+            "CUDA_HOME", "CUDA_PATH", "CUDA_DEVICE_ORDER", "CUDA_CACHE_PATH", "COURSE_CACHE_DIR", "TRITON_CACHE_DIR",
+            "XDG_CACHE_HOME", "COURSE_FORCE_CPU", "COURSE_NCU", "COURSE_NO_NCU", "NVIDIA_VISIBLE_DEVICES",
+            "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS")
+TEST_HOOKS = ("COURSE_HARNESS_TEST_HANG", "COURSE_HARNESS_TEST_CRASH", "COURSE_HARNESS_TEST_FORGE",
+              "COURSE_HARNESS_TEST_ENV")
+
+
+def child_env() -> dict:
+    env = {k: os.environ[k] for k in ENV_KEEP + TEST_HOOKS if k in os.environ}
+    # The course first on the path (a folder list holds no secret).
+    paths = [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(ROOT)]
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("COURSE_CACHE_DIR", str(ROOT / "build" / "cache" / "course"))
+    return env
 
 
 # ----------------------------------------------------------------------------------------------------- parent side
-def run_exercise(slug: str, exercise: str, source: str | None, *, seed: int, reference_source: str | None = None,
-                 gpu: bool | None = None, timeout_s: float | None = None) -> dict:
-    from .spec import load
-
-    spec = load(slug)
-    ex = spec.exercises[exercise]
-    job = {"slug": slug, "exercise": exercise, "source": source, "seed": int(seed),
-           "reference_source": reference_source, "gpu": gpu}
-    timeout = timeout_s or ex.timeout_s
-    env = dict(os.environ)
-    env.setdefault("PYTHONPATH", "")
-    root = str(__import__("pathlib").Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, env["PYTHONPATH"].split(os.pathsep))])
-    env.pop("NBGRADER_EXECUTION", None)
-    t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "autograder.harness"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
-    try:
-        out, err = proc.communicate(json.dumps(job), timeout=timeout)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        out, err = proc.communicate()
-        timed_out = True
-    finally:
-        _kill_group(proc)  # anything the child left behind (forks) goes with its process group
-    partial: dict = {}
-    for line in (out or "").splitlines():
-        if line.startswith(VERDICT) and not timed_out:
-            res = json.loads(line[len(VERDICT):])
-            res["wall_s"] = time.perf_counter() - t0
-            return res
-        if line.startswith(PARTIAL):
-            partial = json.loads(line[len(PARTIAL):])
-    if timed_out:
-        return {**partial, "status": "timeout", "wall_s": time.perf_counter() - t0,
-                "error": f"the exercise did not finish in {timeout:.0f} s (a hang?): killed",
-                "stderr_tail": (err or "")[-2000:]}
-    sig = -proc.returncode if proc.returncode and proc.returncode < 0 else None
-    why = f"killed by signal {signal.Signals(sig).name}" if sig else f"exit code {proc.returncode}"
-    return {**partial, "status": "crash", "error": f"the harness process died ({why}) before giving a verdict",
-            "wall_s": time.perf_counter() - t0, "stderr_tail": (err or "")[-2000:]}
+def _spawn(mode: str, job: dict, timeout: float, workdir: Path) -> dict:
+    """Run one child; its records come back on the private descriptor. Returns {"records": [...], "timed_out",
+    "returncode", "stdout": the child's own stdout (a kernel's printf), "stderr"}."""
+    verdict = tempfile.TemporaryFile()
+    job = {**job, "verdict_fd": verdict.fileno()}
+    with open(workdir / f"{mode}_stdout.txt", "w+b") as out, open(workdir / f"{mode}_stderr.txt", "w+b") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "autograder.harness", mode], stdin=subprocess.PIPE,
+                                stdout=out, stderr=err, env=child_env(), cwd=str(workdir), start_new_session=True,
+                                pass_fds=(verdict.fileno(),))
+        try:
+            proc.communicate(json.dumps(job).encode(), timeout=timeout)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            proc.communicate()
+            timed_out = True
+        finally:
+            _kill_group(proc)  # anything the child left behind (forks) goes with its process group
+        out.seek(0)
+        err.seek(0)
+        stdout = out.read(64 * 1024).decode(errors="replace")
+        stderr = err.read().decode(errors="replace")[-4000:]
+    verdict.seek(0)
+    records = []
+    for line in verdict.read().decode(errors="replace").splitlines():
+        kind, _, body = line.partition(" ")
+        try:
+            records.append((kind, json.loads(body)))
+        except json.JSONDecodeError:
+            continue
+    verdict.close()
+    return {"records": records, "timed_out": timed_out, "returncode": proc.returncode, "stdout": stdout,
+            "stderr": stderr}
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -74,6 +98,161 @@ def _kill_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def printed(text: str) -> str:
+    """What a kernel printed, made safe to show: control characters out, capped."""
+    clean = "".join(c if c.isprintable() or c in "\n\t" else "?" for c in text)
+    return clean if len(clean) <= PRINT_CAP else clean[:PRINT_CAP] + f"\n... ({len(clean) - PRINT_CAP} more characters)"
+
+
+def _wants_gpu(gpu: bool | None) -> bool:
+    if gpu is False:
+        return False
+    from kernels import device
+
+    return device.is_hopper()
+
+
+_baselines: dict = {}
+
+
+def _baseline_key(slug: str, exercise: str, reference_source: str | None) -> str:
+    where = os.environ.get("CUDA_VISIBLE_DEVICES", "all")
+    h = hashlib.sha256(f"{slug}/{exercise}/{reference_source or ''}/{where}".encode()).hexdigest()[:16]
+    return f"baseline_{slug}_{exercise}_{h}"
+
+
+def baseline(slug: str, exercise: str, reference_source: str | None, *, seed: int = 0) -> dict:
+    """The trusted figures a student's throughput is compared with: ceilings of this GPU and the course reference
+    timed with the same timer, measured in a process that loads no student code. Kept for the grading batch
+    (COURSE_BATCH_DIR) or for this process."""
+    key = _baseline_key(slug, exercise, reference_source)
+    d = os.environ.get("COURSE_BATCH_DIR")
+    f = Path(d) / f"{key}.json" if d else None
+    if key in _baselines:
+        return _baselines[key]
+    if f is not None and f.exists():
+        _baselines[key] = json.loads(f.read_text())
+        return _baselines[key]
+    from .spec import load
+
+    ex = load(slug).exercises[exercise]
+    with tempfile.TemporaryDirectory(prefix="course-baseline-") as tmp:
+        r = _spawn("baseline", {"slug": slug, "exercise": exercise, "reference_source": reference_source,
+                                "seed": int(seed)}, ex.timeout_s, Path(tmp))
+    res = next((body for kind, body in r["records"] if kind == "BASELINE"), None)
+    if res is None:
+        raise RuntimeError(f"the baseline of {slug}.{exercise} (ceilings, course reference) failed: "
+                           + ("timeout" if r["timed_out"] else f"exit {r['returncode']}") + ": " + r["stderr"][-1500:])
+    res["measured_at"] = time.time()
+    _baselines[key] = res
+    if f is not None:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        tmpf = f.with_name(f".{f.name}.{os.getpid()}.tmp")
+        tmpf.write_text(json.dumps(res))
+        os.replace(tmpf, f)
+    return res
+
+
+def prepare_batch(items, progress=None) -> dict:
+    """Measure the baseline of every (slug, exercise, reference source) of a grading batch before any student's
+    code runs. Returns {key: baseline}."""
+    out = {}
+    for slug, exercise, ref in items:
+        if progress:
+            progress(f"baseline {slug}.{exercise}")
+        out[_baseline_key(slug, exercise, ref)] = baseline(slug, exercise, ref)
+    return out
+
+
+def run_exercise(slug: str, exercise: str, source: str | None, *, seed: int, reference_source: str | None = None,
+                 gpu: bool | None = None, timeout_s: float | None = None) -> dict:
+    from .spec import load
+
+    spec = load(slug)
+    ex = spec.exercises[exercise]
+    timeout = timeout_s or ex.timeout_s
+    t0 = time.perf_counter()
+    base = None
+    on_gpu = bool(source) and _wants_gpu(gpu)
+    baseline_error = None
+    if on_gpu:
+        try:
+            base = baseline(slug, exercise, reference_source)  # before the student's process starts
+        except Exception as exc:  # noqa: BLE001 - the course's own reference failing must not cost the student
+            baseline_error = str(exc)[:1500]
+    job = {"slug": slug, "exercise": exercise, "source": source, "seed": int(seed), "gpu": gpu, "baseline": base}
+    with tempfile.TemporaryDirectory(prefix="course-harness-") as tmp:
+        r = _spawn("grade", job, timeout, Path(tmp))
+        res = _verdict(r, timeout)
+        if on_gpu and _probe_due(ex, res):
+            res["path"]["executed"] = probe(slug, exercise, source, seed=seed, workdir=Path(tmp) / "probe")
+    if baseline_error:
+        res["baseline_error"] = baseline_error
+    res["wall_s"] = time.perf_counter() - t0
+    return res
+
+
+def _verdict(r: dict, timeout: float) -> dict:
+    partial, final = {}, None
+    for kind, body in r["records"]:
+        if kind == "PARTIAL":
+            partial = body
+        elif kind == "VERDICT":
+            final = body
+    if final is not None and not r["timed_out"]:
+        res = final
+    elif r["timed_out"]:
+        res = {**partial, "status": "timeout", "error": f"the exercise did not finish in {timeout:.0f} s (a hang?): "
+               "killed", "stderr_tail": r["stderr"][-2000:]}
+    else:
+        code = r["returncode"]
+        sig = -code if code and code < 0 else None
+        why = f"killed by signal {signal.Signals(sig).name}" if sig else f"exit code {code}"
+        res = {**partial, "status": "crash", "error": f"the harness process died ({why}) before giving a verdict",
+               "stderr_tail": r["stderr"][-2000:]}
+    res.setdefault("flags", [])
+    if r["stdout"].strip():
+        text = printed(r["stdout"])
+        res["kernel_output"] = text
+        res["flags"].append(f"kernel-printed: your kernel printed {len(r['stdout'])} characters; the grader ignores "
+                            "them (the verdict travels on a channel no kernel can write)")
+    return res
+
+
+def _probe_due(ex, res: dict) -> bool:
+    corr = res.get("correctness") or {}
+    return bool(ex.parts["path"].executed) and res.get("status") == "ok" and bool(res.get("gpu")) \
+        and corr.get("graded") and corr.get("ok") and (res.get("path") or {}).get("ok") is not None
+
+
+def probe(slug: str, exercise: str, source: str, *, seed: int, workdir: Path) -> dict:
+    """The path evidence of one untimed launch at the bench shape, measured by Nsight Compute."""
+    from kernels import ncu
+
+    from .spec import load
+
+    ex = load(slug).exercises[exercise]
+    ok, why = ncu.available()
+    if not ok:
+        return {"measured": False, "reason": why}
+    workdir.mkdir(parents=True, exist_ok=True)
+    skip = random.Random(_derive(seed, "probe", "skip")).randint(1, 3)
+    result = workdir / "probe_result.json"
+    job = {"slug": slug, "exercise": exercise, "source": source, "seed": int(seed), "launches": skip + 1,
+           "result_path": str(result)}
+    try:
+        prof = ncu.profile([sys.executable, "-m", "autograder.harness", "probe"], kernel=ex.kernel, launch_skip=skip,
+                           workdir=workdir, timeout_s=ex.timeout_s, env=child_env(), stdin_text=json.dumps(job),
+                           cwd=str(workdir))
+    except ncu.ProfileError as exc:
+        return {"measured": False, "reason": str(exc)}
+    info = json.loads(result.read_text()) if result.exists() else {}
+    return {"measured": True, "shape": list(ex.bench_shape), "launch": skip + 1, "bytes": prof.bytes,
+            "read_bytes": info.get("read_bytes"), "written_bytes": info.get("written_bytes"),
+            "output_ok": info.get("ok", False), "output_message": info.get("message", "no result"),
+            "executed": prof.memory_summary()}
 
 
 # ------------------------------------------------------------------------------------------------------ child side
@@ -102,28 +281,40 @@ def _wait(deadline_s: float, what: str) -> None:
     torch.cuda.synchronize()  # raises the kernel's error, if any
 
 
+def _derive(seed: int, *parts) -> int:
+    h = hashlib.sha256(repr((seed, *parts)).encode()).digest()
+    return int.from_bytes(h[:7], "little")
+
+
+def _launch(ex, cubin, la) -> None:
+    from kernels.launch import launch
+
+    launch(cubin, ex.kernel, grid=la["grid"], block=la["block"], args=la["args"], smem=la.get("smem", 0),
+           cluster=la.get("cluster"))
+
+
 def _correctness(ex, wl, cubin, seed: int, facts: dict) -> bool:
+    """Every shape, in an order drawn from the seed, `runs` (+ 0 or 1, drawn) times on fresh inputs."""
     import torch
 
     from kernels.check import compare, poison
-    from kernels.launch import launch
 
-    check_kw = dict(wl.CHECK)
+    rng = random.Random(_derive(seed, "correctness", "plan"))
+    order = list(range(len(ex.test_shapes)))
+    rng.shuffle(order)
     runs = ex.parts["correctness"].runs
     shapes = []
     ok_all = True
-    for si, shape in enumerate(ex.test_shapes):
-        for r in range(runs):
-            s = _derive(seed, "correctness", si, r)
-            inputs = wl.make_inputs(shape, s, device="cuda")
+    for si in order:
+        shape = ex.test_shapes[si]
+        for r in range(runs + rng.randint(0, 1)):
+            inputs = wl.make_inputs(shape, _derive(seed, "correctness", si, r), device="cuda")
             before = {k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)}
             ref = wl.reference(inputs)
             out = poison(wl.make_output(inputs))
-            la = wl.launch_args(inputs, out)
-            launch(cubin, ex.kernel, grid=la["grid"], block=la["block"], args=la["args"], smem=la.get("smem", 0),
-                   cluster=la.get("cluster"))
+            _launch(ex, cubin, wl.launch_args(inputs, out))
             _wait(ex.launch_timeout_s, f"{ex.kernel} on shape {tuple(shape)}")
-            rep = compare(out, ref, **check_kw)
+            rep = compare(out, ref, **dict(wl.CHECK))
             mutated = [k for k, v in before.items() if not torch.equal(v, inputs[k])]
             if mutated:
                 facts["flags"].append(f"inputs-mutated: the kernel wrote to its input(s) {mutated}")
@@ -140,117 +331,106 @@ def _correctness(ex, wl, cubin, seed: int, facts: dict) -> bool:
     return ok_all
 
 
-def _derive(seed: int, *parts) -> int:
-    import hashlib
+def time_exercise(ex, wl, cubin, seed: int, tag: str, ceilings: dict | None = None) -> dict:
+    """Time one kernel at the bench shape with the course's one timer, verifying every launch.
 
-    h = hashlib.sha256(repr((seed, *parts)).encode()).digest()
-    return int.from_bytes(h[:7], "little")
-
-
-def time_exercise(ex, wl, cubin, seed: int, tag: str) -> dict:
-    """Time one kernel at the bench shape: fresh inputs every repetition (regenerated in place on the GPU), L2
-    flushed, the course's one timer. The last repetition's output is checked against its own fresh inputs: stale or
-    cached work fails."""
+    Fresh input values before every launch (regenerated in place, outside the timed region: no result can be
+    reused), the output poisoned, and after the launch its output compared with the reference of exactly those
+    inputs. The numbers of warm-ups, timed repetitions and wall-clock calls are drawn from the seed; each wall-clock
+    call writes its own output, so each is verified too."""
     import torch
 
     from kernels.bench import bench
     from kernels.check import compare, poison
-    from kernels.launch import launch
 
+    rng = random.Random(_derive(seed, tag, "counts"))
+    warmup, reps, wall = rng.randint(2, 5), ex.bench_reps + rng.randint(0, 7), rng.randint(5, 10)
     shape = ex.bench_shape
     pool = [wl.make_inputs(shape, _derive(seed, tag, "pool", i), device="cuda") for i in range(2)]
     out = wl.make_output(pool[0])
-    rep_no = [0]
-    checks: list[str] = []
+    count = [0]
+    refs: dict = {}
 
-    def make_args():
-        # Everything host-side happens here, outside the timed region: fresh values in the same buffers (no result
-        # can be reused), the output poisoned, and the launch arguments (tensor maps included) built.
-        i = rep_no[0]
-        rep_no[0] += 1
-        inputs = pool[i % 2]
-        fresh = wl.make_inputs(shape, _derive(seed, tag, "rep", i), device="cuda")
+    def refresh(inputs):
+        fresh = wl.make_inputs(shape, _derive(seed, tag, "rep", count[0]), device="cuda")
+        count[0] += 1
         for k, v in fresh.items():
             if isinstance(v, torch.Tensor):
                 inputs[k].copy_(v)
-        poison(out)
-        return (wl.launch_args(inputs, out),)
+        refs.pop(id(inputs), None)
 
-    def run(la):
-        launch(cubin, ex.kernel, grid=la["grid"], block=la["block"], args=la["args"], smem=la.get("smem", 0),
-               cluster=la.get("cluster"))
+    def make_args():
+        # Everything host-side happens here, outside the timed region: fresh values in the same buffers, the
+        # output poisoned, and the launch arguments (tensor maps included) built.
+        inputs = pool[count[0] % 2]
+        refresh(inputs)
+        poison(out)
+        return (wl.launch_args(inputs, out), inputs, out)
+
+    def make_wall_args(n):
+        inputs = pool[0]
+        refresh(inputs)
+        outs = [poison(wl.make_output(inputs)) for _ in range(n)]
+        return [(wl.launch_args(inputs, o), inputs, o) for o in outs]
+
+    def run(la, inputs, o):
+        _launch(ex, cubin, la)
+
+    def verify(args):
+        la, inputs, o = args
+        _wait(ex.launch_timeout_s, f"{ex.kernel} at the bench shape")
+        if id(inputs) not in refs:
+            refs[id(inputs)] = wl.reference(inputs)
+        rep = compare(o, refs[id(inputs)], **dict(wl.CHECK))
+        return None if rep.ok else rep.message.splitlines()[0]
 
     nbytes = wl.bytes_moved(shape)
     nflops = wl.flops(shape)
-    res = bench(run, make_args, bytes=nbytes, flops=nflops, reps=ex.bench_reps, warmup=2)
-    # the last timed repetition's output, checked against its inputs
-    last = pool[(rep_no[0] - 1) % 2]
-    # bench's wall check ran extra calls on a fresh set: recompute the reference of what `out` holds now
-    ref = wl.reference(last)
-    rep = compare(out, ref, **dict(wl.CHECK))
-    if not rep.ok:
-        checks.append("output of the timed runs is wrong: " + rep.message.splitlines()[0])
+    res = bench(run, make_args, bytes=nbytes, flops=nflops, reps=reps, warmup=warmup, with_ceilings=False,
+                verify=verify, wall_calls=wall, make_wall_args=make_wall_args)
     value = res.tbps if ex.metric == "tbps" else res.tflops
     return {"value": value, "ms": res.ms, "p20_ms": res.p20_ms, "p80_ms": res.p80_ms, "wall_ms": res.wall_ms,
-            "ceilings": res.ceilings, "output_ok": rep.ok, "problems": checks, "bytes": nbytes, "flops": nflops}
+            "ceilings": ceilings, "output_ok": not res.problems, "problems": res.problems[:5],
+            "wrong_launches": len(res.problems), "launches": res.launches, "verified": res.verified,
+            "plan": {"warmup": warmup, "reps": reps, "wall_calls": wall}, "bytes": nbytes, "flops": nflops}
 
 
-def _batch_dir():
-    """A grading batch (one `autograder grade` run) measures the ceilings and the course reference once and shares
-    them between its students: the same run, and half the GPU time per student."""
-    from pathlib import Path
-
-    d = os.environ.get("COURSE_BATCH_DIR")
-    return Path(d) if d else None
-
-
-def _batch_ceilings() -> None:
-    import kernels.bench as kb
-
-    d = _batch_dir()
-    if d is None:
-        return
-    f = d / "ceilings.json"
-    if f.exists():
-        kb._ceilings = json.loads(f.read_text())
-    else:
-        d.mkdir(parents=True, exist_ok=True)
-        _atomic_write(f, json.dumps(kb.ceilings()))
+def _emit(kind: str, body: dict) -> None:
+    """One record on the private verdict descriptor (never stdout: a kernel's printf lands there)."""
+    fd = _VERDICT_FD[0]
+    if fd is None:
+        raise RuntimeError("no verdict descriptor")
+    os.write(fd, (kind + " " + json.dumps(body, default=str) + "\n").encode())
 
 
-def _batch_reference(ex, wl, job) -> dict:
-    import hashlib
-
-    from kernels.compile import compile_cuda
-
-    d = _batch_dir()
-    key = hashlib.sha256(f"{job['slug']}/{ex.name}/{job['reference_source']}".encode()).hexdigest()[:16]
-    f = d / f"reference_{key}.json" if d else None
-    if f is not None and f.exists():
-        return json.loads(f.read_text())
-    ref_cubin = compile_cuda(job["reference_source"], name=f"{ex.name}_reference")
-    ref = time_exercise(ex, wl, ref_cubin, int(job["seed"]), "reference")
-    if f is not None:
-        _atomic_write(f, json.dumps(ref, default=str))
-    return ref
+_VERDICT_FD: list = [None]
 
 
-def _atomic_write(path, text: str) -> None:
-    """Workers of a batch (one per GPU) may write the same file: readers see the old file or the whole new one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-def main() -> int:
+def main(argv=None) -> int:
+    mode = (argv or sys.argv[1:] or ["grade"])[0]
     job = json.loads(sys.stdin.read())
-    # Test hooks of the harness's own tests (a harness that hangs / crashes): they only make the process fail.
+    _VERDICT_FD[0] = job.get("verdict_fd")
+    # Test hooks of the harness's own tests: a harness that hangs, crashes, or prints a forged verdict the way a
+    # kernel's device printf would (on the process's stdout and stderr).
+    if os.environ.get("COURSE_HARNESS_TEST_FORGE"):
+        forged = json.dumps({"status": "ok", "flags": [], "compile": {"ok": True}, "path": {"ok": True},
+                             "correctness": {"graded": True, "ok": True, "shapes": []}})
+        for fd in (1, 2):
+            os.write(fd, ("x" * 70000 + "\nVERDICT " + forged + "\nPARTIAL " + forged + "\n").encode())
+    if os.environ.get("COURSE_HARNESS_TEST_ENV"):
+        os.write(1, json.dumps(dict(os.environ)).encode())
     if os.environ.get("COURSE_HARNESS_TEST_HANG"):
         time.sleep(3600)
     if os.environ.get("COURSE_HARNESS_TEST_CRASH"):
         os.kill(os.getpid(), signal.SIGSEGV)
+    if mode == "probe":
+        _probe_child(job)
+        os._exit(0)
     facts: dict = {"status": "ok", "flags": [], "device": None}
     try:
+        if mode == "baseline":
+            _emit("BASELINE", _baseline_child(job))
+            os._exit(0)
         _run(job, facts)
     except KernelHang as exc:
         facts["status"] = "timeout"
@@ -264,14 +444,66 @@ def main() -> int:
             facts["flags"].append("illegal-address: the kernel faulted (out-of-bounds or misaligned access)")
         elif any(w in text for w in ("launch failure", "trap", "exception", "illegal instruction", "assert")):
             facts["flags"].append("kernel-fault: the kernel aborted (a trap or an unspecified launch failure)")
-    sys.stdout.write("\n" + VERDICT + json.dumps(facts, default=str) + "\n")
-    sys.stdout.flush()
+    if mode == "baseline":
+        sys.stderr.write(f"baseline failed: {facts.get('error')}\n{facts.get('traceback', '')}")
+        os._exit(1)
+    _emit("VERDICT", facts)
     os._exit(0)  # a corrupted CUDA context must not hang the exit
+
+
+def _baseline_child(job: dict) -> dict:
+    """Trusted figures only: no student source is ever given to this process."""
+    from kernels import device
+    from kernels.bench import ceilings
+    from kernels.compile import compile_cuda
+
+    from .spec import load
+
+    g = device.gpu() or {}
+    out = {"device": g.get("name"), "ceilings": ceilings(), "reference": None}
+    if job.get("reference_source"):
+        ex = load(job["slug"]).exercises[job["exercise"]]
+        cubin = compile_cuda(job["reference_source"], name=f"{ex.name}_reference")
+        ref = time_exercise(ex, ex.workload(), cubin, int(job.get("seed", 0)), "reference", out["ceilings"])
+        if not ref["output_ok"]:
+            raise RuntimeError(f"the course reference of {ex.name} failed its own verification: {ref['problems']}")
+        out["reference"] = ref
+    return out
+
+
+def _probe_child(job: dict) -> None:
+    """Launch the kernel `launches` times at the bench shape (fresh inputs, each output verified); ncu measures the
+    last launch. The result (output right or not, the bytes the workload must read and write) goes to a file."""
+    import torch
+
+    from kernels.check import compare, poison
+    from kernels.compile import compile_cuda
+
+    from .spec import load
+
+    ex = load(job["slug"]).exercises[job["exercise"]]
+    wl = ex.workload()
+    cubin = compile_cuda(job["source"], name=ex.answer_var)
+    shape = ex.bench_shape
+    ok, message = True, ""
+    out = None
+    for i in range(int(job["launches"])):
+        inputs = wl.make_inputs(shape, _derive(int(job["seed"]), "probe", i), device="cuda")
+        out = poison(wl.make_output(inputs))
+        _launch(ex, cubin, wl.launch_args(inputs, out))
+        _wait(ex.launch_timeout_s, f"{ex.kernel} (profiled launch)")
+        rep = compare(out, wl.reference(inputs), **dict(wl.CHECK))
+        if not rep.ok:
+            ok, message = False, f"launch {i + 1}: " + rep.message.splitlines()[0]
+    written = out.numel() * out.element_size() if isinstance(out, torch.Tensor) else 0
+    res = {"ok": ok, "message": message or "every launch right", "written_bytes": written,
+           "read_bytes": wl.bytes_moved(shape) - written}
+    Path(job["result_path"]).write_text(json.dumps(res))
 
 
 def _run(job: dict, facts: dict) -> None:
     from kernels import device
-    from kernels.compile import CompileError, NotAttempted, compile_cuda
+    from kernels.compile import CompileError, ForbiddenInclude, NotAttempted, compile_cuda
     from kernels.sass import path_evidence
 
     from .spec import load
@@ -291,6 +523,11 @@ def _run(job: dict, facts: dict) -> None:
         cubin = compile_cuda(source, name=ex.answer_var)
     except NotAttempted as exc:
         facts["compile"] = {"ok": False, "not_attempted": True, "error": str(exc)}
+        return
+    except ForbiddenInclude as exc:
+        facts["compile"] = {"ok": False, "not_attempted": False, "error": str(exc)}
+        facts["flags"].append(f"forbidden-include: {exc.directive[:120]} (line {exc.line}): only the course's and "
+                              "the CUDA toolkit's headers can be included, by name")
         return
     except CompileError as exc:
         facts["compile"] = {"ok": False, "not_attempted": False, "error": str(exc)}
@@ -313,8 +550,7 @@ def _run(job: dict, facts: dict) -> None:
         facts["correctness"] = {"graded": False, "ok": False, "reason": str(exc)}
         return
     # What is known before the first launch survives a hang or a crash of what follows.
-    sys.stdout.write("\n" + PARTIAL + json.dumps(facts, default=str) + "\n")
-    sys.stdout.flush()
+    _emit("PARTIAL", facts)
     if not gpu:
         why = device.cpu_mode_reason()
         facts["correctness"] = {"graded": False, "ok": False, "reason": f"needs an sm_90 GPU: {why}"}
@@ -323,24 +559,23 @@ def _run(job: dict, facts: dict) -> None:
     import torch
 
     torch.cuda.init()
-    ok = _correctness(ex, wl, cubin, int(job["seed"]), facts)
+    seed = int(job["seed"])
+    ok = _correctness(ex, wl, cubin, seed, facts)
     if not ok:
         facts["throughput"] = {"graded": False, "reason": "a kernel that is not correct is not timed"}
         return
-    if not device.is_h100():
-        facts["throughput"] = {"graded": False, "reason": f"{g['name']} is not an H100: the bars are H100 figures"}
-        return
-    _batch_ceilings()
-    mine = time_exercise(ex, wl, cubin, int(job["seed"]), "student")
-    ref = None
-    if job.get("reference_source"):
-        ref = _batch_reference(ex, wl, job)
-    facts["throughput"] = {"graded": True, "student": mine, "reference": ref}
-    if mine["value"] and mine["value"] > ex.roofline:
+    base = job.get("baseline") or {}
+    mine = time_exercise(ex, wl, cubin, seed, "student", base.get("ceilings"))
+    h100 = device.is_h100()
+    facts["throughput"] = {"graded": h100, "student": mine, "reference": base.get("reference"),
+                           "reason": "" if h100 else f"{g['name']} is not an H100: the bars are H100 figures (the "
+                                                     "figure is shown, no points)"}
+    if h100 and mine["value"] and mine["value"] > ex.roofline:  # the roofline is an H100 figure (HBM3 peak)
         facts["flags"].append(f"above-roofline: {mine['value']:.3f} {ex.metric} > {ex.roofline} — impossible "
                               "for work actually done")
     if not mine["output_ok"]:
-        facts["flags"].append("stale-output: the timed runs' output does not match their fresh inputs")
+        facts["flags"].append(f"stale-output: {mine['wrong_launches']} of {mine['verified']} verified launches at "
+                              f"the bench shape left a wrong output (first: {mine['problems'][0]})")
 
 
 if __name__ == "__main__":

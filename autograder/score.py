@@ -70,11 +70,10 @@ def score(ex: Exercise, facts: dict, extra_flags: list[str] = ()) -> ExerciseSco
             put(part, 0, why)
         return ExerciseScore(ex.name, out, flags, status, facts)
 
-    path = facts.get("path", {})
-    if path.get("ok"):
-        put("path", parts["path"].points, "hardware path used:\n" + path.get("summary", ""))
-    else:
-        put("path", 0, "required instructions missing from the kernel's SASS:\n" + path.get("summary", ""))
+    pts, text, flag = path_points(ex, facts)
+    put("path", pts, text)
+    if flag:
+        flags.append(flag)
 
     corr = facts.get("correctness", {})
     if status in ("timeout", "crash", "error"):
@@ -91,15 +90,22 @@ def score(ex: Exercise, facts: dict, extra_flags: list[str] = ()) -> ExerciseSco
     elif corr.get("ok"):
         n = len(corr.get("shapes", []))
         put("correctness", parts["correctness"].points, f"correct on all {n} runs (fresh inputs, awkward shapes, "
-            "poisoned outputs)")
+            "poisoned outputs)" + _printed(facts))
     else:
         bad = next((s for s in corr.get("shapes", []) if not s["ok"]), {})
-        put("correctness", 0, f"wrong at shape {tuple(bad.get('shape', ()))}: {bad.get('message', '')}")
+        put("correctness", 0, f"wrong at shape {tuple(bad.get('shape', ()))}: {bad.get('message', '')}"
+            + _printed(facts))
 
     tp = facts.get("throughput", {})
     if not tp.get("graded"):
         reason = tp.get("reason", "")
-        put("throughput", 0, f"not timed: {reason}", graded="not correct" in reason)
+        mine = tp.get("student") or {}
+        if mine.get("value"):
+            unit = "TB/s" if ex.metric == "tbps" else "TFLOPS"
+            stale = "" if mine.get("output_ok", True) else "; its timed runs' output was wrong (stale or skipped work)"
+            put("throughput", 0, f"measured {mine['value']:.3f} {unit}{stale}; not graded: {reason}", graded=False)
+        else:
+            put("throughput", 0, f"not timed: {reason}", graded="not correct" in reason)
         return ExerciseScore(ex.name, out, flags, status, facts)
     mine = tp["student"]
     ref = tp.get("reference") or {}
@@ -115,7 +121,8 @@ def score(ex: Exercise, facts: dict, extra_flags: list[str] = ()) -> ExerciseSco
     elif value > ex.roofline:
         put("throughput", 0, text + f"; ABOVE the roofline ({ex.roofline} {unit}): impossible, flagged")
     elif not mine.get("output_ok", True):
-        put("throughput", 0, text + "; the timed runs' output was wrong (stale or cached work)")
+        put("throughput", 0, text + f"; {mine.get('wrong_launches', 'some')} of {mine.get('verified', 'the')} verified "
+            "launches left a wrong output (stale, skipped or cached work): no throughput points")
     elif value >= bar:
         put("throughput", parts["throughput"].points, text + f"; bar {bar:.3f} {unit}"
             + (f" (scaled by {scale:.3f}: this machine is slower than at calibration)" if scale < 1 else "")
@@ -124,3 +131,61 @@ def score(ex: Exercise, facts: dict, extra_flags: list[str] = ()) -> ExerciseSco
         put("throughput", 0, text + f"; bar {bar:.3f} {unit}" + (f" (scaled by {scale:.3f})" if scale < 1 else "")
             + f": {value / bar:.2f}x of the bar")
     return ExerciseScore(ex.name, out, flags, status, facts)
+
+
+def _printed(facts: dict) -> str:
+    text = facts.get("kernel_output")
+    if not text:
+        return ""
+    return "\nyour kernel printed (ignored by the grader):\n  " + text[:600].replace("\n", "\n  ")
+
+
+def path_points(ex: Exercise, facts: dict) -> tuple[float, str, str | None]:
+    """(points, feedback, flag) of the hardware-path part.
+
+    Static evidence (the kernel's SASS) is necessary: a required instruction missing or a forbidden one present
+    scores 0. Where the kernel ran on a Hopper GPU and was correct, what one untimed launch *executed* decides
+    (the spec's `executed` rules on the bytes each memory path carried): every rule at its bound scores full,
+    every rule at its partial bound (the mechanism carried at least half of what it must, other paths at most half)
+    scores `partial_points`, anything else 0. Without that measurement the static evidence stands, and the feedback
+    says it is static."""
+    pp = ex.parts["path"]
+    path = facts.get("path", {}) or {}
+    summary = path.get("summary", "")
+    if not path.get("ok"):
+        return 0.0, "required instructions missing from (or forbidden ones present in) the kernel's SASS:\n" + summary, None
+    dyn = path.get("executed")
+    if not pp.executed:
+        return pp.points, "hardware path (static evidence: the kernel's SASS):\n" + summary, None
+    if dyn is None:
+        if not facts.get("gpu"):
+            why = "no sm_90 GPU ran the kernel here"
+        elif (facts.get("correctness") or {}).get("ok"):
+            why = "the executed path was not measured"
+        else:
+            why = "the kernel was not correct, so what it executed was not measured"
+        return pp.points, f"static evidence only ({why}): the required instructions are in the SASS\n" + summary, None
+    if not dyn.get("measured"):
+        return (pp.points, f"static evidence only: the executed path could not be measured ({dyn.get('reason')})\n"
+                + summary, f"path-not-measured: {dyn.get('reason')}")
+    if not dyn.get("output_ok"):
+        return 0.0, f"the profiled launch's output was wrong ({dyn.get('output_message')}): no path points", None
+    b = dyn.get("bytes", {})
+    lines, full, partial = [], True, True
+    for rule in pp.executed:
+        den = dyn.get("read_bytes" if rule.per == "read" else "written_bytes") or 0
+        num = sum(b.get(q, 0.0) for q in rule.bytes)
+        frac = num / den if den else 0.0
+        ok = rule.holds(frac)
+        full &= ok
+        partial &= rule.holds(frac, partial=True)
+        lines.append(f"  {'ok ' if ok else 'NO '} {rule.what}: {frac:.0%} of the bytes it must {'read' if rule.per == 'read' else 'write'}"
+                     f" ({rule.bound()}; {num / 1e6:.1f} of {den / 1e6:.1f} MB)")
+    head = (f"measured on the GPU (one untimed launch at shape {tuple(dyn.get('shape', ()))}, launch "
+            f"{dyn.get('launch')}): executed {', '.join(dyn.get('executed', [])[:6]) or 'no memory instruction'}")
+    body = head + "\n" + "\n".join(lines)
+    if full:
+        return pp.points, "hardware path used and carrying the work, " + body, None
+    if partial and pp.partial_points:
+        return pp.partial_points, f"partial use of the hardware path ({pp.partial_points:g} of {pp.points:g}), " + body, None
+    return 0.0, "the hardware path did not carry the work, " + body, None

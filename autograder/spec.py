@@ -21,6 +21,28 @@ class SpecError(ValueError):
 
 
 @dataclass(frozen=True)
+class Rule:
+    """A rule of the dynamic path check, on the bytes one untimed launch moved (kernels.ncu quantities):
+    sum(bytes) / (the bytes the workload must read, or write) >= at_least, or <= at_most."""
+
+    what: str
+    bytes: tuple[str, ...]
+    per: str  # "read" or "written"
+    at_least: float | None = None
+    at_most: float | None = None
+
+    def holds(self, fraction: float, partial: bool = False) -> bool:
+        """Full: the bound. Partial (`partial_points`): the mechanism carried at least half of its bound, and other
+        paths at most half of the bytes."""
+        if self.at_least is not None:
+            return fraction >= (self.at_least / 2 if partial else self.at_least)
+        return fraction <= (max(self.at_most, 0.5) if partial else self.at_most)
+
+    def bound(self) -> str:
+        return f">= {self.at_least:.0%}" if self.at_least is not None else f"<= {self.at_most:.0%}"
+
+
+@dataclass(frozen=True)
 class Part:
     name: str
     grade_id: str
@@ -31,6 +53,8 @@ class Part:
     reference_value: float | None = None  # the course solution's figure at calibration
     calibrated: str | None = None  # date of calibration
     runs: int = 1  # correctness: how many fresh-input runs per shape
+    executed: tuple[Rule, ...] = ()  # path: rules on what one launch executed (measured on the GPU)
+    partial_points: float = 0.0  # path: points when every rule holds only at its partial bound
 
 
 @dataclass(frozen=True)
@@ -96,6 +120,20 @@ def _need(d: dict, key: str, where: str):
     return d[key]
 
 
+def _rule(r: dict, where: str) -> Rule:
+    from kernels.ncu import QUANTITIES
+
+    names = tuple(r.get("bytes", ()))
+    bad = [n for n in names if n not in QUANTITIES]
+    if not names or bad:
+        raise SpecError(f"{where}: bytes must name measured quantities ({', '.join(QUANTITIES)}), not {bad or names}")
+    if r.get("per") not in ("read", "written"):
+        raise SpecError(f"{where}: per must be 'read' or 'written', not {r.get('per')!r}")
+    if ("at_least" in r) == ("at_most" in r):
+        raise SpecError(f"{where}: give exactly one of at_least / at_most")
+    return Rule(_need(r, "what", where), names, r["per"], r.get("at_least"), r.get("at_most"))
+
+
 def parse(data: dict, path: Path = Path("<spec>")) -> Spec:
     slug = _need(data, "slug", str(path))
     exercises = {}
@@ -109,7 +147,9 @@ def parse(data: dict, path: Path = Path("<spec>")) -> Spec:
             parts[pname] = Part(
                 name=pname, grade_id=_need(p, "grade_id", f"{where}.{pname}"), points=float(_need(p, "points", where)),
                 require=tuple(p.get("require", ())), forbid=tuple(p.get("forbid", ())), bar=p.get("bar"),
-                reference_value=p.get("reference_value"), calibrated=p.get("calibrated"), runs=int(p.get("runs", 1)))
+                reference_value=p.get("reference_value"), calibrated=p.get("calibrated"), runs=int(p.get("runs", 1)),
+                executed=tuple(_rule(r, f"{where}.{pname}.executed") for r in p.get("executed", ())),
+                partial_points=float(p.get("partial_points", 0.0)))
         metric = _need(e, "metric", where)
         if metric not in ("tbps", "tflops"):
             raise SpecError(f"{where}: metric must be 'tbps' or 'tflops', not {metric!r}")

@@ -7,13 +7,19 @@ Each repetition: fresh inputs (`make_args()` is called outside the timed region)
 buffer larger than 50 MB, the H100's L2), then CUDA events on torch's current stream around the one call.
 Median with p20/p80. A wall-clock cross-check across a device sync catches work the events did not see
 (e.g. a launch on another stream): a timing it contradicts raises `TimingError`.
+
+Timing work that is not trusted (the grader): `verify(args)` checks the output of *every* launch — warm-ups, timed
+repetitions and each call of the wall-clock check, which then gets its own arguments per call (`make_wall_args`) —
+outside the timed region. A kernel that keeps state across launches and skips the work on some of them leaves a
+wrong (poisoned) output there: `res.problems` says which launch. The caller chooses the counts (the grader draws
+them from its secret seed, so they cannot be predicted).
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 FLUSH_BYTES = 256 * 1024 * 1024  # > 5x the 50 MB L2 of an H100
@@ -36,6 +42,9 @@ class BenchResult:
     flops: int
     wall_ms: float  # wall clock per call across a device sync (launch overhead included, no flush)
     ceilings: dict | None = None
+    launches: int = 0  # launches of fn, warm-ups and wall-check calls included
+    verified: int = 0  # of those, how many had their output checked (verify)
+    problems: list = field(default_factory=list)  # "timed repetition 7: WRONG ..." for each launch that failed
 
     @property
     def tbps(self) -> float | None:
@@ -110,13 +119,31 @@ def bench(
     flush: bool = True,
     wall_check: bool = True,
     with_ceilings: bool = True,
+    verify: Callable[[tuple], str | None] | None = None,
+    wall_calls: int | None = None,
+    make_wall_args: Callable[[int], list] | None = None,
 ) -> BenchResult:
-    """Time `fn(*make_args())` with the course's method. Needs a CUDA GPU."""
+    """Time `fn(*make_args())` with the course's method. Needs a CUDA GPU. `verify`, `wall_calls` and
+    `make_wall_args`: see the module docstring."""
     import torch
 
     make_args = make_args or (lambda: ())
-    for _ in range(warmup):
-        fn(*make_args())
+    problems: list[str] = []
+    counts = {"launches": 0, "verified": 0}
+
+    def check(what: str, args: tuple) -> None:
+        if verify is None:
+            return
+        counts["verified"] += 1
+        problem = verify(args)
+        if problem:
+            problems.append(f"{what}: {problem}")
+
+    for w in range(warmup):
+        args = make_args()
+        fn(*args)
+        counts["launches"] += 1
+        check(f"warm-up {w + 1}", args)
     torch.cuda.synchronize()
 
     stream = torch.cuda.current_stream()
@@ -132,6 +159,8 @@ def bench(
         starts[i].record(stream)
         fn(*args)
         ends[i].record(stream)
+        counts["launches"] += 1
+        check(f"timed repetition {i + 1} of {reps}", args)  # after the end event: outside the timed region
     torch.cuda.synchronize()
     times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
 
@@ -140,15 +169,20 @@ def bench(
         # Time n back-to-back calls twice over: the host's own enqueue time (no sync) and the wall clock through a
         # device sync. A kernel whose launch costs the host more than the kernel costs the GPU is host-bound, not
         # hidden: only time that neither the events nor the host account for means work off the timed stream.
-        args = make_args()
-        n = max(3, min(reps, 20))
+        n = wall_calls or max(3, min(reps, 20))
+        # Each call gets its own arguments when the caller can give them (its own output to verify): a kernel that
+        # works on one call in n cannot average its lazy calls into the wall clock unseen.
+        calls = list(make_wall_args(n)) if make_wall_args else [make_args()] * n
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        for _ in range(n):
+        for args in calls:
             fn(*args)
         t1 = time.perf_counter()
         torch.cuda.synchronize()
         t2 = time.perf_counter()
+        counts["launches"] += n
+        for j, args in enumerate(calls if make_wall_args else calls[:1]):
+            check(f"wall-clock call {j + 1} of {n}", args)
         host_ms = (t1 - t0) * 1e3 / n
         wall_ms = (t2 - t0) * 1e3 / n
         med = statistics.median(times)
@@ -160,7 +194,8 @@ def bench(
     res = BenchResult(
         ms=statistics.median(times), p20_ms=_quantile(times, 0.2), p80_ms=_quantile(times, 0.8), reps=reps,
         bytes=int(bytes), flops=int(flops), wall_ms=wall_ms,
-        ceilings=ceilings() if with_ceilings else None,
+        ceilings=ceilings() if with_ceilings else None, launches=counts["launches"], verified=counts["verified"],
+        problems=problems,
     )
     return res
 

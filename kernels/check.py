@@ -68,8 +68,10 @@ def compare(out: torch.Tensor, ref: torch.Tensor, *, exact: bool = False, rtol: 
     if out.shape != ref.shape:
         return CheckReport(False, exact, ref.numel(), ref.numel(), 0, None, rtol,
                            [f"shape {tuple(out.shape)} != expected {tuple(ref.shape)}"])
-    out = out.detach().cpu()
-    ref = ref.detach().cpu()
+    # Compared where the tensors live (on the GPU for the grader's timed runs: one compare per launch stays cheap);
+    # only the first mismatches travel to the host.
+    out = out.detach()
+    ref = ref.detach().to(out.device)
     n = ref.numel()
     nan = int(torch.isnan(out).sum()) if out.is_floating_point() else 0
     if exact:

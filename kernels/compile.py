@@ -9,6 +9,10 @@ Built on `cuda.core.Program` (NVRTC). Works with no GPU: compiling and reading S
 - NVRTC errors are re-written with the source's own name and line numbers and a short excerpt.
 - An nbgrader stub left in the source (`raise NotImplementedError()`) raises `NotAttempted`, not an NVRTC error.
 - nbgrader's `### BEGIN SOLUTION` / `### END SOLUTION` marker lines become blank lines (line numbers kept).
+- Only headers of the course (kernels/include) and of the CUDA toolkit can be included, named literally: no absolute
+  path, no `..`, no header named by a macro, nothing outside those folders (`ForbiddenInclude`, raised before NVRTC
+  reads any file). The compiler is the one thing a student's source can make read a file on the grading host.
+- Compile logs are capped (`LOG_CAP` characters): a log is feedback, not a channel.
 """
 
 from __future__ import annotations
@@ -32,6 +36,12 @@ COURSE_INCLUDE = Path(__file__).resolve().parent / "include"
 _MARKER = re.compile(r"^\s*###\s*(BEGIN|END)\s+(SOLUTION|HIDDEN TESTS)\s*$")
 _STUB = re.compile(r"raise\s+NotImplementedError")
 _NVRTC_LINE = re.compile(r"^(?P<file>[^\s()]+)\((?P<line>\d+)\): (?P<kind>error|warning|catastrophic error)")
+LOG_CAP = 4000  # characters of a compile log kept in an error (and so in a student's feedback)
+# Directives that make the preprocessor read a file, and the operators that probe for one. `%:` is the digraph of `#`.
+_DIRECTIVE = re.compile(r"^[ \t]*(?:#|%:)[ \t]*(?P<kw>include_next|include|import|embed)\b(?P<rest>.*)$", re.M)
+_HAS_INCLUDE = re.compile(r"__has_include(?:_next)?\s*\(")
+_HEADER = re.compile(r'^\s*(?:<(?P<a>[^<>"\n]*)>|"(?P<q>[^"\n]*)")\s*$')
+_HEADER_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+/-]*$")
 
 
 class CompileError(RuntimeError):
@@ -40,6 +50,15 @@ class CompileError(RuntimeError):
     def __init__(self, name: str, log: str, excerpt: str):
         self.name, self.log, self.excerpt = name, log, excerpt
         super().__init__(f"{name} did not compile for {ARCH}:\n{log.strip()}" + (f"\n\n{excerpt}" if excerpt else ""))
+
+
+class ForbiddenInclude(CompileError):
+    """The source names a header the course does not allow (absolute path, `..`, a macro, a file outside the course's
+    and the CUDA toolkit's headers). Raised before the compiler runs: nothing was read."""
+
+    def __init__(self, name: str, line: int, directive: str, why: str):
+        self.line, self.directive = line, directive
+        super().__init__(name, f"{name}({line}): error: {why}", f"{name}, line {line}:\n> {line:4d} | {directive[:200]}")
 
 
 class NotAttempted(RuntimeError):
@@ -73,6 +92,114 @@ def clean_source(source: str) -> str:
             "`raise NotImplementedError()` — replace it with your CUDA code"
         )
     return "\n".join("" if _MARKER.match(line) else line for line in lines) + "\n"
+
+
+def _splice(text: str) -> tuple[str, list[int]]:
+    """The text with line splices (backslash-newline) removed, as the preprocessor sees it, and the original line
+    number of every character left."""
+    out: list[str] = []
+    lines: list[int] = []
+    line, i, n = 1, 0, len(text)
+    while i < n:
+        if text[i] == "\\" and text.startswith("\n", i + 1):
+            line, i = line + 1, i + 2
+            continue
+        if text[i] == "\\" and text.startswith("\r\n", i + 1):
+            line, i = line + 1, i + 3
+            continue
+        out.append(text[i])
+        lines.append(line)
+        line += text[i] == "\n"
+        i += 1
+    return "".join(out), lines
+
+
+def _strip_comments(text: str) -> str:
+    """The text with every comment blanked (each character a space, newlines kept: positions do not move) and
+    string, character and raw-string literals kept: the preprocessor reads `#/**/include` as `# include`."""
+    out = list(text)
+    i, n = 0, len(text)
+
+    def blank(a: int, b: int) -> None:
+        for k in range(a, b):
+            if out[k] != "\n":
+                out[k] = " "
+
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            blank(i, j)
+            i = j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            blank(i, j)
+            i = j
+        elif text.startswith('R"', i) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
+            m = re.match(r'R"([^()\\\s]{0,16})\(', text[i:])
+            if not m:
+                i += 1
+                continue
+            end = text.find(")" + m.group(1) + '"', i + m.end())
+            i = n if end < 0 else end + len(m.group(1)) + 2
+        elif c in "\"'":
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            i = j + 1
+        else:
+            i += 1
+    return "".join(out)
+
+
+def check_includes(text: str, name: str = "source.cu") -> None:
+    """Refuse any header the course does not allow (see the module docstring); return None when all are allowed."""
+    joined, lines = _splice(text)
+    clean = _strip_comments(joined)
+
+    def refuse(pos: int, directive: str, why: str):
+        raise ForbiddenInclude(name, lines[min(pos, len(lines) - 1)] if lines else 1, directive.strip(), why)
+
+    roots = [Path(d).resolve() for d in include_dirs()]
+    for m in _DIRECTIVE.finditer(clean):
+        _check_header(m.group("rest"), m.group(0), m.start(), refuse, roots, m.group("kw"))
+    for m in _HAS_INCLUDE.finditer(clean):
+        depth, j = 1, m.end()
+        while j < len(clean) and depth:
+            depth += {"(": 1, ")": -1}.get(clean[j], 0)
+            j += 1
+        _check_header(clean[m.end():j - 1], clean[m.start():j], m.start(), refuse, roots, "__has_include")
+
+
+def _check_header(arg: str, directive: str, pos: int, refuse, roots, kw: str) -> None:
+    if kw in ("import", "embed"):
+        refuse(pos, directive, f"#{kw} is not allowed: include the course's or the CUDA toolkit's headers by name")
+    m = _HEADER.match(arg)
+    if not m:
+        refuse(pos, directive, "a header must be named literally, as <name> or \"name\" (not through a macro)")
+    header = m.group("a") if m.group("a") is not None else m.group("q")
+    if header.startswith("/") or "\\" in header or re.match(r"^[A-Za-z]:", header):
+        refuse(pos, directive, f"absolute path {header!r}: only the course's and the CUDA toolkit's headers can be "
+                               "included, by name (e.g. <cuda_bf16.h>, \"course.cuh\")")
+    if ".." in header.split("/") or not _HEADER_NAME.match(header) or "//" in header:
+        refuse(pos, directive, f"header name {header!r} is not allowed: no '..', no special characters; only the "
+                               "course's and the CUDA toolkit's headers can be included")
+    for root in roots:
+        cand = root / header
+        if cand.exists():
+            real = cand.resolve()
+            if not any(real == r or r in real.parents for r in roots) or not real.is_file():
+                refuse(pos, directive, f"header {header!r} leads outside the course's and the CUDA toolkit's "
+                                       "headers")
+            return
+    # In no include folder. A "name" would next be looked up beside the source, i.e. in the compiling process's
+    # working folder: refused. A <name> is looked up only in the include folders and NVRTC's built-in headers
+    # (<cstdint>, ...): left to NVRTC, which either has it or says it cannot open it.
+    if m.group("q") is not None:
+        refuse(pos, directive, f"\"{header}\" is not a header of the course (kernels/include) or of the CUDA "
+                               "toolkit")
 
 
 @lru_cache(maxsize=1)
@@ -135,6 +262,7 @@ def compile_cuda(
         name = name or "source.cu"
         text = source
     text = clean_source(text)
+    check_includes(text, name)
     macros = tuple(f"{k}={v}" for k, v in sorted((defines or {}).items()))
     key_parts = [text, name, ARCH, STD, nvrtc_version(), *include_dirs(), *macros, str(max_registers)]
     # Headers of the course may change under a cached cubin: hash them too.
@@ -163,6 +291,8 @@ def compile_cuda(
         log = str(exc)
         log = log.split("compilation log:", 1)[-1]
         log = log.replace("default_program", name)
+        if len(log) > LOG_CAP:
+            log = log[:LOG_CAP] + f"\n... ({len(log) - LOG_CAP} more characters of compiler output cut)"
         raise CompileError(name, log, _excerpt(text, log, name)) from None
     data = bytes(obj.code)
     tmp = cached.with_suffix(".tmp")

@@ -1,0 +1,212 @@
+"""Grader integrity: a student's kernel must not be able to write its own grade (no GPU needed).
+
+Each family of attack, tried against the real harness: the verdict channel (what a kernel prints), the compiler
+(what a source can make it read), the child's environment (no secret), path evidence (static vs executed, read from
+real Nsight Compute exports of course kernels), and the order of trusted measurements. The GPU halves — a kernel
+that prints, counts its launches, hides its path in a dead branch — are known answers graded by `make gpu-test`.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from autograder import harness, score, spec
+from autograder.grading import grade_notebook
+from autograder.known import known_answer, submission_notebook
+from kernels import ncu
+from kernels.compile import LOG_CAP, CompileError, ForbiddenInclude, check_includes, compile_cuda
+
+DATA = Path(__file__).parent / "data"
+SCALAR = (Path(harness.ROOT) / "autograder/submissions/naive_loads/scalar_loads.cu").read_text()
+SECRET = "91827364555"
+
+
+# ---- 1. the verdict channel ----------------------------------------------------------------------------------------
+def test_a_forged_verdict_on_stdout_and_stderr_is_shown_never_believed(monkeypatch):
+    # The hook writes, on fd 1 and 2 as a kernel's device printf would, a full-marks verdict padded past a pipe
+    # buffer, before the real run. The real verdict of a scalar kernel on a CPU: path missing, nothing run.
+    monkeypatch.setenv("COURSE_HARNESS_TEST_FORGE", "1")
+    res = harness.run_exercise("naive_loads", "row_bias", SCALAR, seed=3, gpu=False, timeout_s=120)
+    assert res["compile"]["ok"] and res["path"]["ok"] is False
+    assert res["correctness"]["graded"] is False  # the forgery said graded and ok
+    assert res["kernel_output"].startswith("xxxx") and "more characters" in res["kernel_output"]
+    assert len(res["kernel_output"]) <= harness.PRINT_CAP + 40  # capped: the padding, not the forged line
+    assert any(f.startswith("kernel-printed") for f in res["flags"])
+    s = score.score(spec.load("naive_loads").exercises["row_bias"], res)
+    assert s.parts["path"].points == 0 and s.parts["correctness"].points == 0
+
+
+def test_what_a_kernel_prints_is_made_safe_and_capped():
+    text = harness.printed("a\x1b[31mred\x07" + "x" * 5000)
+    assert "\x1b" not in text and "\x07" not in text and text.startswith("a?[31mred?")
+    assert len(text) < harness.PRINT_CAP + 60 and "more characters" in text
+
+
+# ---- 2. the child's environment ------------------------------------------------------------------------------------
+def test_the_harness_child_sees_no_secret_and_no_instructor_variable(monkeypatch):
+    monkeypatch.setenv("COURSE_SECRET_SEED", SECRET)
+    monkeypatch.setenv("COURSE_SECRET_SEED_FILE", "/home/instructor/secret_seed")
+    monkeypatch.setenv("INSTRUCTOR_TOKEN", "tok-" + SECRET)
+    monkeypatch.setenv("COURSE_HARNESS_TEST_ENV", "1")  # the child dumps its environment on stdout
+    res = harness.run_exercise("naive_loads", "row_bias", SCALAR, seed=3, gpu=False, timeout_s=120)
+    dumped = res["kernel_output"]
+    assert SECRET not in dumped and "COURSE_SECRET_SEED" not in dumped and "INSTRUCTOR_TOKEN" not in dumped
+    env = harness.child_env()
+    assert env["PYTHONPATH"].split(":")[0] == str(harness.ROOT)
+    assert not {k for k in env if "SECRET" in k or k.startswith(("JUPYTER", "NBGRADER"))}
+
+
+# ---- 3. the compiler -----------------------------------------------------------------------------------------------
+ATTACKS = {
+    "absolute": '#include "/proc/self/environ"\n',
+    "angle_absolute": "#include </etc/passwd>\n",
+    "dotdot": '#include "../../../../../proc/self/environ"\n',
+    "dotdot_inside": '#include <cuda/../../../../../../etc/passwd>\n',
+    "macro": '#define F "/proc/self/environ"\n#include F\n',
+    "digraph": '%:include "/proc/self/environ"\n',
+    "splice": '#inc\\\nlude "/proc/self/environ"\n',
+    "comment_between": '#/* hidden */include "/proc/self/environ"\n',
+    "include_next": '#include_next </etc/passwd>\n',
+    "has_include": '#if __has_include("/proc/self/environ")\n#endif\n',
+    "working_folder": '#include "autograder/specs/tma.toml"\n',
+    "import": '#import "x.h"\n',
+}
+
+
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+def test_only_course_and_cuda_headers_can_be_included(name):
+    src = "#include <cuda_bf16.h>\n" + ATTACKS[name] + 'extern "C" __global__ void k() {}\n'
+    with pytest.raises(ForbiddenInclude) as err:
+        compile_cuda(src, name="X_CU")
+    assert err.value.line >= 2 and "X_CU" in str(err.value)
+
+
+def test_allowed_headers_and_harmless_text_still_compile():
+    src = ('#include <cuda_bf16.h>\n#include "course.cuh"\n#include <cuda/pipeline>\n'
+           '#include <cuda_pipeline_primitives.h>\n'
+           '// #include "/etc/passwd" in a comment is only a comment\n'
+           '__device__ const char* s = "#include </etc/passwd>";\n'
+           'extern "C" __global__ void k(float* y) { if (s[0] == 0) y[0] = 1.f; }\n')
+    check_includes(src, "X_CU")
+    assert "k" in compile_cuda(src, name="X_CU").kernels
+
+
+def test_compile_logs_are_capped():
+    src = 'extern "C" __global__ void k() {\n' + "".join(f"  undefined_{i}();\n" for i in range(400)) + "}\n"
+    with pytest.raises(CompileError) as err:
+        compile_cuda(src, name="X_CU")
+    assert len(err.value.log) <= LOG_CAP + 80 and "cut" in err.value.log
+
+
+@pytest.mark.parametrize("answer", ["include_environ", "include_macro"])
+def test_the_feedback_of_an_include_attack_holds_no_secret_and_no_file(monkeypatch, answer):
+    monkeypatch.setenv("COURSE_SECRET_SEED", SECRET)
+    nb = submission_notebook("naive_loads", known_answer("naive_loads", answer))
+    g = grade_notebook(nb, spec.load("naive_loads"), seed=SECRET, gpu=False, student="mallory")
+    text = g.feedback() + json.dumps(g.as_dict())
+    assert SECRET not in text and "PATH=" not in text and "HOME=" not in text
+    assert any("forbidden-include" in f for f in g.flags)
+    assert g.scores["row_bias_correctness"].points == 0 and g.scores["row_bias_path"].points == 0
+
+
+# ---- 4. path evidence: static vs executed ----------------------------------------------------------------------------
+def test_ncu_source_export_of_a_real_launch_is_read_per_executed_instruction():
+    # ncu --page source --csv of the course's row_bias on 1024 x 1024 (recorded on the GPU): the 16-byte load and
+    # store ran 4096 warp instructions each; the scalar tail never ran.
+    instrs = ncu.parse_source((DATA / "ncu_source_row_bias.csv").read_text())
+    prof = ncu.Profile("row_bias", {}, instrs)
+    assert prof.executed["LDG.E.128.CONSTANT"] == 4096 and prof.executed["STG.E.128"] == 4096
+    assert "STG.E.U16" not in prof.executed  # in the SASS, executed 0 times
+    assert prof.bytes["global_load_128"] == 1024 * 1024 * 2 == prof.bytes["global_store_128"]
+    tma = ncu.Profile("tma_add", {}, ncu.parse_source((DATA / "ncu_source_tma_add.csv").read_text()))
+    assert tma.executed["UTMALDG.2D"] == 512 and tma.executed["UTMASTG.2D"] == 256
+    assert tma.bytes["global_load_128"] == 0  # TMA is not a global load instruction
+    assert any(s.startswith("UTMALDG.2D x") for s in tma.memory_summary())
+
+
+def test_ncu_raw_export_is_read_in_base_units():
+    names = [m for ms in ncu.METRICS.values() for m in ms]
+    head = ",".join(f'"{h}"' for h in ["ID", "Kernel Name", *names])
+    units = ",".join('""' if i < 2 else '"byte"' for i in range(len(names) + 2))
+    vals = ",".join(f'"{v}"' for v in ["0", "tma_add", *[f"{(i + 1) * 1000:,}" for i in range(len(names))]])
+    counters = ncu.parse_raw("\n".join([head, units, vals]))
+    assert counters[names[0]] == 1000 and counters[names[-1]] == len(names) * 1000
+
+
+def _facts(executed, read=100.0, written=100.0, gpu=True, static_ok=True, output_ok=True):
+    path = {"ok": static_ok, "summary": "SASS of k:"}
+    if executed is not None:
+        path["executed"] = executed if "measured" in executed else {
+            "measured": True, "shape": [8, 8], "launch": 2, "bytes": executed, "read_bytes": read,
+            "written_bytes": written, "output_ok": output_ok, "output_message": "x", "executed": ["UTMALDG.2D x4"]}
+    return {"gpu": gpu, "path": path, "correctness": {"graded": gpu, "ok": True}}
+
+
+def test_path_points_come_from_what_ran_and_carried_the_work():
+    ex = spec.load("tma").exercises["tma_add"]
+    full = {"tma_load": 100.0, "tma_store": 100.0, "global_load": 0.0, "global_store": 0.0}
+    assert score.path_points(ex, _facts(full))[0] == 2
+    dead = {"tma_load": 0.0, "tma_store": 0.0, "global_load": 100.0, "global_store": 100.0}
+    pts, text, _ = score.path_points(ex, _facts(dead))
+    assert pts == 0 and "did not carry the work" in text and "NO " in text
+    # redundant TMA traffic beside plain loads doing the work: the "any other way" rule fails it
+    both = {"tma_load": 1000.0, "tma_store": 100.0, "global_load": 100.0, "global_store": 0.0}
+    assert score.path_points(ex, _facts(both))[0] == 0
+    # partial use: half of the inputs by TMA, half by plain loads -> partial_points
+    half = {"tma_load": 50.0, "tma_store": 100.0, "global_load": 50.0, "global_store": 0.0}
+    assert score.path_points(ex, _facts(half))[0] == ex.parts["path"].partial_points == 1
+    # a profiled launch with a wrong output earns nothing
+    assert score.path_points(ex, _facts(full, output_ok=False))[0] == 0
+    # static evidence is necessary: a forbidden instruction in the SASS scores 0 whatever ran
+    assert score.path_points(ex, _facts(full, static_ok=False))[0] == 0
+
+
+def test_static_evidence_is_labelled_and_an_unmeasured_gpu_run_is_flagged():
+    ex = spec.load("naive_loads").exercises["row_bias"]
+    pts, text, flag = score.path_points(ex, _facts(None, gpu=False))
+    assert pts == 2 and text.startswith("static evidence only (no sm_90 GPU ran the kernel here)") and flag is None
+    pts, text, flag = score.path_points(ex, _facts({"measured": False, "reason": "ncu is not installed"}))
+    assert pts == 2 and "could not be measured" in text and flag.startswith("path-not-measured")
+
+
+def test_path_rules_are_data_and_checked():
+    base = {"slug": "s", "assignment": "w", "notebook": "n.ipynb", "exercises": {"e": {
+        "module": "m", "answer_cell": "a", "answer_var": "A", "kernel": "k", "test_shapes": [[1]],
+        "bench_shape": [1], "metric": "tbps", "roofline": 1.0,
+        "correctness": {"grade_id": "c", "points": 1}, "throughput": {"grade_id": "t", "points": 1},
+        "path": {"grade_id": "p", "points": 2, "executed": [
+            {"what": "w", "bytes": ["tma_load"], "per": "read", "at_least": 0.9}]}}}}
+    assert spec.parse(base).exercises["e"].parts["path"].executed[0].holds(0.95)
+    for bad, msg in [({"bytes": ["teleport"]}, "measured quantities"), ({"per": "both"}, "per must be"),
+                     ({"at_most": 0.1}, "exactly one")]:
+        d = json.loads(json.dumps(base))
+        d["exercises"]["e"]["path"]["executed"][0].update(bad)
+        with pytest.raises(spec.SpecError, match=msg):
+            spec.parse(d)
+
+
+# ---- 5. trusted measurements come first, from a process that loads no student code ---------------------------------
+def test_the_baseline_is_measured_before_and_apart_from_student_code(monkeypatch, tmp_path):
+    calls = []
+
+    def fake_spawn(mode, job, timeout, workdir):
+        calls.append((mode, job))
+        if mode == "baseline":
+            return {"records": [("BASELINE", {"ceilings": {"copy_tbps": 3.0}, "reference": {"value": 2.9}})],
+                    "timed_out": False, "returncode": 0, "stdout": "", "stderr": ""}
+        return {"records": [("VERDICT", {"status": "ok", "flags": [], "compile": {"ok": True}})],
+                "timed_out": False, "returncode": 0, "stdout": "", "stderr": ""}
+
+    monkeypatch.setattr(harness, "_spawn", fake_spawn)
+    monkeypatch.setattr(harness, "_wants_gpu", lambda gpu: True)
+    monkeypatch.setattr(harness, "_baselines", {})
+    monkeypatch.setenv("COURSE_BATCH_DIR", str(tmp_path))
+    for student_src in ("kernel A", "kernel B"):
+        harness.run_exercise("naive_loads", "row_bias", student_src, seed=1, reference_source="REF")
+    modes = [m for m, _ in calls]
+    assert modes == ["baseline", "grade", "grade"]  # once per batch, before the first student
+    base_job = calls[0][1]
+    assert base_job["reference_source"] == "REF" and "source" not in base_job  # no student code in that process
+    assert all(job["baseline"]["reference"]["value"] == 2.9 for m, job in calls if m == "grade")
+    assert len(list(tmp_path.glob("baseline_naive_loads_row_bias_*.json"))) == 1  # the batch's copy, for others
