@@ -48,6 +48,14 @@ GPU9 = ["good", "blank", "malformed", "tamper", "naive_loads-cached_result", "sm
 
 
 
+# The grader-integrity cohort: the solutions beside one hostile answer per family (a kernel that prints a verdict,
+# counts its launches, hides its path in a dead branch or in generic loads, includes the environment file), graded
+# through nbgrader so that their feedback can be read for the secret.
+INTEGRITY = ["good", "naive_loads-forged_verdict", "naive_loads-launch_counter", "naive_loads-dead_branch_vec",
+             "naive_loads-include_environ", "naive_loads-include_macro", "ldgsts-dead_branch_ldgsts",
+             "tma-generic_loads"]
+
+
 def members_of(name: str, week: str = "week1") -> list[str] | None:
     """A named cohort: "all" (None: everyone), "gpu20", "gpu9", or "rest" — the solutions and every known answer
     that gpu20 leaves out, so that gpu20 + rest grade every known answer of the week under nbgrader in two calls
@@ -58,11 +66,13 @@ def members_of(name: str, week: str = "week1") -> list[str] | None:
         return GPU20
     if name == "gpu9":
         return GPU9
+    if name == "integrity":
+        return INTEGRITY
     if name == "rest":
         every = [f"{s.slug}-{ka.name}" for s in all_specs() if s.assignment == week
                  for ka in known_answers(s.slug) if ka.source != "solution" and len(ka.expected) == 3]
-        return ["good"] + [m for m in every if m not in GPU20]
-    raise ValueError(f"no cohort named {name!r} (all, gpu20, gpu9, rest)")
+        return ["good"] + [m for m in every if m not in GPU20 + INTEGRITY]
+    raise ValueError(f"no cohort named {name!r} (all, gpu20, gpu9, rest, integrity)")
 
 
 @dataclass
@@ -163,7 +173,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(ROOT / "build" / "grading" / "submitted"))
     ap.add_argument("--week", default="week1")
-    ap.add_argument("--set", choices=("all", "gpu20", "gpu9", "rest"), default="all")
+    ap.add_argument("--set", choices=("all", "gpu20", "gpu9", "rest", "integrity"), default="all")
     args = ap.parse_args(argv)
     made = build(Path(args.out), args.week, members_of(args.set, args.week))
     print(f"{len(made)} submissions under {args.out}")

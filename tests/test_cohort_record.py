@@ -46,7 +46,26 @@ def test_gpu20_holds_the_hard_cases(record):
     assert "deleted-cell" in flags["tamper"] and flags["malformed"] == []
 
 
-def test_every_known_answer_was_graded_under_nbgrader_on_the_h100(record):
-    graded = {r["student"] for c in ("gpu20", "rest") for r in record[c]["rows"]}
-    every = {m.replace("_", "-") for m in members_of("rest") + members_of("gpu20")}
-    assert every <= graded, f"not graded on the H100: {sorted(every - graded)}"
+def test_the_integrity_cohort_got_its_true_scores_and_no_secret_reached_feedback(record, tmp_path):
+    """The hostile answers (autograder.cohort.INTEGRITY) graded through nbgrader on a Hopper GPU: every score its
+    expectation for that GPU (throughput points only on an H100), every flag raised, the seed in no feedback."""
+    assert "integrity" in record, "the integrity cohort was not graded on a GPU (make gpu-test --cohort integrity)"
+    rec = record["integrity"]
+    assert rec["device"].startswith("NVIDIA H") and rec["date"] and rec["driver"]
+    made = {m.student: m for m in build(tmp_path, "week1", members_of("integrity"))}
+    rows = {r["student"]: r for r in rec["rows"]}
+    assert set(rows) == set(made), f"stale record: students differ ({set(rows) ^ set(made)})"
+    h100 = rec["device"].startswith("NVIDIA H100")
+    for student, m in made.items():
+        r = rows[student]
+        assert r["expected"] == pytest.approx(m.expected_h100 if h100 else m.expected_gpu), student
+        assert r["ok"] and r["got"] == pytest.approx(r["expected"]), f"{student}: graded {r['got']}"
+        for flag in m.flags + m.gpu_flags:
+            assert flag in r["flags"], f"{student}: flag {flag} not raised on the GPU"
+    assert rec["ok"] and rec.get("secret_leaked_into") == []
+
+
+def test_every_known_answer_was_graded_under_nbgrader_on_a_gpu(record):
+    graded = {r["student"] for c in ("gpu20", "rest", "integrity") if c in record for r in record[c]["rows"]}
+    every = {m.replace("_", "-") for c in ("rest", "gpu20", "integrity") for m in members_of(c)}
+    assert every <= graded, f"not graded on a GPU: {sorted(every - graded)}"

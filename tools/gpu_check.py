@@ -189,6 +189,12 @@ def autograde_cohort(slugs, week="week1", members="gpu20"):
     wall = time.perf_counter() - t0
     batch = json.loads((grading / f"batch_{week}.json").read_text()) if (grading / f"batch_{week}.json").exists() else {}
     rows, ok = [], r.returncode == 0
+    # The secret seed must never reach a student: not in any feedback file, not in any verdict.
+    leaked = [str(f.relative_to(grading)) for d in ("feedback", "verdicts") for f in (grading / d).rglob("*")
+              if f.is_file() and seed in f.read_text(errors="replace")]
+    if leaked:
+        print(f"  SECRET SEED FOUND IN: {leaked}")
+        ok = False
     with Gradebook(f"sqlite:///{grading / 'gradebook.db'}") as gb:
         for m in made:
             try:
@@ -210,8 +216,12 @@ def autograde_cohort(slugs, week="week1", members="gpu20"):
         print(f"  {'ok ' if row['ok'] else 'BAD'} {row['student']:<34} expected {row['expected']:>5g}  got "
               f"{row['got']}  {'' if w is None else f'{w:5.1f} s'}  flags {len(row['flags'])}"
               + (f"  MISSING {row['missing_flags']}" if row["missing_flags"] else ""))
-    res = {"ok": ok, "rows": rows, "wall_s": wall, "students": len(made)}
-    if os.environ.get("COURSE_RECORD") == "1" and is_h100():
+    res = {"ok": ok, "rows": rows, "wall_s": wall, "students": len(made), "secret_leaked_into": leaked}
+    # gpu20 / rest are H100 records (their expected scores include throughput points); the integrity cohort's
+    # point is what a hostile kernel gets and what its feedback shows, on any Hopper GPU (its device is recorded).
+    from kernels.device import is_hopper
+
+    if os.environ.get("COURSE_RECORD") == "1" and (is_h100() or (members == "integrity" and is_hopper())):
         record_cohort(members, res)
     return res
 
@@ -237,6 +247,7 @@ def record_cohort(cohort: str, res: dict, device: dict | None = None, date: str 
     doc = json.loads(path.read_text()) if path.exists() else {}
     doc[cohort] = {"device": g.get("name"), "driver": g.get("driver"), "date": date or time.strftime("%Y-%m-%d"),
                    "students": res["students"], "batch_wall_s": round(res["wall_s"], 1), "ok": res["ok"],
+                   "secret_leaked_into": res.get("secret_leaked_into", []),
                    "rows": [{"student": r["student"], "expected": r["expected"], "got": r["got"], "ok": r["ok"],
                              "wall_s": None if r["wall_s"] is None else round(r["wall_s"], 1),
                              "flags": sorted({_flag_name(f) for f in r["flags"]})}
@@ -251,7 +262,7 @@ def main() -> int:
     ap.add_argument("--slugs", nargs="*")
     ap.add_argument("--skip", nargs="*", default=[])
     ap.add_argument("--known-slugs", nargs="*", help="topics whose known answers are graded (default: all)")
-    ap.add_argument("--cohort", choices=("gpu20", "gpu9", "rest", "all"), default="gpu20",
+    ap.add_argument("--cohort", choices=("gpu20", "gpu9", "rest", "integrity", "all"), default="gpu20",
                     help="which synthetic cohort nbgrader grades (autograder.cohort)")
     args = ap.parse_args()
     out = Path(args.out).resolve()
