@@ -236,7 +236,7 @@ def probe(slug: str, exercise: str, source: str, *, seed: int, workdir: Path) ->
     ex = load(slug).exercises[exercise]
     ok, why = ncu.available()
     if not ok:
-        return {"measured": False, "reason": why}
+        return {"measured": False, "unavailable": True, "reason": why}
     workdir.mkdir(parents=True, exist_ok=True)
     skip = random.Random(_derive(seed, "probe", "skip")).randint(1, 3)
     result = workdir / "probe_result.json"
@@ -246,8 +246,10 @@ def probe(slug: str, exercise: str, source: str, *, seed: int, workdir: Path) ->
         prof = ncu.profile([sys.executable, "-m", "autograder.harness", "probe"], kernel=ex.kernel, launch_skip=skip,
                            workdir=workdir, timeout_s=ex.timeout_s, env=child_env(), stdin_text=json.dumps(job),
                            cwd=str(workdir))
-    except ncu.ProfileError as exc:
-        return {"measured": False, "reason": str(exc)}
+    except ncu.ProfilerUnavailable as exc:
+        return {"measured": False, "unavailable": True, "reason": str(exc)}
+    except ncu.ProfileError as exc:  # the kernel under measurement hung, crashed or never launched
+        return {"measured": False, "unavailable": False, "reason": str(exc)}
     info = json.loads(result.read_text()) if result.exists() else {}
     return {"measured": True, "shape": list(ex.bench_shape), "launch": skip + 1, "bytes": prof.bytes,
             "read_bytes": info.get("read_bytes"), "written_bytes": info.get("written_bytes"),

@@ -147,8 +147,9 @@ def path_points(ex: Exercise, facts: dict) -> tuple[float, str, str | None]:
     scores 0. Where the kernel ran on a Hopper GPU and was correct, what one untimed launch *executed* decides
     (the spec's `executed` rules on the bytes each memory path carried): every rule at its bound scores full,
     every rule at its partial bound (the mechanism carried at least half of what it must, other paths at most half)
-    scores `partial_points`, anything else 0. Without that measurement the static evidence stands, and the feedback
-    says it is static."""
+    scores `partial_points`, anything else 0. Where no measurement can be made (no GPU, no ncu, no permission) the
+    static evidence stands and the feedback says it is static; where the profiler works but the kernel's profiled
+    launch does not complete (a hang or a crash under measurement), the path scores 0."""
     pp = ex.parts["path"]
     path = facts.get("path", {}) or {}
     summary = path.get("summary", "")
@@ -165,6 +166,11 @@ def path_points(ex: Exercise, facts: dict) -> tuple[float, str, str | None]:
         else:
             why = "the kernel was not correct, so what it executed was not measured"
         return pp.points, f"static evidence only ({why}): the required instructions are in the SASS\n" + summary, None
+    if not dyn.get("measured") and not dyn.get("unavailable", True):
+        # The profiler works here but the kernel's profiled launch did not complete: a kernel that behaves
+        # differently when measured must not fall back to its SASS.
+        return (0.0, f"the profiled launch did not complete ({dyn.get('reason')}): no path points\n" + summary,
+                f"path-not-measured: {dyn.get('reason')}")
     if not dyn.get("measured"):
         return (pp.points, f"static evidence only: the executed path could not be measured ({dyn.get('reason')})\n"
                 + summary, f"path-not-measured: {dyn.get('reason')}")

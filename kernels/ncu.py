@@ -46,7 +46,11 @@ QUANTITIES = tuple(METRICS) + FROM_SOURCE
 
 
 class ProfileError(RuntimeError):
-    """ncu could not measure the launch (not installed, no permission, the launch never happened, a timeout)."""
+    """ncu could not measure the launch: the launch never happened, hung, or the profiled process failed."""
+
+
+class ProfilerUnavailable(ProfileError):
+    """ncu cannot measure anything on this machine: not installed, or no permission to read the counters."""
 
 
 @lru_cache(maxsize=1)
@@ -126,7 +130,7 @@ def profile(cmd: list[str], *, kernel: str, launch_skip: int = 0, workdir: Path,
     files in `workdir` (never parsed); the measurement comes from ncu's report."""
     ncu = find_ncu()
     if ncu is None:
-        raise ProfileError("Nsight Compute (ncu) is not installed on this machine")
+        raise ProfilerUnavailable("Nsight Compute (ncu) is not installed on this machine")
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     report = workdir / "probe"
@@ -149,7 +153,7 @@ def profile(cmd: list[str], *, kernel: str, launch_skip: int = 0, workdir: Path,
     if not rep.exists():
         log = (workdir / "probe_stdout.txt").read_text(errors="replace")[-3000:]
         if "ERR_NVGPUCTRPERM" in log:
-            raise ProfileError("no permission to read the GPU's performance counters (profile as root, or set the "
+            raise ProfilerUnavailable("no permission to read the GPU's performance counters (profile as root, or set the "
                                "driver option NVreg_RestrictProfilingToAdminUsers=0)")
         ncu_lines = [ln for ln in log.splitlines() if ln.startswith("==")][-4:]
         raise ProfileError("ncu measured no launch of " + kernel + (": " + " | ".join(ncu_lines) if ncu_lines else ""))

@@ -166,8 +166,13 @@ def test_static_evidence_is_labelled_and_an_unmeasured_gpu_run_is_flagged():
     ex = spec.load("naive_loads").exercises["row_bias"]
     pts, text, flag = score.path_points(ex, _facts(None, gpu=False))
     assert pts == 2 and text.startswith("static evidence only (no sm_90 GPU ran the kernel here)") and flag is None
-    pts, text, flag = score.path_points(ex, _facts({"measured": False, "reason": "ncu is not installed"}))
+    pts, text, flag = score.path_points(ex, _facts({"measured": False, "unavailable": True,
+                                                     "reason": "ncu is not installed"}))
     assert pts == 2 and "could not be measured" in text and flag.startswith("path-not-measured")
+    # a kernel that hangs or crashes only when measured does not fall back to its SASS
+    pts, text, flag = score.path_points(ex, _facts({"measured": False, "unavailable": False,
+                                                     "reason": "the profiled launch did not finish in 240 s"}))
+    assert pts == 0 and "did not complete" in text and flag.startswith("path-not-measured")
 
 
 def test_path_rules_are_data_and_checked():
