@@ -2,7 +2,7 @@
 #
 # Targets that need the course's Python packages go through .venv (created on first use; the stamp file
 # .venv/.installed depends on pyproject.toml, so re-runs are instant until the dependencies change).
-# `make gpu-test` is the exception: the lent H100 has Python 3.12 with torch preinstalled and no package index,
+# `make gpu-test` is the exception: an H100 with no package index has Python 3.12 with torch preinstalled,
 # so it must not create a venv there. It runs with $(PY) (default python3) directly; point PY at another
 # interpreter if needed (`make gpu-test PY=.venv/bin/python`).
 

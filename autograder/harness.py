@@ -35,6 +35,8 @@ import time
 import traceback
 from pathlib import Path
 
+from kernels.runner import KernelHang, derive, launch_contract, time_exercise, wait
+
 ROOT = Path(__file__).resolve().parent.parent
 PRINT_CAP = 2000  # characters of a kernel's own output kept for the feedback
 # The environment a child may see: how to run Python and CUDA, where the caches are. Nothing else of the grading
@@ -238,7 +240,7 @@ def probe(slug: str, exercise: str, source: str, *, seed: int, workdir: Path) ->
     if not ok:
         return {"measured": False, "unavailable": True, "reason": why}
     workdir.mkdir(parents=True, exist_ok=True)
-    skip = random.Random(_derive(seed, "probe", "skip")).randint(1, 3)
+    skip = random.Random(derive(seed, "probe", "skip")).randint(1, 3)
     result = workdir / "probe_result.json"
     job = {"slug": slug, "exercise": exercise, "source": source, "seed": int(seed), "launches": skip + 1,
            "result_path": str(result)}
@@ -263,45 +265,13 @@ def _err_text(exc: BaseException) -> str:
     return text if len(text) < 3000 else text[:3000] + " ..."
 
 
-class KernelHang(RuntimeError):
-    pass
-
-
-def _wait(deadline_s: float, what: str) -> None:
-    """Wait for the GPU with a deadline: a kernel that never finishes (a barrier nobody completes, a parity that
-    never flips) becomes a verdict in seconds instead of the exercise's whole timeout."""
-    import torch
-
-    ev = torch.cuda.Event()
-    ev.record()
-    t0 = time.perf_counter()
-    while not ev.query():
-        if time.perf_counter() - t0 > deadline_s:
-            raise KernelHang(f"{what} did not finish within {deadline_s:.0f} s: the kernel hangs "
-                             "(a barrier that never completes? a wait on the wrong parity? a wrong tx byte count?)")
-        time.sleep(0.001)
-    torch.cuda.synchronize()  # raises the kernel's error, if any
-
-
-def _derive(seed: int, *parts) -> int:
-    h = hashlib.sha256(repr((seed, *parts)).encode()).digest()
-    return int.from_bytes(h[:7], "little")
-
-
-def _launch(ex, cubin, la) -> None:
-    from kernels.launch import launch
-
-    launch(cubin, ex.kernel, grid=la["grid"], block=la["block"], args=la["args"], smem=la.get("smem", 0),
-           cluster=la.get("cluster"))
-
-
 def _correctness(ex, wl, cubin, seed: int, facts: dict) -> bool:
     """Every shape, in an order drawn from the seed, `runs` (+ 0 or 1, drawn) times on fresh inputs."""
     import torch
 
     from kernels.check import compare, poison
 
-    rng = random.Random(_derive(seed, "correctness", "plan"))
+    rng = random.Random(derive(seed, "correctness", "plan"))
     order = list(range(len(ex.test_shapes)))
     rng.shuffle(order)
     runs = ex.parts["correctness"].runs
@@ -310,12 +280,12 @@ def _correctness(ex, wl, cubin, seed: int, facts: dict) -> bool:
     for si in order:
         shape = ex.test_shapes[si]
         for r in range(runs + rng.randint(0, 1)):
-            inputs = wl.make_inputs(shape, _derive(seed, "correctness", si, r), device="cuda")
+            inputs = wl.make_inputs(shape, derive(seed, "correctness", si, r), device="cuda")
             before = {k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)}
             ref = wl.reference(inputs)
             out = poison(wl.make_output(inputs))
-            _launch(ex, cubin, wl.launch_args(inputs, out))
-            _wait(ex.launch_timeout_s, f"{ex.kernel} on shape {tuple(shape)}")
+            launch_contract(ex, cubin, wl.launch_args(inputs, out))
+            wait(ex.launch_timeout_s, f"{ex.kernel} on shape {tuple(shape)}")
             rep = compare(out, ref, **dict(wl.CHECK))
             mutated = [k for k, v in before.items() if not torch.equal(v, inputs[k])]
             if mutated:
@@ -331,70 +301,6 @@ def _correctness(ex, wl, cubin, seed: int, facts: dict) -> bool:
                 break  # the first failing run of a shape is enough
     facts["correctness"] = {"graded": True, "ok": ok_all, "shapes": shapes}
     return ok_all
-
-
-def time_exercise(ex, wl, cubin, seed: int, tag: str, ceilings: dict | None = None) -> dict:
-    """Time one kernel at the bench shape with the course's one timer, verifying every launch.
-
-    Fresh input values before every launch (regenerated in place, outside the timed region: no result can be
-    reused), the output poisoned, and after the launch its output compared with the reference of exactly those
-    inputs. The numbers of warm-ups, timed repetitions and wall-clock calls are drawn from the seed; each wall-clock
-    call writes its own output, so each is verified too."""
-    import torch
-
-    from kernels.bench import bench
-    from kernels.check import compare, poison
-
-    rng = random.Random(_derive(seed, tag, "counts"))
-    warmup, reps, wall = rng.randint(2, 5), ex.bench_reps + rng.randint(0, 7), rng.randint(5, 10)
-    shape = ex.bench_shape
-    pool = [wl.make_inputs(shape, _derive(seed, tag, "pool", i), device="cuda") for i in range(2)]
-    out = wl.make_output(pool[0])
-    count = [0]
-    refs: dict = {}
-
-    def refresh(inputs):
-        fresh = wl.make_inputs(shape, _derive(seed, tag, "rep", count[0]), device="cuda")
-        count[0] += 1
-        for k, v in fresh.items():
-            if isinstance(v, torch.Tensor):
-                inputs[k].copy_(v)
-        refs.pop(id(inputs), None)
-
-    def make_args():
-        # Everything host-side happens here, outside the timed region: fresh values in the same buffers, the
-        # output poisoned, and the launch arguments (tensor maps included) built.
-        inputs = pool[count[0] % 2]
-        refresh(inputs)
-        poison(out)
-        return (wl.launch_args(inputs, out), inputs, out)
-
-    def make_wall_args(n):
-        inputs = pool[0]
-        refresh(inputs)
-        outs = [poison(wl.make_output(inputs)) for _ in range(n)]
-        return [(wl.launch_args(inputs, o), inputs, o) for o in outs]
-
-    def run(la, inputs, o):
-        _launch(ex, cubin, la)
-
-    def verify(args):
-        la, inputs, o = args
-        _wait(ex.launch_timeout_s, f"{ex.kernel} at the bench shape")
-        if id(inputs) not in refs:
-            refs[id(inputs)] = wl.reference(inputs)
-        rep = compare(o, refs[id(inputs)], **dict(wl.CHECK))
-        return None if rep.ok else rep.message.splitlines()[0]
-
-    nbytes = wl.bytes_moved(shape)
-    nflops = wl.flops(shape)
-    res = bench(run, make_args, bytes=nbytes, flops=nflops, reps=reps, warmup=warmup, with_ceilings=False,
-                verify=verify, wall_calls=wall, make_wall_args=make_wall_args)
-    value = res.tbps if ex.metric == "tbps" else res.tflops
-    return {"value": value, "ms": res.ms, "p20_ms": res.p20_ms, "p80_ms": res.p80_ms, "wall_ms": res.wall_ms,
-            "ceilings": ceilings, "output_ok": not res.problems, "problems": res.problems[:5],
-            "wrong_launches": len(res.problems), "launches": res.launches, "verified": res.verified,
-            "plan": {"warmup": warmup, "reps": reps, "wall_calls": wall}, "bytes": nbytes, "flops": nflops}
 
 
 def _emit(kind: str, body: dict) -> None:
@@ -490,10 +396,10 @@ def _probe_child(job: dict) -> None:
     ok, message = True, ""
     out = None
     for i in range(int(job["launches"])):
-        inputs = wl.make_inputs(shape, _derive(int(job["seed"]), "probe", i), device="cuda")
+        inputs = wl.make_inputs(shape, derive(int(job["seed"]), "probe", i), device="cuda")
         out = poison(wl.make_output(inputs))
-        _launch(ex, cubin, wl.launch_args(inputs, out))
-        _wait(ex.launch_timeout_s, f"{ex.kernel} (profiled launch)")
+        launch_contract(ex, cubin, wl.launch_args(inputs, out))
+        wait(ex.launch_timeout_s, f"{ex.kernel} (profiled launch)")
         rep = compare(out, wl.reference(inputs), **dict(wl.CHECK))
         if not rep.ok:
             ok, message = False, f"launch {i + 1}: " + rep.message.splitlines()[0]

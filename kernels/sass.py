@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from .compile import Cubin
 
 _FUNC = re.compile(r"^\s*\.section\s+\.text\.(?P<name>[\w$]+),")
 # "/*0110*/   @!P0 LDG.E.128.CONSTANT R8, desc[UR4][R2.64] ;"
@@ -77,17 +76,19 @@ def _disassemble_bytes(data: bytes) -> dict[str, tuple[Instr, ...]]:
     return {k: tuple(v) for k, v in funcs.items()}
 
 
-def disassemble(cubin: Cubin | bytes) -> dict[str, tuple[Instr, ...]]:
-    """SASS instructions of every kernel (and device function) in the module."""
-    data = cubin.data if isinstance(cubin, Cubin) else bytes(cubin)
+def disassemble(cubin) -> dict[str, tuple[Instr, ...]]:
+    """SASS instructions of every kernel (and device function) in the module: a kernels.compile.Cubin (its .data)
+    or the cubin's bytes. (This module does not import kernels.compile, which uses it: no import circle.)"""
+    data = getattr(cubin, "data", None)
+    data = bytes(cubin) if data is None else data
     return _disassemble_bytes(data)
 
 
-def functions(cubin: Cubin | bytes) -> list[str]:
+def functions(cubin) -> list[str]:
     return sorted(disassemble(cubin))
 
 
-def opcodes(cubin: Cubin | bytes, kernel: str) -> list[str]:
+def opcodes(cubin, kernel: str) -> list[str]:
     funcs = disassemble(cubin)
     if kernel not in funcs:
         raise KeyError(f"kernel {kernel!r} is not in the module; it has: {', '.join(sorted(funcs)) or 'nothing'}")
@@ -130,7 +131,7 @@ class PathEvidence:
 _MEMORY = re.compile(r"^(ARRIVES|LDG|LDS|LDL|STG|STS|STL|STAS|RED|ATOM|UTMA|UBLKCP|UBLKRED|SYNCS|LDGSTS|LDGDEPBAR|DEPBAR|HGMMA|LDSM|STSM)")
 
 
-def path_evidence(cubin: Cubin | bytes, kernel: str, require=(), forbid=()) -> PathEvidence:
+def path_evidence(cubin, kernel: str, require=(), forbid=()) -> PathEvidence:
     """Which required / forbidden instructions the named kernel's SASS holds."""
     funcs = disassemble(cubin)
     if kernel not in funcs:
@@ -157,7 +158,7 @@ class SassPathError(AssertionError):
     pass
 
 
-def require(cubin: Cubin | bytes, kernel: str, required=(), forbidden=()) -> PathEvidence:
+def require(cubin, kernel: str, required=(), forbidden=()) -> PathEvidence:
     """Raise SassPathError unless `kernel` holds every required instruction and none of the forbidden ones."""
     ev = path_evidence(cubin, kernel, required, forbidden)
     if not ev.ok:

@@ -607,7 +607,7 @@ def test_bench_claims_and_plot(tmp_path):
 
 def test_bench_times_the_exercise_with_the_harness(monkeypatch):
     # The exercise's rows are timed by the grader's own function, with the spec's repetitions unless told otherwise
-    import autograder.harness
+    import kernels.runner
 
     seen = {}
 
@@ -615,7 +615,7 @@ def test_bench_times_the_exercise_with_the_harness(monkeypatch):
         seen.update(ex=ex, wl=wl, cub=cub, seed=seed, tag=tag)
         return {"value": 2.5, "ms": 1.0, "p20_ms": 1.0, "p80_ms": 1.0, "problems": []}
 
-    monkeypatch.setattr(autograder.harness, "time_exercise", fake_time)
+    monkeypatch.setattr(kernels.runner, "time_exercise", fake_time)
     res = bench.time_like_the_harness("cubin", 4096, seed=3, tag="correct")
     spec_ex = _spec().exercises["smooth_bf16"]
     assert res["value"] == 2.5 and seen["wl"] is exercise and seen["cub"] == "cubin" and seen["tag"] == "correct"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Fetch the wheels nbgrader's command line (plus jupytext) needs on the lent H100, which reaches no package
-# index: CPython 3.12, manylinux x86_64. They land in .whl/ (ignored by git) and travel with the work tree.
+# Fetch the wheels nbgrader's command line (plus jupytext) needs on an H100 with no package
+# index (CPython 3.12, manylinux x86_64). They land in .whl/ (ignored by git) and travel with the work tree.
 #
 #   bash tools/fetch_gpu_wheels.sh            # -> .whl/*.whl
 #   WHEEL_DIR=/tmp/w bash tools/fetch_gpu_wheels.sh

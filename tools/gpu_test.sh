@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make gpu-test: everything that needs the H100, in one command. Results and logs under $OUT (default build/gpu).
 #
-# On the lent H100 (Python 3.12 with torch, triton, cuda-core; no package index) the nbgrader/Jupyter wheels travel
+# On an H100 with no package index (Python 3.12 with torch, triton, cuda-core) the nbgrader/Jupyter wheels travel
 # in .whl/ (tools/fetch_gpu_wheels.sh) and are installed into /tmp/site first. Elsewhere (a GPU machine with the
 # course's venv) nothing is installed.
 set -uo pipefail
@@ -21,8 +21,8 @@ CACHE="$PWD/build/cache"
 export TRITON_CACHE_DIR="$CACHE/triton" JUPYTER_DATA_DIR="$CACHE/jupyter/data" JUPYTER_RUNTIME_DIR="$CACHE/jupyter/runtime"
 export IPYTHONDIR="$CACHE/ipython" MPLCONFIGDIR="$CACHE/matplotlib" COURSE_CACHE_DIR="$CACHE/course"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$OUT/nvidia_smi.txt"
-# GPU_TIMEOUT (seconds, 0 = none): stop the checks in time for the results below to be packed (a lent machine's
-# command limit would otherwise kill the packing too); summary.json is rewritten after every step.
+# GPU_TIMEOUT (seconds, 0 = none): stop the checks in time for the results below to be packed (a time limit on the
+# whole command would otherwise cut the packing too); summary.json is rewritten after every step.
 COURSE_RECORD="${COURSE_RECORD:-1}" timeout --signal=TERM --kill-after=10 "${GPU_TIMEOUT:-0}" \
   "$PY" tools/gpu_check.py --out "$OUT" "$@" 2>&1 | tee "$OUT/gpu_check.log"
 rc=${PIPESTATUS[0]}

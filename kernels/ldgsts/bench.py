@@ -10,7 +10,7 @@ Rows timed (n = 2^28 floats for the stencil and the copies, 2^27 bf16 for the ex
   - stage_copy_4 / _8 / _16_ca / _16 (4-, 8-, 16-byte cp.async, .ca / .cg);
   - smooth_bf16, the exercise: the course reference (autograder/submissions/ldgsts/correct.cu, the notebook's answer)
     and the register-staged known answer plain_loads.cu (expected to reach the bar as well), timed by the grading
-    harness's own timing function (autograder.harness.time_exercise: fresh inputs regenerated and the output poisoned before
+    harness's own timing function (kernels.runner.time_exercise: fresh inputs regenerated and the output poisoned before
     every repetition, launch arguments built outside the timed region, the spec's repetitions), so that this file
     and the grader measure the same thing.
 `measure()` serves the notebook's Explore section; `run()` also writes recorded_h100.json and the plot.
@@ -53,7 +53,7 @@ COPY_ROWS = [(4, "ca"), (8, "ca"), (16, "ca"), (16, "cg")]
 
 def answer_source(name: str) -> str:
     """CUDA source of a known answer (autograder/submissions/ldgsts: a .cu file, or a base with changes)."""
-    from autograder.known import kernel_source
+    from ..known import kernel_source
 
     return kernel_source(SLUG, name)
 
@@ -66,7 +66,7 @@ def answer_cubin(name: str = "correct"):
 
 def _exercise_test_shapes() -> list[tuple[int, ...]]:
     try:
-        from autograder.spec import load
+        from ..spec import load
 
         return list(load(SLUG).exercises[exercise.NAME].test_shapes)
     except Exception:  # noqa: BLE001 - the spec is data of the grader; fall back to the same kind of shapes
@@ -211,19 +211,19 @@ def measure(n: int = BENCH_N, n_exercise: int = exercise.BENCH_N, reps: int = 20
                      "tflops": None, "fraction_of_ceiling": res["value"] / ceil["copy_tbps"],
                      "model_prediction": pred.tbps, "model_bound": pred.bound, "model_period_ns": pred.period_ns,
                      "n": n_exercise, "blocks_per_sm_cap": None, "resident_blocks": resident,
-                     "timed_by": "autograder.harness.time_exercise"})
+                     "timed_by": "kernels.runner.time_exercise"})
     return rows, problems
 
 
 def time_like_the_harness(cubin, n_exercise: int = exercise.BENCH_N, *, reps: int | None = None, seed: int = 0,
                           tag: str = "bench") -> dict:
-    """Time an answer of the exercise with the grading harness's own function (autograder.harness.time_exercise) at
+    """Time an answer of the exercise with the grading harness's own function (kernels.runner.time_exercise) at
     n_exercise elements: the figure the grader compares with the bar. Returns time_exercise's dict (value in TB/s, ms,
     p20_ms, p80_ms, output_ok, problems, ...). reps: the spec's bench_reps unless given."""
     from dataclasses import replace
 
-    from autograder.harness import time_exercise
-    from autograder.spec import load
+    from ..runner import time_exercise
+    from ..spec import load
 
     ex = load(SLUG).exercises[exercise.NAME]
     ex = replace(ex, bench_shape=(int(n_exercise),), bench_reps=int(reps or ex.bench_reps))

@@ -60,7 +60,7 @@ MODEL_KIND = dict(model.ANSWER_KIND)  # answer -> the model's kind: correct and 
 def answer_source(name: str) -> str:
     if name in DEMO_ANSWERS:
         return DEMO_ANSWERS[name].read_text()
-    from autograder.known import kernel_source  # a .cu file, or a base with changes (expected.toml)
+    from ..known import kernel_source  # a .cu file, or a base with changes (expected.toml)
 
     return kernel_source(SLUG, name)
 

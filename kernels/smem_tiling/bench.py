@@ -41,7 +41,7 @@ def shape_str(shape) -> str:
 
 def answer_source(name: str) -> str:
     """CUDA source of a known answer (autograder/submissions/smem_tiling: a .cu file, or a base with changes)."""
-    from autograder.known import kernel_source
+    from ..known import kernel_source
 
     return kernel_source(SLUG, name)
 

@@ -67,7 +67,7 @@ EXERCISE_CONFIGS = {
 
 def answer_source(name: str) -> str:
     """CUDA source of a known answer (autograder/submissions/tma: a .cu file, or a base with changes)."""
-    from autograder.known import kernel_source
+    from ..known import kernel_source
 
     return kernel_source("tma", name)
 
@@ -91,7 +91,7 @@ def check_all(seed: int = 1) -> list[str]:
     known answer, which is timed too) on the spec's test shapes. Returns the failures (empty when all are right)."""
     import torch
 
-    from autograder.spec import load
+    from ..spec import load
 
     failures = []
     for variant in VARIANTS:
@@ -169,7 +169,7 @@ def measure_exercise(shape=None, reps: int = 20, seed: int = 0) -> list[dict]:
     """The exercise's course solution and the plain-load known answer, launched with the exercise's contract."""
     import torch
 
-    from autograder.spec import load
+    from ..spec import load
 
     shape = tuple(shape or load(SLUG).exercises[exercise.NAME].bench_shape)
     ceil = ceilings()["copy_tbps"]

@@ -1,0 +1,202 @@
+"""Grader specs: autograder/specs/<slug>.toml, one per topic (data, not code), read by path.
+
+The loader lives in the library so that a topic's benchmark can read its exercise (bench shape, repetitions, the
+kernel's name) without importing the grader; `autograder.spec` is the grader's name for this module.
+
+    spec = load("naive_loads")
+    ex = spec.exercises["row_bias"]; ex.parts["path"].require; ex.bench_shape; spec.quiz.questions["q1"].grade_id
+"""
+
+from __future__ import annotations
+
+import importlib
+import tomllib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+SPECS = Path(__file__).resolve().parents[1] / "autograder" / "specs"
+PARTS = ("correctness", "path", "throughput")
+
+
+class SpecError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A rule of the dynamic path check, on the bytes one untimed launch moved (kernels.ncu quantities):
+    sum(bytes) / (the bytes the workload must read, or write) >= at_least, or <= at_most."""
+
+    what: str
+    bytes: tuple[str, ...]
+    per: str  # "read" or "written"
+    at_least: float | None = None
+    at_most: float | None = None
+
+    def holds(self, fraction: float, partial: bool = False) -> bool:
+        """Full: the bound. Partial (`partial_points`): the mechanism carried at least half of its bound, and other
+        paths at most half of the bytes."""
+        if self.at_least is not None:
+            return fraction >= (self.at_least / 2 if partial else self.at_least)
+        return fraction <= (max(self.at_most, 0.5) if partial else self.at_most)
+
+    def bound(self) -> str:
+        return f">= {self.at_least:.0%}" if self.at_least is not None else f"<= {self.at_most:.0%}"
+
+
+@dataclass(frozen=True)
+class Part:
+    name: str
+    grade_id: str
+    points: float
+    require: tuple[str, ...] = ()
+    forbid: tuple[str, ...] = ()
+    bar: float | None = None  # absolute H100 figure in the exercise's metric
+    reference_value: float | None = None  # the course solution's figure at calibration
+    calibrated: str | None = None  # date of calibration
+    runs: int = 1  # correctness: how many fresh-input runs per shape
+    executed: tuple[Rule, ...] = ()  # path: rules on what one launch executed (measured on the GPU)
+    partial_points: float = 0.0  # path: points when every rule holds only at its partial bound
+
+
+@dataclass(frozen=True)
+class Exercise:
+    name: str
+    module: str
+    answer_cell: str
+    answer_var: str
+    kernel: str
+    test_shapes: tuple[tuple[int, ...], ...]
+    bench_shape: tuple[int, ...]
+    metric: str  # "tbps" or "tflops"
+    roofline: float  # figures above this are impossible: fail and flag
+    timeout_s: float
+    bench_reps: int
+    launch_timeout_s: float  # one launch that runs longer is a hang
+    parts: dict[str, Part]
+
+    def workload(self):
+        return importlib.import_module(self.module)
+
+
+@dataclass(frozen=True)
+class Question:
+    name: str
+    grade_id: str
+    points: float
+    choices: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Quiz:
+    answer_cell: str
+    answer_var: str
+    questions: dict[str, Question]
+
+
+@dataclass(frozen=True)
+class Spec:
+    slug: str
+    title: str
+    assignment: str
+    notebook: str
+    exercises: dict[str, Exercise]
+    quiz: Quiz | None
+    path: Path = field(compare=False, default=Path())
+
+    def grade_cells(self) -> dict[str, tuple[str, str]]:
+        """grade_id -> (exercise or "quiz", part or question)."""
+        cells = {}
+        for ex in self.exercises.values():
+            for part in ex.parts.values():
+                cells[part.grade_id] = (ex.name, part.name)
+        if self.quiz:
+            for q in self.quiz.questions.values():
+                cells[q.grade_id] = ("quiz", q.name)
+        return cells
+
+
+def _need(d: dict, key: str, where: str):
+    if key not in d:
+        raise SpecError(f"{where}: missing '{key}'")
+    return d[key]
+
+
+def _rule(r: dict, where: str) -> Rule:
+    from .ncu import QUANTITIES
+
+    names = tuple(r.get("bytes", ()))
+    bad = [n for n in names if n not in QUANTITIES]
+    if not names or bad:
+        raise SpecError(f"{where}: bytes must name measured quantities ({', '.join(QUANTITIES)}), not {bad or names}")
+    if r.get("per") not in ("read", "written"):
+        raise SpecError(f"{where}: per must be 'read' or 'written', not {r.get('per')!r}")
+    if ("at_least" in r) == ("at_most" in r):
+        raise SpecError(f"{where}: give exactly one of at_least / at_most")
+    return Rule(_need(r, "what", where), names, r["per"], r.get("at_least"), r.get("at_most"))
+
+
+def parse(data: dict, path: Path = Path("<spec>")) -> Spec:
+    slug = _need(data, "slug", str(path))
+    exercises = {}
+    for name, e in data.get("exercises", {}).items():
+        where = f"{path} [exercises.{name}]"
+        parts = {}
+        for pname in PARTS:
+            if pname not in e:
+                raise SpecError(f"{where}: missing part [{pname}]")
+            p = e[pname]
+            parts[pname] = Part(
+                name=pname, grade_id=_need(p, "grade_id", f"{where}.{pname}"), points=float(_need(p, "points", where)),
+                require=tuple(p.get("require", ())), forbid=tuple(p.get("forbid", ())), bar=p.get("bar"),
+                reference_value=p.get("reference_value"), calibrated=p.get("calibrated"), runs=int(p.get("runs", 1)),
+                executed=tuple(_rule(r, f"{where}.{pname}.executed") for r in p.get("executed", ())),
+                partial_points=float(p.get("partial_points", 0.0)))
+        metric = _need(e, "metric", where)
+        if metric not in ("tbps", "tflops"):
+            raise SpecError(f"{where}: metric must be 'tbps' or 'tflops', not {metric!r}")
+        exercises[name] = Exercise(
+            name=name, module=_need(e, "module", where), answer_cell=_need(e, "answer_cell", where),
+            answer_var=_need(e, "answer_var", where), kernel=_need(e, "kernel", where),
+            test_shapes=tuple(tuple(s) for s in _need(e, "test_shapes", where)),
+            bench_shape=tuple(_need(e, "bench_shape", where)), metric=metric, roofline=float(_need(e, "roofline", where)),
+            timeout_s=float(e.get("timeout_s", 180)), bench_reps=int(e.get("bench_reps", 20)),
+            launch_timeout_s=float(e.get("launch_timeout_s", 10)), parts=parts)
+    quiz = None
+    if "quiz" in data:
+        q = data["quiz"]
+        questions = {n: Question(n, _need(v, "grade_id", f"{path} [quiz.questions.{n}]"), float(v.get("points", 1)),
+                                 tuple(v.get("choices", ("a", "b", "c", "d"))))
+                     for n, v in _need(q, "questions", f"{path} [quiz]").items()}
+        quiz = Quiz(_need(q, "answer_cell", f"{path} [quiz]"), _need(q, "answer_var", f"{path} [quiz]"), questions)
+    spec = Spec(slug=slug, title=data.get("title", slug), assignment=_need(data, "assignment", str(path)),
+                notebook=_need(data, "notebook", str(path)), exercises=exercises, quiz=quiz, path=path)
+    ids = [gid for ex in exercises.values() for gid in (p.grade_id for p in ex.parts.values())]
+    ids += [q.grade_id for q in (quiz.questions.values() if quiz else ())]
+    dup = {i for i in ids if ids.count(i) > 1}
+    if dup:
+        raise SpecError(f"{path}: grade_id used twice: {sorted(dup)}")
+    return spec
+
+
+@lru_cache(maxsize=None)
+def load(slug: str) -> Spec:
+    path = SPECS / f"{slug}.toml"
+    if not path.exists():
+        known = ", ".join(sorted(p.stem for p in SPECS.glob("*.toml")))
+        raise SpecError(f"no grader spec for topic {slug!r} (known: {known})")
+    with path.open("rb") as f:
+        return parse(tomllib.load(f), path)
+
+
+def all_specs() -> list[Spec]:
+    return [load(p.stem) for p in sorted(SPECS.glob("*.toml"))]
+
+
+def for_notebook(assignment: str, notebook: str) -> Spec | None:
+    name = Path(notebook).name
+    for spec in all_specs():
+        if spec.assignment == assignment and spec.notebook == name:
+            return spec
+    return None
