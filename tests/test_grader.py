@@ -149,3 +149,16 @@ def test_notebook_grade_functions_survive_every_submodule_import():
             importlib.import_module(f"autograder.{mod.name}")
     for name in ("grade", "quiz", "check"):
         assert callable(getattr(autograder, name)) and not isinstance(getattr(autograder, name), type(autograder)), name
+
+
+def test_every_course_solution_clears_its_bar_by_the_margin():
+    """At calibration the course solution timed at least SOLUTION_MARGIN x its bar: a correct answer at the
+    solution's speed does not fail on a noisy run."""
+    from autograder.cli import SOLUTION_MARGIN
+
+    for s in spec.all_specs():
+        for ex in s.exercises.values():
+            tp = ex.parts["throughput"]
+            assert tp.bar and tp.reference_value, (s.slug, ex.name)
+            margin = tp.reference_value / tp.bar
+            assert margin >= SOLUTION_MARGIN - 1e-3, f"{s.slug}.{ex.name}: solution / bar = {margin:.3f}"
