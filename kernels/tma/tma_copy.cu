@@ -33,72 +33,11 @@
 #define MAX_STAGES 8
 
 // ---------------------------------------------------------------------------------------------------------------
-// PTX wrappers. Every shared-memory operand is a 32-bit shared-window address (smem_addr); the tensor map operand is
-// the generic address of the __grid_constant__ parameter.
+// PTX wrappers: kernels/include/mbarrier.cuh (init, expect_tx, parity wait) and kernels/include/tma.cuh (box load,
+// box store, bulk groups), each with its hardware contract.
 // ---------------------------------------------------------------------------------------------------------------
-
-// The barrier's phase completes when `count` arrivals AND all transaction bytes announced with expect_tx have
-// been counted (pending arrivals == 0 and tx-count == 0). Then the phase bit flips and the arrival count reloads.
-__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-
-// Initialised barriers must be visible to the async proxy (the TMA unit) before a TMA signals them. This is
-// CUTLASS's fence_barrier_init(); ptxas also places a FENCE.VIEW.ASYNC.S ahead of the mbarrier.init itself.
-__device__ __forceinline__ void fence_barrier_init() {
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-}
-
-// One arrival, and tx-count += bytes: the phase now also waits for `bytes` bytes of TMA traffic.
-__device__ __forceinline__ void mbar_arrive_expect_tx(unsigned bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-
-// Spin until the phase with parity `parity` has completed. try_wait suspends the thread for a while in hardware
-// before it returns false, so this loop does not hammer the barrier.
-__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
-    unsigned done = 0;
-    while (!done) {
-        asm volatile(
-            "{\n\t.reg .pred p;\n\t"
-            "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-            "selp.u32 %0, 1, 0, p;\n\t}"
-            : "=r"(done)
-            : "r"(bar), "r"(parity)
-            : "memory");
-    }
-}
-
-// TMA load of the box whose first element is (row = c1, col = c0) into shared memory at dst; the bytes are counted
-// on barrier bar. Coordinates are in elements, innermost (column) first, and may run past the tensor's edge.
-__device__ __forceinline__ void tma_load_2d(unsigned dst, const CUtensorMap* map, int c0, int c1, unsigned bar) {
-    asm volatile(
-        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
-        ::"r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(bar)
-        : "memory");
-}
-
-// TMA store of the box at (row = c1, col = c0) from shared memory at src; completion is tracked by bulk groups.
-__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, int c0, int c1, unsigned src) {
-    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];"
-                 ::"l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(src)
-                 : "memory");
-}
-
-__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
-
-// Wait until at most N committed bulk groups are still *reading* shared memory (the buffer may then be reused;
-// the global writes may still be in flight).
-template <int N>
-__device__ __forceinline__ void bulk_wait_read() {
-    asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
-}
-
-// Wait until at most N committed bulk groups are incomplete (global writes done too).
-template <int N>
-__device__ __forceinline__ void bulk_wait() {
-    asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
-}
+#include "mbarrier.cuh"
+#include "tma.cuh"
 
 // Shared-memory address of the first 128-byte aligned byte of the dynamic buffer (TMA boxes without swizzle need
 // 128-byte aligned shared-memory addresses; the launcher adds 128 bytes of slack).
