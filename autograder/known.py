@@ -1,20 +1,8 @@
 """Known answers: submissions with the scores they must get (autograder/submissions/<slug>/expected.toml).
 
-The answers themselves (their sources, bases and mutations) are data read by kernels.known; this module grades
-them.
-
-Each entry names its answer in one of two ways:
-
-- `source`: "solution" (the answer cell of the solutions notebook), a `.cu` file (the kernel source, put into the
-  answer variable) or a `.py` file (the whole answer cell, as a student might write it);
-- `base` + `mutate`: a kernel that is another kernel with a few named changes — "a missing wait" is literally the
-  solution with that wait deleted. `base` is "solution" (the solutions notebook's answer, nbgrader markers removed),
-  a file name without a slash (a file of the topic's submissions folder: "correct.cu") or a path with a slash,
-  relative to the repository root ("kernels/pipeline/resample_block_scope.cu"). `mutate` is a list of
-  ["old text", "new text"] pairs applied in order to the base without its leading comment block; each old text
-  must occur exactly once in the text it is applied to, so that an edit of the base under a mutation fails loudly
-  (MutationError) instead of silently grading another kernel. The answer's source is the mutated text under a
-  generated header: which answer it is, from which base, and its `about` (what changed and why it must score so).
+The answers themselves — a `source` (the solution, a `.cu` kernel, a `.py` answer cell) or a `base` + `mutate` (a
+kernel with named changes, each old text exactly once) — are data, read and assembled by
+kernels.known (its docstring gives the format). This module grades them.
 
 The submission notebook is the solutions notebook with that answer cell replaced, graded by the same code as the
 gradebook. Parts that cannot be graded on this machine (no H100) are reported, not compared.
