@@ -9,12 +9,13 @@ tests, and by `autograder check-known`. The notebook's own outputs are never rea
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
+
+from kernels.runner import derive
 
 from .answers import cells_by_grade_id, quiz_key, read_literal, _source
 from .harness import run_exercise
@@ -25,8 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def derive_seed(secret: int | str, *parts) -> int:
-    h = hashlib.sha256(repr((str(secret), *parts)).encode()).digest()
-    return int.from_bytes(h[:7], "little")
+    """A student's (and an exercise's) seed from the instructor's secret: kernels.runner.derive of the secret."""
+    return derive(str(secret), *parts)
 
 
 def solution_notebook(spec: Spec) -> dict:

@@ -35,7 +35,7 @@ import time
 import traceback
 from pathlib import Path
 
-from kernels.runner import KernelHang, derive, launch_contract, time_exercise, wait
+from kernels.runner import KernelHang, checked_launch, derive, time_exercise
 
 ROOT = Path(__file__).resolve().parent.parent
 PRINT_CAP = 2000  # characters of a kernel's own output kept for the feedback
@@ -62,7 +62,8 @@ def child_env() -> dict:
 # ----------------------------------------------------------------------------------------------------- parent side
 def _spawn(mode: str, job: dict, timeout: float, workdir: Path) -> dict:
     """Run one child; its records come back on the private descriptor. Returns {"records": [...], "timed_out",
-    "returncode", "stdout": the child's own stdout (a kernel's printf), "stderr"}."""
+    "returncode", "stdout": the first 64 KiB of the child's own stdout (a kernel's printf), "stdout_bytes": all of
+    it, "stderr"}."""
     verdict = tempfile.TemporaryFile()
     job = {**job, "verdict_fd": verdict.fileno()}
     with open(workdir / f"{mode}_stdout.txt", "w+b") as out, open(workdir / f"{mode}_stderr.txt", "w+b") as err:
@@ -80,6 +81,7 @@ def _spawn(mode: str, job: dict, timeout: float, workdir: Path) -> dict:
             _kill_group(proc)  # anything the child left behind (forks) goes with its process group
         out.seek(0)
         err.seek(0)
+        stdout_bytes = os.fstat(out.fileno()).st_size
         stdout = out.read(64 * 1024).decode(errors="replace")
         stderr = err.read().decode(errors="replace")[-4000:]
     verdict.seek(0)
@@ -92,7 +94,7 @@ def _spawn(mode: str, job: dict, timeout: float, workdir: Path) -> dict:
             continue
     verdict.close()
     return {"records": records, "timed_out": timed_out, "returncode": proc.returncode, "stdout": stdout,
-            "stderr": stderr}
+            "stdout_bytes": stdout_bytes, "stderr": stderr}
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -218,8 +220,8 @@ def _verdict(r: dict, timeout: float) -> dict:
     if r["stdout"].strip():
         text = printed(r["stdout"])
         res["kernel_output"] = text
-        res["flags"].append(f"kernel-printed: your kernel printed {len(r['stdout'])} characters; the grader ignores "
-                            "them (the verdict travels on a channel no kernel can write)")
+        res["flags"].append(f"kernel-printed: your kernel printed {r.get('stdout_bytes', len(r['stdout']))} bytes; the "
+                            "grader ignores them (the verdict travels on a channel no kernel can write)")
     return res
 
 
@@ -269,8 +271,6 @@ def _correctness(ex, wl, cubin, seed: int, facts: dict) -> bool:
     """Every shape, in an order drawn from the seed, `runs` (+ 0 or 1, drawn) times on fresh inputs."""
     import torch
 
-    from kernels.check import compare, poison
-
     rng = random.Random(derive(seed, "correctness", "plan"))
     order = list(range(len(ex.test_shapes)))
     rng.shuffle(order)
@@ -282,11 +282,7 @@ def _correctness(ex, wl, cubin, seed: int, facts: dict) -> bool:
         for r in range(runs + rng.randint(0, 1)):
             inputs = wl.make_inputs(shape, derive(seed, "correctness", si, r), device="cuda")
             before = {k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)}
-            ref = wl.reference(inputs)
-            out = poison(wl.make_output(inputs))
-            launch_contract(ex, cubin, wl.launch_args(inputs, out))
-            wait(ex.launch_timeout_s, f"{ex.kernel} on shape {tuple(shape)}")
-            rep = compare(out, ref, **dict(wl.CHECK))
+            _, rep = checked_launch(ex, wl, cubin, inputs, wl.reference(inputs), f"{ex.kernel} on shape {tuple(shape)}")
             mutated = [k for k, v in before.items() if not torch.equal(v, inputs[k])]
             if mutated:
                 facts["flags"].append(f"inputs-mutated: the kernel wrote to its input(s) {mutated}")
@@ -384,7 +380,6 @@ def _probe_child(job: dict) -> None:
     last launch. The result (output right or not, the bytes the workload must read and write) goes to a file."""
     import torch
 
-    from kernels.check import compare, poison
     from kernels.compile import compile_cuda
 
     from .spec import load
@@ -397,10 +392,7 @@ def _probe_child(job: dict) -> None:
     out = None
     for i in range(int(job["launches"])):
         inputs = wl.make_inputs(shape, derive(int(job["seed"]), "probe", i), device="cuda")
-        out = poison(wl.make_output(inputs))
-        launch_contract(ex, cubin, wl.launch_args(inputs, out))
-        wait(ex.launch_timeout_s, f"{ex.kernel} (profiled launch)")
-        rep = compare(out, wl.reference(inputs), **dict(wl.CHECK))
+        out, rep = checked_launch(ex, wl, cubin, inputs, wl.reference(inputs), f"{ex.kernel} (profiled launch)")
         if not rep.ok:
             ok, message = False, f"launch {i + 1}: " + rep.message.splitlines()[0]
     written = out.numel() * out.element_size() if isinstance(out, torch.Tensor) else 0

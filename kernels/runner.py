@@ -48,13 +48,26 @@ def wait(deadline_s: float, what: str) -> None:
     torch.cuda.synchronize()  # raises the kernel's error, if any
 
 
+def checked_launch(ex, wl, cubin, inputs: dict, ref, what: str):
+    """One launch on fresh inputs, checked: the output poisoned first, the launch waited for with the spec's deadline,
+    the output compared with `ref` — the reference of the inputs *as they were drawn*, computed before the launch,
+    so a kernel that rewrites its inputs cannot make its output "right" for what it left behind. Returns
+    (output, kernels.check report)."""
+    from .check import compare, poison
+
+    out = poison(wl.make_output(inputs))
+    launch_contract(ex, cubin, wl.launch_args(inputs, out))
+    wait(ex.launch_timeout_s, what)
+    return out, compare(out, ref, **dict(wl.CHECK))
+
+
 def time_exercise(ex, wl, cubin, seed: int, tag: str, ceilings: dict | None = None) -> dict:
     """Time one kernel at the bench shape with the course's one timer, verifying every launch.
 
     Fresh input values before every launch (regenerated in place, outside the timed region: no result can be
     reused), the output poisoned, and after the launch its output compared with the reference of exactly those
-    inputs. The numbers of warm-ups, timed repetitions and wall-clock calls are drawn from the seed; each wall-clock
-    call writes its own output, so each is verified too."""
+    inputs as drawn (computed before the launch). The numbers of warm-ups, timed repetitions and wall-clock calls are
+    drawn from the seed; each wall-clock call writes its own output, so each is verified too."""
     import torch
 
     from .bench import bench
@@ -74,7 +87,8 @@ def time_exercise(ex, wl, cubin, seed: int, tag: str, ceilings: dict | None = No
         for k, v in fresh.items():
             if isinstance(v, torch.Tensor):
                 inputs[k].copy_(v)
-        refs.pop(id(inputs), None)
+        # the reference of the inputs as drawn, before any launch can touch them (outside the timed region)
+        refs[id(inputs)] = wl.reference(inputs)
 
     def make_args():
         # Everything host-side happens here, outside the timed region: fresh values in the same buffers, the
@@ -96,8 +110,6 @@ def time_exercise(ex, wl, cubin, seed: int, tag: str, ceilings: dict | None = No
     def verify(args):
         la, inputs, o = args
         wait(ex.launch_timeout_s, f"{ex.kernel} at the bench shape")
-        if id(inputs) not in refs:
-            refs[id(inputs)] = wl.reference(inputs)
         rep = compare(o, refs[id(inputs)], **dict(wl.CHECK))
         return None if rep.ok else rep.message.splitlines()[0]
 

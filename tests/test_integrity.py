@@ -215,3 +215,29 @@ def test_the_baseline_is_measured_before_and_apart_from_student_code(monkeypatch
     assert base_job["reference_source"] == "REF" and "source" not in base_job  # no student code in that process
     assert all(job["baseline"]["reference"]["value"] == 2.9 for m, job in calls if m == "grade")
     assert len(list(tmp_path.glob("baseline_naive_loads_row_bias_*.json"))) == 1  # the batch's copy, for others
+
+
+def test_a_kernel_that_rewrites_its_inputs_is_checked_against_the_inputs_as_drawn(monkeypatch):
+    """kernels.runner.checked_launch compares with a reference computed before the launch: a 'kernel' that zeroes
+    its weights and writes y = 0 (right for the weights it left behind) fails. The GPU half is the known answer
+    ldgsts/zeroes_weights (flag stale-output when it does this during timing)."""
+    import torch
+
+    from kernels import runner
+    from kernels.ldgsts import exercise as wl
+
+    def cheat(ex, cubin, la):
+        x, w, y, n = la["args"]
+        w.zero_()
+        y.zero_()
+
+    monkeypatch.setattr(runner, "launch_contract", cheat)
+    monkeypatch.setattr(runner, "wait", lambda *a, **k: None)
+    ex = spec.load("ldgsts").exercises["smooth_bf16"]
+    inputs = wl.make_inputs((4100,), 5, device="cpu")
+    out, rep = runner.checked_launch(ex, wl, None, inputs, wl.reference(inputs), "cheat")
+    assert not rep.ok and torch.count_nonzero(out) == 0
+    # the same output against a reference taken after the 'launch' passes: the hole that was closed
+    from kernels.check import compare
+
+    assert compare(out, wl.reference(inputs), **dict(wl.CHECK)).ok
