@@ -50,8 +50,7 @@ GPU9 = ["good", "blank", "malformed", "tamper", "naive_loads-cached_result", "sm
 
 # The grader-integrity cohort: the solutions beside one hostile answer per family (a kernel that prints a verdict,
 # counts its launches, rewrites its inputs, hides its path in a dead branch or in generic loads, includes the
-# environment file), graded
-# through nbgrader so that their feedback can be read for the secret.
+# environment file), graded through nbgrader so that their feedback can be read for the secret.
 INTEGRITY = ["good", "naive_loads-forged_verdict", "naive_loads-launch_counter", "naive_loads-dead_branch_vec",
              "naive_loads-include_environ", "naive_loads-include_macro", "ldgsts-dead_branch_ldgsts",
              "ldgsts-zeroes_weights", "tma-generic_loads"]
