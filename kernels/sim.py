@@ -372,9 +372,11 @@ def _row_values(row: Mapping[str, Any]) -> tuple[str, float | None, float | None
 
 
 def plot_predicted_vs_measured(rows: Sequence[Mapping[str, Any]], ax=None, title: str = "Model vs measured",
-                               band: float = 0.15, outer_band: float = 0.20, unit: str | None = None):
+                               band: float = 0.15, outer_band: float = 0.20, unit: str | None = None,
+                               ceiling: float | None = None, bar: float | None = None):
     """Bars of the measured figure per kernel, the model's prediction as a marker with ±band (dark) and
-    ±outer_band (light) ranges. Rows are dicts: recorded_h100.json rows work as they are ("kernel", "tbps" or
+    ±outer_band (light) ranges; `ceiling` (the same run's copy or matmul ceiling) and `bar` (an exercise's bar) as
+    horizontal lines. Rows are dicts: recorded_h100.json rows work as they are ("kernel", "tbps" or
     "tflops", "model_prediction"), or give "measured" / "predicted" directly. Returns the matplotlib Figure
     (no pyplot state: works headless and shows once in a notebook)."""
     from matplotlib.figure import Figure
@@ -402,6 +404,10 @@ def plot_predicted_vs_measured(rows: Sequence[Mapping[str, Any]], ax=None, title
             ax.fill_between([x - 0.4, x + 0.4], predicted * (1 - band), predicted * (1 + band),
                             color="#DD8452", alpha=0.45, linewidth=0)
             ax.plot([x], [predicted], marker="D", color="black", linestyle="none")
+    for value, text, color, style in ((ceiling, "ceiling", "grey", "--"), (bar, "exercise bar", "#C44E52", ":")):
+        if value:
+            ax.axhline(value, color=color, linestyle=style, linewidth=1)
+            ax.text(-0.4, value * 1.01, f"{text} {value:.2f} {unit}", fontsize="small", color=color)
     ax.set_xticks(xs, labels, rotation=0 if len(rows) <= 4 else 30, ha="center" if len(rows) <= 4 else "right")
     ax.set_ylabel(unit or "value")
     ax.set_title(title)

@@ -19,6 +19,11 @@ SPECS = Path(__file__).resolve().parents[1] / "autograder" / "specs"
 PARTS = ("correctness", "path", "throughput")
 
 
+# Every good answer must clear its bar on a noisy run: the course solution clears it by at least this factor at
+# calibration (a bar from the ceiling fraction that leaves less is lowered to solution / SOLUTION_MARGIN).
+SOLUTION_MARGIN = 1.08
+
+
 class SpecError(ValueError):
     pass
 
@@ -58,6 +63,17 @@ class Part:
     runs: int = 1  # correctness: how many fresh-input runs per shape
     executed: tuple[Rule, ...] = ()  # path: rules on what one launch executed (measured on the GPU)
     partial_points: float = 0.0  # path: points when every rule holds only at its partial bound
+    copy_fraction: float | None = None  # throughput: bar = this x the D2D copy ceiling at calibration
+    cublas_fraction: float | None = None  # throughput: bar = this x cuBLAS bf16 at calibration
+
+    def ceiling_bar(self, ceilings: dict) -> float | None:
+        """The bar the ceiling fraction gives under `ceilings` (a run's kernels.bench.ceilings()), before the
+        calibration caps it at the solution's figure / SOLUTION_MARGIN; None when the bar is not a fraction."""
+        if self.copy_fraction and ceilings.get("copy_tbps"):
+            return self.copy_fraction * ceilings["copy_tbps"]
+        if self.cublas_fraction and ceilings.get("cublas_bf16_tflops"):
+            return self.cublas_fraction * ceilings["cublas_bf16_tflops"]
+        return None
 
 
 @dataclass(frozen=True)
@@ -152,7 +168,8 @@ def parse(data: dict, path: Path = Path("<spec>")) -> Spec:
                 require=tuple(p.get("require", ())), forbid=tuple(p.get("forbid", ())), bar=p.get("bar"),
                 reference_value=p.get("reference_value"), calibrated=p.get("calibrated"), runs=int(p.get("runs", 1)),
                 executed=tuple(_rule(r, f"{where}.{pname}.executed") for r in p.get("executed", ())),
-                partial_points=float(p.get("partial_points", 0.0)))
+                partial_points=float(p.get("partial_points", 0.0)), copy_fraction=p.get("copy_fraction"),
+                cublas_fraction=p.get("cublas_fraction"))
         metric = _need(e, "metric", where)
         if metric not in ("tbps", "tflops"):
             raise SpecError(f"{where}: metric must be 'tbps' or 'tflops', not {metric!r}")

@@ -7,17 +7,16 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
-from .. import record
 from ..bench import bench, ceilings, rotating_inputs, script_main
 from ..check import compare, poison
+from ..spec import load
+from ..topic import Topic, answer_row, check_answers, plot_rows, row, time_answer
 from . import model
 from .launch import VARIANTS, copy
 from .workload import BENCH_N, TEST_NS, bytes_moved, make_inputs, reference
 
 SLUG = "naive_loads"
+TIMED_ANSWERS = ("correct", "scalar_loads")  # the exercise's known answers the benchmark times (the grader's timer)
 
 
 def check_all(seed: int = 1) -> list[str]:
@@ -39,8 +38,10 @@ def check_all(seed: int = 1) -> list[str]:
     return failures
 
 
-def measure(n: int = BENCH_N, reps: int = 20, seed: int = 0, variants=VARIANTS) -> list[dict]:
-    """Time each rung (fresh inputs each repetition, L2 flushed) and put the model's prediction beside it."""
+def measure(n: int = BENCH_N, reps: int = 20, seed: int = 0, variants=VARIANTS, with_exercise: bool = False
+            ) -> list[dict]:
+    """Time each rung (fresh inputs each repetition, L2 flushed) and put the model's prediction beside it; with
+    `with_exercise`, also the exercise's known answers, timed by the grader's own function."""
     import torch
 
     ceil = ceilings()
@@ -50,48 +51,46 @@ def measure(n: int = BENCH_N, reps: int = 20, seed: int = 0, variants=VARIANTS) 
     for variant in variants:
         res = bench(lambda x: copy(x, variant, out=out), rotating_inputs(pool), bytes=bytes_moved(n), reps=reps)
         pred = model.predict_copy_tbps(variant, ceil["copy_tbps"]) if variant in model.VARIANTS else None
-        rows.append({"kernel": f"copy_{variant}", "shape": f"n={n}", "ms": res.ms, "p20_ms": res.p20_ms,
-                     "p80_ms": res.p80_ms, "tbps": res.tbps, "tflops": None,
-                     "fraction_of_ceiling": res.fraction_of_copy, "model_prediction": pred})
+        rows.append(row(f"copy_{variant}", f"n={n}", res, pred))
+    del pool, out
+    if with_exercise:
+        for name in TIMED_ANSWERS:
+            rows.append(answer_row(SLUG, name, time_answer(SLUG, name, seed=seed)))
     return rows
+
+
+def claims(rows: list[dict], ceilings: dict) -> list[str]:
+    """What the day teaches, checked: 16-byte loads with enough bytes in flight reach the copy ceiling (>= 0.90x);
+    the exercise's 2-byte known answer stays below its bar (expected.toml gives it no throughput points)."""
+    bad = []
+    best16 = max(r["tbps"] for r in rows if r["kernel"] in ("copy_vec16", "copy_grid_stride"))
+    if best16 < 0.90 * ceilings["copy_tbps"]:
+        bad.append(f"16-byte copy at {best16 / ceilings['copy_tbps']:.3f}x of the D2D copy (< 0.90x)")
+    scalar = next((r for r in rows if r.get("answer") == "scalar_loads"), None)
+    bar = load(SLUG).exercises["row_bias"].parts["throughput"].ceiling_bar(ceilings)
+    if scalar and scalar["tbps"] >= bar:
+        bad.append(f"row_bias (scalar_loads) at {scalar['tbps']:.3f} TB/s reaches the bar of this run ({bar:.3f}): "
+                   "the bar would not separate 2-byte loads")
+    return bad
 
 
 def plot(rows: list[dict], ceiling_tbps: float | None = None):
     """Measured TB/s per rung with the model's prediction and the copy ceiling of the same run."""
-    from ..sim import plot_predicted_vs_measured
-
-    fig = plot_predicted_vs_measured(rows, title="Day 1: copy bandwidth, measured vs model")
-    if ceiling_tbps:
-        ax = fig.axes[0]
-        ax.axhline(ceiling_tbps, color="grey", linestyle="--", linewidth=1)
-        ax.text(-0.4, ceiling_tbps * 1.01, f"D2D copy ceiling {ceiling_tbps:.2f} TB/s", fontsize="small")
-    return fig
+    return plot_rows(rows, {"copy_tbps": ceiling_tbps}, f"{TOPIC.title}, measured vs model")
 
 
-def run(out_dir: Path, quick: bool = False) -> dict:
-    """The GPU script's entry: check, measure, record, plot. ok=False (with the reasons) on any mismatch."""
-    out_dir = Path(out_dir)
-    failures = check_all()
-    if failures:
-        return {"ok": False, "failures": failures, "rows": []}
-    rows = measure(n=BENCH_N // (8 if quick else 1))
-    ceil = ceilings()
-    band = max(abs(r["model_prediction"] / r["tbps"] - 1) for r in rows if r["model_prediction"])
-    vec16 = next(r for r in rows if r["kernel"] == "copy_vec16")
-    best16 = max(r["tbps"] for r in rows if r["kernel"] in ("copy_vec16", "copy_grid_stride"))
-    extra = {"model_latency_ns": model.LATENCY_NS, "model_band": band,
-             "fit_latency_ns_from_scalar": model.fit_latency_ns(
-                 next(r for r in rows if r["kernel"] == "copy_scalar")["tbps"], "scalar")}
-    target = record.write(SLUG, rows, ceil, extra, out=out_dir / SLUG / "recorded_h100.json")
-    if os.environ.get("COURSE_RECORD") == "1":
-        record.write(SLUG, rows, ceil, extra)
-    fig = plot(rows, ceil["copy_tbps"])
-    fig.savefig(out_dir / SLUG / "copy_vs_model.png", dpi=110)
-    return {"ok": best16 >= 0.90 * ceil["copy_tbps"], "rows": rows, "ceilings": ceil, "model_band": band,
-            "vec16_fraction": vec16["fraction_of_ceiling"], "best16_fraction": best16 / ceil["copy_tbps"],
-            "recorded": str(target),
-            "failures": [] if best16 >= 0.90 * ceil["copy_tbps"] else
-            [f"16-byte copy at {best16 / ceil['copy_tbps']:.3f}x of the D2D copy (< 0.90x)"]}
+TOPIC = Topic(
+    slug=SLUG, title="Day 1: copy bandwidth",
+    check=lambda quick: check_all() + check_answers(SLUG, TIMED_ANSWERS),
+    measure=lambda quick: (measure(n=BENCH_N // (8 if quick else 1), with_exercise=True), []),
+    constants=lambda: {"LATENCY_NS": model.LATENCY_NS, "IDLE_LATENCY_NS": model.IDLE_LATENCY_NS,
+                       "LATENCY_SLOPE_NS_PER_TBPS": model.LATENCY_SLOPE_NS_PER_TBPS,
+                       "DRAM_GRANULE_BYTES": model.DRAM_GRANULE_BYTES,
+                       "PARTIAL_WRITE_COST": model.PARTIAL_WRITE_COST},
+    fit=lambda rows, copy_tbps: {"LATENCY_NS": model.fit_latency_ns(
+        next(r for r in rows if r["kernel"] == "copy_scalar")["tbps"], "scalar")},
+    claims=claims)
+run = TOPIC.run
 
 
 if __name__ == "__main__":

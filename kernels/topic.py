@@ -1,0 +1,274 @@
+"""A topic's benchmark script, one scaffold for every topic.
+
+A topic declares what is its own, in its bench.py:
+
+    TOPIC = Topic(slug="tma", title="Day 5: TMA", check=check_all, measure=measure,
+                  constants=lambda: {"LATENCY_NS": model.LATENCY_NS, ...}, fit=model.fit, claims=claims,
+                  plots={"tma_sweep.png": plot_sweep})
+    run = TOPIC.run                     # python -m kernels.tma.bench --out build/gpu  (script_main)
+
+- check(quick) -> failures: every kernel against its reference (fresh inputs, awkward shapes, poisoned outputs);
+- measure(quick) -> (rows, problems): the rows (`row()` builds one), each with the model's prediction beside it;
+- constants() -> the model's fitted constants with their source; fit(rows, ceilings) -> a refit on this run's rows
+  (recorded beside the constants, never used to predict: a refit far from them says the model or the machine moved);
+- claims(rows, ceilings) -> what the notebook says about these rows that this run contradicts;
+- plots: file name -> plot(rows, ceilings), beside the predicted-vs-measured plot every topic gets
+  (<slug>_vs_model.png, plot_rows).
+
+What every topic shares lives here: the order (check, measure, compare with the model, check the claims and the
+exercise's margin, record, plot), the band (worst |prediction / measurement - 1| over the rows the model covers),
+the record (kernels.record: device, driver, date, ceilings), the margin of each exercise's course solution over
+its bar (kernels.spec.SOLUTION_MARGIN), and the timing of known answers with the grader's own function.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import traceback
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable
+
+from . import record
+
+MODEL_BAND = 0.20  # the course's hard band for every modelled row (goal 0.15)
+
+
+def _no_claims(rows, ceilings) -> list[str]:
+    return []
+
+
+@dataclass
+class Topic:
+    slug: str
+    title: str  # the plots' title: "Day 5: TMA"
+    check: Callable[[bool], list[str]]
+    measure: Callable[[bool], tuple[list[dict], list[str]]]
+    constants: Callable[[], dict]
+    fit: Callable[[list[dict], float], dict] | None = None  # (rows, copy ceiling) -> refit constants and band
+    claims: Callable[[list[dict], dict], list[str]] = _no_claims
+    extra: Callable[[list[dict], dict], dict] | None = None  # topic-only facts for the record
+    plots: dict[str, Callable] = field(default_factory=dict)  # more plots: file name -> fn(rows, ceilings) -> Figure
+    model_band: float = MODEL_BAND
+    keep_going: bool = False  # True: a failed check does not stop the run (everything is measured, then reported)
+
+    def run(self, out_dir: Path, quick: bool = False) -> dict:
+        return run(self, out_dir, quick)
+
+
+def row(kernel: str, shape: str, res, prediction=None, **extra) -> dict:
+    """One recorded row from a timing (a kernels.bench.BenchResult, or the dict kernels.runner.time_exercise
+    returns) and the model's prediction (a number, or an object with .tbps / .tflops and .bound)."""
+    if isinstance(res, dict):
+        ms, p20, p80 = res["ms"], res["p20_ms"], res["p80_ms"]
+        tbps = res["bytes"] / (ms * 1e-3) / 1e12 if res.get("bytes") else None
+        tflops = res["flops"] / (ms * 1e-3) / 1e12 if res.get("flops") else None
+    else:
+        ms, p20, p80, tbps, tflops = res.ms, res.p20_ms, res.p80_ms, res.tbps, res.tflops
+    pred, bound = prediction, None
+    if prediction is not None and not isinstance(prediction, (int, float)):
+        pred = getattr(prediction, "tbps", None) if tbps is not None else getattr(prediction, "tflops", None)
+        bound = getattr(prediction, "bound", None)
+    out = {"kernel": kernel, "shape": shape, "ms": ms, "p20_ms": p20, "p80_ms": p80, "tbps": tbps,
+           "tflops": None if tbps is not None else tflops, "fraction_of_ceiling": None, "model_prediction": pred}
+    if bound is not None:
+        out["model_bound"] = bound
+    out.update(extra)
+    return out
+
+
+def _with_fractions(rows: list[dict], ceilings: dict) -> None:
+    for r in rows:
+        if r.get("tbps") is not None:
+            r["fraction_of_ceiling"] = r["tbps"] / ceilings["copy_tbps"]
+        elif r.get("tflops") is not None and ceilings.get("cublas_bf16_tflops"):
+            r["fraction_of_ceiling"] = r["tflops"] / ceilings["cublas_bf16_tflops"]
+
+
+def measured(r: dict) -> float | None:
+    return r.get("tbps") if r.get("tbps") is not None else r.get("tflops")
+
+
+def band(rows: list[dict]) -> tuple[float, dict | None]:
+    """The worst |prediction / measurement - 1| over the rows the model covers, and that row."""
+    covered = [r for r in rows if r.get("model_prediction") is not None and measured(r)]
+    if not covered:
+        return float("nan"), None
+    worst = max(covered, key=lambda r: abs(r["model_prediction"] / measured(r) - 1))
+    return abs(worst["model_prediction"] / measured(worst) - 1), worst
+
+
+# --- known answers of a topic's exercise (the .cu files the grader's tests use, read as data) -------------------
+
+@lru_cache(maxsize=None)
+def answer_cubin(slug: str, name: str):
+    """The compiled known answer `name` of the topic's exercise (autograder/submissions/<slug>/, read by path)."""
+    from .compile import compile_cuda
+    from .known import kernel_source
+
+    return compile_cuda(kernel_source(slug, name), name=f"{slug}_{name}.cu")
+
+
+def exercise_of(slug: str, exercise: str | None = None):
+    """(spec exercise, workload module) of the topic's exercise (its only one unless named)."""
+    from .spec import load
+
+    exs = load(slug).exercises
+    ex = exs[exercise] if exercise else next(iter(exs.values()))
+    return ex, importlib.import_module(ex.module)
+
+
+def run_answer(slug: str, cubin, inputs: dict, out, exercise: str | None = None):
+    """Launch a compiled answer with the exercise's fixed launch contract, as the grader does."""
+    from .runner import launch_contract
+
+    ex, wl = exercise_of(slug, exercise)
+    launch_contract(ex, cubin, wl.launch_args(inputs, out))
+    return out
+
+
+def check_answers(slug: str, names, shapes=None, seed: int = 1, runs: int = 1, exercise: str | None = None,
+                  cubins: dict | None = None) -> list[str]:
+    """Each named answer on each test shape (the spec's unless given), `runs` fresh draws each, poisoned output,
+    the exercise's tolerance. Returns the failures: 'answer shape: message'."""
+    import torch
+
+    from .check import compare, poison
+
+    ex, wl = exercise_of(slug, exercise)
+    failures = []
+    for name in names:
+        cub = (cubins or {}).get(name) or answer_cubin(slug, name)
+        for i, shape in enumerate(shapes or ex.test_shapes):
+            for k in range(runs):
+                inputs = wl.make_inputs(shape, seed + 1000 * i + k, device="cuda")
+                ref = wl.reference(inputs)
+                out = poison(wl.make_output(inputs))
+                run_answer(slug, cub, inputs, out, exercise)
+                torch.cuda.synchronize()
+                rep = compare(out, ref, **dict(wl.CHECK))
+                if not rep.ok:
+                    failures.append(f"{ex.name} ({name}) {'x'.join(map(str, shape))}: {rep.message}")
+    return failures
+
+
+def time_answer(slug: str, name: str, *, shape=None, reps: int | None = None, seed: int = 0,
+                exercise: str | None = None, cubin=None) -> dict:
+    """Time a known answer (or `cubin`) with the grader's own function, kernels.runner.time_exercise: every launch
+    verified, the counts drawn from the seed. At the spec's bench shape and repetitions unless given."""
+    from dataclasses import replace
+
+    from .runner import time_exercise
+
+    ex, wl = exercise_of(slug, exercise)
+    ex = replace(ex, bench_shape=tuple(shape or ex.bench_shape), bench_reps=int(reps or ex.bench_reps))
+    return time_exercise(ex, wl, cubin or answer_cubin(slug, name), seed, name)
+
+
+def answer_row(slug: str, name: str, res: dict, prediction=None, *, kernel: str | None = None, shape: str | None = None,
+               exercise: str | None = None, **extra) -> dict:
+    """A recorded row for a known answer timed by time_answer (named `kernel`, default "<exercise> (<answer>)"):
+    `exercise`, `answer` and whether every timed launch was right are part of it (the margin check reads them)."""
+    ex, _ = exercise_of(slug, exercise)
+    shape = shape or "x".join(map(str, ex.bench_shape))
+    return row(kernel or f"{ex.name} ({name})", shape, res, prediction, exercise=ex.name, answer=name,
+               output_ok=res["output_ok"], wrong_launches=res["wrong_launches"], launches=res["launches"],
+               timed_by="kernels.runner.time_exercise", **extra)
+
+
+def exercise_margins(slug: str, rows: list[dict], ceilings: dict, device: str | None) -> tuple[dict, list[str]]:
+    """For each exercise whose course solution ("correct") was timed: its figure over the spec's bar (an H100
+    figure: held to SOLUTION_MARGIN on an H100 run) and over the ceiling-fraction bar of this run's ceilings."""
+    from .spec import SOLUTION_MARGIN, load
+
+    spec = load(slug)
+    out, problems = {}, []
+    on_h100 = record.device_tag(device) == "h100"
+    for ex in spec.exercises.values():
+        sol = next((r for r in rows if r.get("exercise") == ex.name and r.get("answer") == "correct"), None)
+        tp = ex.parts["throughput"]
+        if sol is None or measured(sol) is None:
+            continue
+        value = measured(sol)
+        m = {"solution": value, "spec_bar": tp.bar, "over_spec_bar": value / tp.bar if tp.bar else None,
+             "required": SOLUTION_MARGIN, "spec_bar_device": "H100"}
+        run_bar = tp.ceiling_bar(ceilings)
+        if run_bar:
+            m.update(bar_this_run=run_bar, over_bar_this_run=value / run_bar)
+        out[ex.name] = m
+        if on_h100 and tp.bar and value / tp.bar < SOLUTION_MARGIN:
+            problems.append(f"{ex.name}: the course solution ({value:.3f}) clears the spec's bar ({tp.bar:.3f}) by "
+                            f"{value / tp.bar:.3f}x (< {SOLUTION_MARGIN}x): a correct answer at its speed can fail "
+                            "on a noisy run; recalibrate (python -m autograder calibrate) or make it faster")
+    return out, problems
+
+
+def plot_rows(rows: list[dict], ceilings: dict | None, title: str, bar: float | None = None):
+    """The predicted-vs-measured plot every topic draws: bars measured, diamonds predicted (±15 % / ±20 %), the
+    ceiling of the same run and the exercise's bar as lines."""
+    from .sim import plot_predicted_vs_measured
+
+    tbps = any(r.get("tbps") is not None for r in rows)
+    ceiling = None if not ceilings else ceilings.get("copy_tbps" if tbps else "cublas_bf16_tflops")
+    return plot_predicted_vs_measured([r for r in rows if measured(r) is not None], title=title,
+                                      outer_band=MODEL_BAND, ceiling=ceiling, bar=bar)
+
+
+def _attempt(what: str, fn, failures: list[str], default):
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001 - reported, not swallowed: run() returns ok=False
+        failures.append(f"{what} raised {type(exc).__name__}: {exc}\n" + "".join(traceback.format_exc(limit=3)))
+        return default
+
+
+def run(topic: Topic, out_dir: Path, quick: bool = False) -> dict:
+    """Check, measure, compare with the model, record, plot; ok=False with every reason on any failed check,
+    contradicted claim, model outside its band or solution too close to its bar."""
+    from .bench import ceilings
+    from .device import cpu_mode_reason, gpu, is_hopper
+
+    out_dir = Path(out_dir)
+    if not is_hopper():
+        return {"ok": False, "failures": [f"needs an sm_90 GPU: {cpu_mode_reason()}"], "rows": []}
+    (out_dir / topic.slug).mkdir(parents=True, exist_ok=True)
+    failures: list[str] = []
+    failures += _attempt("check", lambda: topic.check(quick), failures, [])
+    if failures and not topic.keep_going:
+        return {"ok": False, "failures": failures, "rows": []}
+    rows, problems = _attempt("measure", lambda: topic.measure(quick), failures, ([], []))
+    failures += problems
+    ceil = ceilings()
+    _with_fractions(rows, ceil)
+    worst_band, worst = band(rows)
+    fitted = _attempt("fit", lambda: topic.fit(rows, ceil["copy_tbps"]), failures, None) if topic.fit and rows \
+        else None
+    failures += [f"{r['kernel']}: {r['wrong_launches']} timed launch(es) wrong" for r in rows
+                 if r.get("wrong_launches")]
+    failures += _attempt("claims", lambda: topic.claims(rows, ceil), failures, []) if rows else []
+    if worst is not None and worst_band > topic.model_band:
+        failures.append(f"model off by {worst_band:.1%} (> {topic.model_band:.0%}), worst {worst['kernel']} "
+                        f"{worst['shape']}: predicted {worst['model_prediction']:.3f}, measured {measured(worst):.3f}")
+    device = (gpu() or {}).get("name")
+    margins, margin_problems = exercise_margins(topic.slug, rows, ceil, device)
+    failures += margin_problems
+    if not rows:
+        failures.append("nothing was measured (see the failures above)")
+    extra = {"model_constants": topic.constants(), "model_band": worst_band,
+             "model_worst_row": worst["kernel"] if worst else None, "model_fit": fitted, "quick": quick,
+             "exercise_margins": margins, **(topic.extra(rows, ceil) if topic.extra and rows else {})}
+    target = None
+    if rows:
+        target = record.write(topic.slug, rows, ceil, extra, out=out_dir / topic.slug / "recorded_h100.json")
+        if os.environ.get("COURSE_RECORD") == "1" and not quick:
+            record.write(topic.slug, rows, ceil, extra)
+        plots = {f"{topic.slug}_vs_model.png": lambda rs, c: plot_rows(rs, c, f"{topic.title}, measured vs model"),
+                 **topic.plots}
+        for name, fn in plots.items():
+            fig = _attempt(f"plot {name}", lambda fn=fn: fn(rows, ceil), failures, None)
+            if fig is not None:
+                fig.savefig(out_dir / topic.slug / name, dpi=110)
+    return {"ok": not failures, "failures": failures, "rows": rows, "ceilings": ceil, "model_band": worst_band,
+            "model_fit": fitted, "exercise_margins": margins, "recorded": str(target) if target else None}
