@@ -40,11 +40,11 @@ export CUDA_CACHE_PATH := $(CACHE)/nv
 # The course root on the path: nbgrader's autograde kernel imports kernels/ and autograder/ from it.
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
-.PHONY: venv test lab formgrader gpu-test autograde weeks clean
+.PHONY: venv test lab formgrader gpu-test autograde weeks release clean
 
 # Targets that run in the venv see its scripts first: nbgrader runs `alembic` by name, and tests may call
 # `nbgrader` / `jupyter`. (Not gpu-test: there `python3` must stay the machine's own interpreter.)
-test lab autograde weeks: export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+test lab autograde weeks release: export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 venv: $(STAMP)
 
@@ -79,6 +79,11 @@ autograde: venv
 	$(VENV)/bin/autograder grade $(WEEK)
 
 # weeks/ is generated from solutions/ by `nbgrader generate_assignment`; never edit weeks/ by hand.
+# The folder (and .zip) a student is handed: build/release/course-$(WEEK)/ — the week's notebooks, the library and
+# the grader client; no solution, no known answer, no hidden test (checked before it is written: autograder.release).
+release: $(STAMP) weeks
+	$(VPY) -m autograder.release --student $(WEEK)
+
 weeks: venv
 	$(VPY) -m autograder.release
 

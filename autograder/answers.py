@@ -110,7 +110,7 @@ def read_literal(source: str, var: str, grade_id: str = "?") -> Answer:
 
 def quiz_key(grade_cell_source: str, var: str, question: str) -> str | None:
     """The key of one quiz question, read from the hidden tests of the instructor's grade cell:
-    `assert QUIZ["q1"] == "b"` between ### BEGIN HIDDEN TESTS / ### END HIDDEN TESTS."""
+    `assert QUIZ["q<n>"] == "<key>"` between ### BEGIN HIDDEN TESTS / ### END HIDDEN TESTS."""
     m = _HIDDEN.search(grade_cell_source)
     if not m:
         return None

@@ -1,14 +1,19 @@
-"""Generate the student release weeks/<week>/ from solutions/<week>/ with `nbgrader generate_assignment`.
+"""The student release: weeks/<week>/ generated from solutions/<week>/ (`nbgrader generate_assignment`), and the
+folder a student is handed (`make release`): those notebooks, the library they import and the grader client of the
+one-call check — never a course solution, a known answer, a reference source or a hidden test.
 
-    python -m autograder.release            # every week in solutions/
+    python -m autograder.release                    # regenerate weeks/ (every week in solutions/)
     python -m autograder.release week1
+    python -m autograder.release --student week1    # build/release/course-week1/ and course-week1.zip
 
-weeks/ is never edited by hand; tests/test_release.py fails when it is stale.
+weeks/ is never edited by hand; tests/test_release.py fails when it is stale, tests/test_student_release.py when a
+student release would carry an answer.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -47,8 +52,224 @@ def release(week: str) -> Path:
     return ROOT / "weeks" / week
 
 
+# What a student release leaves out, and why: everything here exists only where grading reads it.
+INSTRUCTOR_ONLY = {
+    "autograder/submissions": "the known answers, among them the exercises' course solutions and their mutations",
+    "autograder/recorded_cohort_h100.json": "the grades of the synthetic cohorts",
+    "autograder/cohort.py": "the synthetic cohorts, built from known answers",
+    "autograder/known.py": "grades the known answers",
+    "autograder/nbgrader_config.py": "the instructors' nbgrader set-up (autograde, feedback)",
+    "autograder/nbgrader_plugin.py": "nbgrader's autograde step",
+    "autograder/report.py": "the class report of a graded batch",
+    "kernels/smem_tiling/transpose.cu": "its tiled rungs (padded, XOR-swizzled) are day 2's exercise answered",
+}
+# What it carries: the notebooks of the week come from weeks/<week>/.
+SHIPPED = ("kernels", "autograder", "pyproject.toml", "environment.yml")
+SKIP_NAMES = ("__pycache__", ".ipynb_checkpoints")
+
+STUDENT_README = """# Hopper async-memory course: {week}
+
+The notebooks of {week} (`{week}/dayN_<topic>.ipynb`), the `kernels` library they import and the grader client
+behind each notebook's one-call check (`autograder.check(...)`).
+
+    python -m venv .venv && .venv/bin/pip install -e .     # a CPU-only machine: pip install torch==2.13.0 first
+    .venv/bin/jupyter lab {week}/
+
+On a machine without a Hopper GPU the notebooks run in CPU mode: kernels compile and their SASS is read, models and
+quizzes work, and the recorded H100 numbers stand in for your own measurements. On an H100 the check also runs your
+kernel, times it and measures which hardware path carried the work. The gradebook's verdict comes from your
+instructor's run of the same harness, with inputs you never see.
+"""
+
+
+def student_release(week: str, out: Path | None = None, *, archive: bool = True) -> Path:
+    """Build the folder a student is handed for `week` (and a .zip of it): see INSTRUCTOR_ONLY for what stays out."""
+    src_nbs = ROOT / "weeks" / week
+    if not any(src_nbs.glob("*.ipynb")):
+        raise FileNotFoundError(f"weeks/{week} has no notebooks: run `make weeks` first")
+    out = Path(out or ROOT / "build" / "release" / f"course-{week}")
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        rel = Path(folder).resolve().relative_to(ROOT)
+        return {n for n in names if n in SKIP_NAMES or (rel / n).as_posix() in INSTRUCTOR_ONLY}
+
+    for name in SHIPPED:
+        p = ROOT / name
+        if p.is_dir():
+            shutil.copytree(p, out / name, ignore=ignore)
+        else:
+            shutil.copy2(p, out / name)
+    shutil.copytree(src_nbs, out / week, ignore=shutil.ignore_patterns(*SKIP_NAMES))
+    (out / "README.md").write_text(STUDENT_README.format(week=week))
+    if archive:
+        shutil.make_archive(str(out), "zip", root_dir=out.parent, base_dir=out.name)
+    return out
+
+
+# --- what a student release must not carry ---------------------------------------------------------------------
+
+NEAR_COPY = 0.80  # normalised-token similarity of two kernels at or above which one is a near-copy of the other
+_KEYWORDS = frozenset(
+    "if else for while do return const int float double long unsigned char void bool auto constexpr static inline "
+    "__global__ __device__ __shared__ __restrict__ __forceinline__ extern struct break continue sizeof template "
+    "typename asm volatile".split())
+
+
+def cuda_tokens(src: str) -> list[str]:
+    """A kernel as a token stream that survives renaming and re-commenting: comments, preprocessor lines and string
+    contents dropped, every identifier ID, every number NUM; keywords and punctuation kept."""
+    import re
+
+    src = re.sub(r"//[^\n]*|/\*.*?\*/", "", src, flags=re.S)
+    src = re.sub(r'"(\\.|[^"\\])*"', "STR", src)
+    src = re.sub(r"^\s*#[^\n]*", "", src, flags=re.M)
+    out = []
+    for t in re.findall(r"[A-Za-z_]\w*|\d[\w.]*|\S", src):
+        out.append(t if t in _KEYWORDS else "NUM" if t[0].isdigit() else "ID" if t[0].isalpha() or t[0] == "_"
+                   else t)
+    return out
+
+
+def cuda_kernels(src: str) -> dict[str, list[str]]:
+    """Each __global__ function of a CUDA source (its name -> its tokens, signature to closing brace)."""
+    import re
+
+    text = re.sub(r"//[^\n]*|/\*.*?\*/", "", src, flags=re.S)
+    out = {}
+    for m in re.finditer(r"__global__", text):
+        brace = text.find("{", m.end())
+        if brace < 0:
+            continue
+        head = re.sub(r"__launch_bounds__\s*\([^)]*\)", "", text[m.end():brace])
+        name = (re.findall(r"(\w+)\s*\(", head) or ["?"])[0]
+        depth = 0
+        for j in range(brace, len(text)):
+            depth += {"{": 1, "}": -1}.get(text[j], 0)
+            if depth == 0:
+                break
+        out[name] = cuda_tokens(text[m.start():j + 1])
+    return out
+
+
+def similarity(a: list[str], b: list[str]) -> float:
+    import difflib
+
+    return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
+
+
+def answers_to_hide() -> dict[str, str]:
+    """Every CUDA source a release must not carry a near-copy of: each exercise's course solution and every known
+    answer graded full correctness points ('<slug>/<answer>' -> source)."""
+    import tomllib
+
+    from kernels.known import kernel_source, known_answers
+    from kernels.spec import all_specs
+
+    out = {}
+    for spec in all_specs():
+        expected_path = ROOT / "autograder" / "submissions" / spec.slug / "expected.toml"
+        expected = tomllib.loads(expected_path.read_text()) if expected_path.exists() else {}
+        full = {ex.parts["correctness"].points for ex in spec.exercises.values()}
+        for ka in known_answers(spec.slug):
+            if ka.name != "correct" and expected.get(ka.name, {}).get("correctness") not in full:
+                continue
+            try:
+                src = kernel_source(spec.slug, ka.name)
+            except Exception:  # noqa: BLE001 - a Python known answer (a torch call, a stub) has no CUDA source
+                continue
+            if src and "__global__" in src:
+                out[f"{spec.slug}/{ka.name}"] = src
+    return out
+
+
+def hidden_text() -> set[str]:
+    """What of the solutions' hidden regions a release must not carry: every hidden-test line (stripped, >= 20
+    characters), and every run of 3 consecutive solution-region lines (stripped, joined by newlines). Lines that
+    appear outside the hidden regions of the solutions notebooks (starter code, the spec) are not hidden."""
+    import re
+
+    import nbformat
+
+    tests, runs, visible = set(), set(), set()
+    for path in sorted((ROOT / "solutions").glob("week*/*.ipynb")):
+        for cell in nbformat.read(str(path), as_version=4).cells:
+            region, solution = None, []
+            for line in cell.source.splitlines() + ["### END SOLUTION"]:
+                if m := re.search(r"BEGIN (SOLUTION|HIDDEN TESTS)", line):
+                    region = m.group(1)
+                elif re.search(r"END (SOLUTION|HIDDEN TESTS)", line):
+                    if region == "SOLUTION":
+                        lines = [x.strip() for x in solution if len(x.strip()) >= 8]
+                        runs |= {"\n".join(lines[i:i + 3]) for i in range(len(lines) - 2)}
+                    region, solution = None, []
+                elif region == "HIDDEN TESTS" and len(line.strip()) >= 20:
+                    tests.add(line.strip())
+                elif region == "SOLUTION":
+                    solution.append(line)
+                else:
+                    visible.add(line.strip())
+    return (tests - visible) | runs
+
+
+def release_problems(folder: Path) -> list[str]:
+    """What a built student release carries that it must not: instructor-only paths, near-copies of an answer
+    (every __global__ kernel of every shipped CUDA source and notebook cell, against every answer's kernels), and
+    lines of solution regions or hidden tests. Empty when the release is clean."""
+    import nbformat
+
+    folder = Path(folder)
+    problems = []
+    files = [p for p in folder.rglob("*") if p.is_file()]
+    for p in files:
+        rel = p.relative_to(folder).as_posix()
+        hit = next((k for k in INSTRUCTOR_ONLY if rel == k or rel.startswith(k + "/")), None)
+        if hit:
+            problems.append(f"{rel}: instructor-only ({INSTRUCTOR_ONLY[hit]})")
+    sources = {}
+    for p in files:
+        rel = p.relative_to(folder).as_posix()
+        if p.suffix in (".cu", ".cuh"):
+            sources[rel] = p.read_text(errors="replace")
+        elif p.suffix == ".ipynb":
+            for i, cell in enumerate(nbformat.read(str(p), as_version=4).cells):
+                if cell.cell_type == "code" and "__global__" in cell.source:
+                    sources[f"{rel} cell {i}"] = cell.source
+    answers = {name: cuda_kernels(src) for name, src in answers_to_hide().items()}
+    for where, src in sources.items():
+        for kname, toks in cuda_kernels(src).items():
+            for aname, kernels_ in answers.items():
+                for akname, atoks in kernels_.items():
+                    r = similarity(toks, atoks)
+                    if r >= NEAR_COPY:
+                        problems.append(f"{where}: kernel {kname} is a near-copy ({r:.2f}) of {aname} ({akname})")
+    hidden = hidden_text()
+    for p in files:
+        if p.suffix in (".zip", ".png", ".pyc"):
+            continue
+        text = p.read_text(errors="replace")
+        if p.suffix == ".ipynb":  # compare the cells' text, not its JSON escaping
+            text = "\n".join(c.source for c in nbformat.read(str(p), as_version=4).cells)
+        text = "\n".join(line.strip() for line in text.splitlines())
+        leaked = sorted(h for h in hidden if h in text)
+        if leaked:
+            problems.append(f"{p.relative_to(folder).as_posix()}: carries solution or hidden-test text, e.g. "
+                            f"{leaked[0][:80]!r}")
+    return problems
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--student":
+        for week in argv[1:] or weeks():
+            out = student_release(week)
+            bad = release_problems(out)
+            if bad:
+                raise SystemExit(f"the student release of {week} would carry answers:\n  " + "\n  ".join(bad))
+            print(f"student release of {week} -> {out} (+ {out.name}.zip); left out: {', '.join(INSTRUCTOR_ONLY)}")
+        return
     for week in argv or weeks():
         out = release(week)
         print(f"released {week} -> {out.relative_to(ROOT)}: {', '.join(p.name for p in sorted(out.glob('*.ipynb')))}")

@@ -66,8 +66,11 @@ def score(ex: Exercise, facts: dict, extra_flags: list[str] = ()) -> ExerciseSco
         if comp and comp.get("not_attempted"):
             why = "exercise not attempted: " + why.split(": ", 1)[-1] if "not attempted" not in why else why
             status = "not_attempted"
-        for part in parts:
-            put(part, 0, why)
+        first = next(iter(parts))
+        for part in parts:  # the compiler's log once, under the first part; the others point at it
+            put(part, 0, why if part == first else
+                f"0: {'not attempted' if status == 'not_attempted' else 'the kernel did not compile'} "
+                f"(the {first} part says why)")
         return ExerciseScore(ex.name, out, flags, status, facts)
 
     pts, text, flag = path_points(ex, facts)

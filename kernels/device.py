@@ -108,7 +108,32 @@ def self_test(verbose: bool = True) -> dict:
                                 + ("" if g else " (building one needs the driver: GPU only)")) if ok else "missing"
     except Exception as exc:  # noqa: BLE001
         facts["tensor maps"] = f"unavailable: {exc}"
+    if g:  # only where numbers are measured does a version the record did not use matter
+        drift = recorded_version_drift(facts)
+        if drift:
+            facts["versions"] = ("your numbers come from " + ", ".join(drift) + ": compare them with the recorded "
+                                 "H100 numbers knowing that")
     if verbose:
         for k, v in facts.items():
             print(f"{k:>12}: {v}")
     return facts
+
+
+def recorded_version_drift(facts: dict) -> list[str]:
+    """'triton 3.9.0 (recorded with 3.6.0)' for each package whose installed version differs from the one the recorded
+    H100 numbers were measured with (kernels/*/recorded_h100.json)."""
+    import json
+    from pathlib import Path
+
+    recorded: dict[str, set] = {}
+    for p in sorted(Path(__file__).resolve().parent.glob("*/recorded_h100.json")):
+        doc = json.loads(p.read_text())
+        for dist, key in (("triton", "triton"), ("cuda.core", "cuda_core"), ("torch", "torch")):
+            if doc.get(key):
+                recorded.setdefault(dist, set()).add(doc[key])
+    out = []
+    for dist, versions in recorded.items():
+        mine = facts.get(dist)
+        if mine and mine not in versions and mine.split("+")[0] not in {v.split("+")[0] for v in versions}:
+            out.append(f"{dist} {mine} (recorded with {', '.join(sorted(versions))})")
+    return out

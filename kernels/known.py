@@ -7,7 +7,7 @@ Each entry names its answer in one of two ways:
 - `base` + `mutate`: a kernel that is another kernel with a few named changes — "a missing wait" is literally the
   solution with that wait deleted. `base` is "solution" (the solutions notebook's answer, nbgrader markers removed),
   a file name without a slash (a file of the topic's submissions folder: "correct.cu") or a path with a slash,
-  relative to the repository root ("kernels/pipeline/resample_block_scope.cu"). `mutate` is a list of
+  relative to the repository root ("autograder/submissions/pipeline/rungs/block_scope.cu"). `mutate` is a list of
   ["old text", "new text"] pairs applied in order to the base without its leading comment block; each old text
   must occur exactly once in the text it is applied to, so that an edit of the base under a mutation fails loudly
   (MutationError) instead of silently grading another kernel. The answer's source is the mutated text under a

@@ -8,7 +8,8 @@ A topic declares what is its own, in its bench.py:
     run = TOPIC.run                     # python -m kernels.tma.bench --out build/gpu  (script_main)
 
 - check(quick) -> failures: every kernel against its reference (fresh inputs, awkward shapes, poisoned outputs);
-- measure(quick) -> (rows, problems): the rows (`row()` builds one), each with the model's prediction beside it;
+- measure(quick) -> (rows, problems) or (rows, problems, evidence): the rows (`row()` builds one), each with the
+  model's prediction beside it; `evidence` (a dict, e.g. what the known-bad answers did) goes into the record;
 - constants() -> the model's fitted constants with their source; fit(rows, ceilings) -> a refit on this run's rows
   (recorded beside the constants, never used to predict: a refit far from them says the model or the machine moved);
 - claims(rows, ceilings) -> what the notebook says about these rows that this run contradicts;
@@ -45,7 +46,7 @@ class Topic:
     slug: str
     title: str  # the plots' title: "Day 5: TMA"
     check: Callable[[bool], list[str]]
-    measure: Callable[[bool], tuple[list[dict], list[str]]]
+    measure: Callable[[bool], tuple]  # (rows, problems) or (rows, problems, evidence for the record)
     constants: Callable[[], dict]
     fit: Callable[[list[dict], float], dict] | None = None  # (rows, copy ceiling) -> refit constants and band
     claims: Callable[[list[dict], dict], list[str]] = _no_claims
@@ -56,6 +57,12 @@ class Topic:
 
     def run(self, out_dir: Path, quick: bool = False) -> dict:
         return run(self, out_dir, quick)
+
+    def plot(self, rows: list[dict], ceiling: float | None = None, bar: float | None = None):
+        """The topic's predicted-vs-measured plot (what run() saves as <slug>_vs_model.png); `ceiling`: the copy
+        ceiling (TB/s rows) or cuBLAS (TFLOPS rows) of the rows' run."""
+        key = "copy_tbps" if any(r.get("tbps") is not None for r in rows) else "cublas_bf16_tflops"
+        return plot_rows(rows, {key: ceiling} if ceiling else None, f"{self.title}, measured vs model", bar=bar)
 
 
 def row(kernel: str, shape: str, res, prediction=None, **extra) -> dict:
@@ -71,8 +78,9 @@ def row(kernel: str, shape: str, res, prediction=None, **extra) -> dict:
     if prediction is not None and not isinstance(prediction, (int, float)):
         pred = getattr(prediction, "tbps", None) if tbps is not None else getattr(prediction, "tflops", None)
         bound = getattr(prediction, "bound", None)
+    fraction = None if isinstance(res, dict) else (res.fraction_of_copy if tbps is not None else res.fraction_of_matmul)
     out = {"kernel": kernel, "shape": shape, "ms": ms, "p20_ms": p20, "p80_ms": p80, "tbps": tbps,
-           "tflops": None if tbps is not None else tflops, "fraction_of_ceiling": None, "model_prediction": pred}
+           "tflops": None if tbps is not None else tflops, "fraction_of_ceiling": fraction, "model_prediction": pred}
     if bound is not None:
         out["model_bound"] = bound
     out.update(extra)
@@ -101,6 +109,14 @@ def band(rows: list[dict]) -> tuple[float, dict | None]:
 
 
 # --- known answers of a topic's exercise (the .cu files the grader's tests use, read as data) -------------------
+
+def shipped(slug: str, names) -> list:
+    """The names among `names` whose known answer is here: all of them in the course repository, none in a student
+    release (which carries no known answer: autograder.release). The benchmarks time what is here."""
+    from .known import SUBMISSIONS
+
+    return list(names) if (SUBMISSIONS / slug / "expected.toml").exists() else []
+
 
 @lru_cache(maxsize=None)
 def answer_cubin(slug: str, name: str):
@@ -139,7 +155,7 @@ def check_answers(slug: str, names, shapes=None, seed: int = 1, runs: int = 1, e
 
     ex, wl = exercise_of(slug, exercise)
     failures = []
-    for name in names:
+    for name in names if cubins else shipped(slug, names):
         cub = (cubins or {}).get(name) or answer_cubin(slug, name)
         for i, shape in enumerate(shapes or ex.test_shapes):
             for k in range(runs):
@@ -171,11 +187,15 @@ def answer_row(slug: str, name: str, res: dict, prediction=None, *, kernel: str 
                exercise: str | None = None, **extra) -> dict:
     """A recorded row for a known answer timed by time_answer (named `kernel`, default "<exercise> (<answer>)"):
     `exercise`, `answer` and whether every timed launch was right are part of it (the margin check reads them)."""
+    from .bench import ceilings
+
     ex, _ = exercise_of(slug, exercise)
     shape = shape or "x".join(map(str, ex.bench_shape))
-    return row(kernel or f"{ex.name} ({name})", shape, res, prediction, exercise=ex.name, answer=name,
+    out = row(kernel or f"{ex.name} ({name})", shape, res, prediction, exercise=ex.name, answer=name,
                output_ok=res["output_ok"], wrong_launches=res["wrong_launches"], launches=res["launches"],
                timed_by="kernels.runner.time_exercise", **extra)
+    _with_fractions([out], ceilings())  # the same process's ceilings (measured once, cached)
+    return out
 
 
 def exercise_margins(slug: str, rows: list[dict], ceilings: dict, device: str | None) -> tuple[dict, list[str]]:
@@ -238,7 +258,7 @@ def run(topic: Topic, out_dir: Path, quick: bool = False) -> dict:
     failures += _attempt("check", lambda: topic.check(quick), failures, [])
     if failures and not topic.keep_going:
         return {"ok": False, "failures": failures, "rows": []}
-    rows, problems = _attempt("measure", lambda: topic.measure(quick), failures, ([], []))
+    rows, problems, *evidence = _attempt("measure", lambda: topic.measure(quick), failures, ([], []))
     failures += problems
     ceil = ceilings()
     _with_fractions(rows, ceil)
@@ -258,14 +278,15 @@ def run(topic: Topic, out_dir: Path, quick: bool = False) -> dict:
         failures.append("nothing was measured (see the failures above)")
     extra = {"model_constants": topic.constants(), "model_band": worst_band,
              "model_worst_row": worst["kernel"] if worst else None, "model_fit": fitted, "quick": quick,
-             "exercise_margins": margins, **(topic.extra(rows, ceil) if topic.extra and rows else {})}
+             "exercise_margins": margins, **(evidence[0] if evidence else {}),
+             **(topic.extra(rows, ceil) if topic.extra and rows else {})}
     target = None
     if rows:
         target = record.write(topic.slug, rows, ceil, extra, out=out_dir / topic.slug / "recorded_h100.json")
         if os.environ.get("COURSE_RECORD") == "1" and not quick:
             record.write(topic.slug, rows, ceil, extra)
         plots = {f"{topic.slug}_vs_model.png": lambda rs, c: plot_rows(rs, c, f"{topic.title}, measured vs model"),
-                 **topic.plots}
+                 **topic.plots}  # a topic's own plot under the same name replaces the common one
         for name, fn in plots.items():
             fig = _attempt(f"plot {name}", lambda fn=fn: fn(rows, ceil), failures, None)
             if fig is not None:

@@ -82,3 +82,18 @@ def test_makefile_pins_cpu_torch_before_editable_install():
     cpu = next(i for i, line in enumerate(recipe) if 'pip install "$(TORCH_CPU)"' in line)
     editable = next(i for i, line in enumerate(recipe) if line.endswith("pip install -e ."))
     assert cpu < editable, "the CPU torch must be installed before `pip install -e .`, or pip pulls a CUDA torch"
+
+
+def test_self_test_names_a_version_the_record_did_not_use():
+    """The recorded H100 numbers name the versions they were measured with; a different one is said (on a GPU)."""
+    import json
+    import random
+
+    from kernels.device import recorded_version_drift
+    from kernels.record import KERNELS
+
+    rec = json.loads(next(KERNELS.glob("*/recorded_h100.json")).read_text())
+    same = {"triton": rec["triton"], "cuda.core": rec["cuda_core"], "torch": rec["torch"] + "+cu130"}
+    assert recorded_version_drift(same) == []
+    other = f"{random.randint(4, 9)}.{random.randint(0, 9)}.0"
+    assert recorded_version_drift({**same, "triton": other}) == [f"triton {other} (recorded with {rec['triton']})"]

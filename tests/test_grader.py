@@ -162,3 +162,33 @@ def test_every_course_solution_clears_its_bar_by_the_margin():
             assert tp.bar and tp.reference_value, (s.slug, ex.name)
             margin = tp.reference_value / tp.bar
             assert margin >= SOLUTION_MARGIN - 1e-3, f"{s.slug}.{ex.name}: solution / bar = {margin:.3f}"
+
+
+def test_a_compile_error_is_shown_once():
+    """A kernel that does not compile: every part scores 0, the compiler's log appears under one part only."""
+    import random
+
+    token = f"undeclared_{random.randrange(10**9)}"
+    src = 'extern "C" __global__ void row_bias(const void* x, const void* b, void* y, long long n, int c) {' \
+          f' {token} = 1; }}'
+    facts = run_exercise("naive_loads", "row_bias", src, seed=random.randrange(2**40))
+    res = score.score(EX, facts)
+    assert res.points == 0
+    texts = [p.feedback for p in res.parts.values()]
+    assert sum(token in t for t in texts) == 1, texts
+    assert all("did not compile" in t for t in texts if token not in t)
+
+
+def test_readme_names_every_days_bar_from_its_spec():
+    """The README's day table gives each week-1 exercise's bar as its spec has it (calibration rewrites the spec:
+    this test then names the README row to update)."""
+    import re
+
+    from autograder.release import ROOT
+
+    rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| w1d(\d) \|.*$", (ROOT / "README.md").read_text(), re.M)}
+    for s in spec.all_specs():
+        day = re.match(r"day(\d)_", s.notebook).group(1)
+        for ex in s.exercises.values():
+            tp = ex.parts["throughput"]
+            assert f"bar {tp.bar:.3f} TB/s ({tp.copy_fraction:.2f}× copy ceiling" in rows[day], (s.slug, rows[day])

@@ -67,8 +67,8 @@ def test_mutated_answer_says_what_it_is(slug, name):
 
 def test_base_paths():
     assert base_path("tma", "correct.cu") == known.SUBMISSIONS / "tma" / "correct.cu"
-    assert base_path("pipeline", "kernels/pipeline/resample_block_scope.cu") == \
-        known.ROOT / "kernels" / "pipeline" / "resample_block_scope.cu"
+    assert base_path("pipeline", "autograder/submissions/pipeline/rungs/block_scope.cu") == \
+        known.ROOT / "autograder" / "submissions" / "pipeline" / "rungs" / "block_scope.cu"
 
 
 def test_apply_mutations_is_strict():

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from autograder.known import answer_text, kernel_source, known_answers
-from kernels import record
+from kernels import record, topic
 from kernels.check import compare
 from kernels.compile import CompileError, NotAttempted, compile_cuda, kernel_file
 from kernels.device import is_hopper
@@ -415,6 +415,7 @@ def test_known_answer_sources_are_the_port():
 
 # ---------------------------------------------------------------------------------------------------- the model
 CEIL = 3.0
+CEILS = {"copy_tbps": CEIL, "cublas_bf16_tflops": 700.0}  # a run's kernels.bench.ceilings()
 
 
 def test_model_hand_computed_one_stage():
@@ -566,7 +567,7 @@ H100_RUN = ROOT / "build" / "h100-run9"
 def test_model_within_band_of_the_h100_run():
     """The model with its fitted constants against what build/h100-run9 holds for this day (not in git): the
     recorded rows if the bench got that far, and the grader's calibration of the course solution of that run
-    (the search-per-target kernel, kernels/pipeline/resample_search_per_target.cu)."""
+    (the search-per-target kernel, autograder/submissions/pipeline/rungs/search_per_target.cu)."""
     rec = H100_RUN / SLUG / "recorded_h100.json"
     spec = H100_RUN / "specs" / f"{SLUG}.toml"
     if not rec.exists() and not spec.exists():
@@ -613,7 +614,9 @@ def test_spec_matches_the_exercise():
     assert tp.bar is not None and tp.bar < ex.roofline and tp.points > 0
     assert len(_spec().quiz.questions) >= 4
     spec_toml = tomllib.loads((ROOT / "autograder" / "specs" / "pipeline.toml").read_text())
-    assert spec_toml["exercises"]["resample"]["throughput"]["copy_fraction"] == bench.BAR_COPY_FRACTION
+    # the bench holds the course reference to this bar of its own run's ceiling (bench.solution_checks)
+    assert tp.copy_fraction == spec_toml["exercises"]["resample"]["throughput"]["copy_fraction"] == 0.80
+    assert tp.ceiling_bar({"copy_tbps": CEIL}) == pytest.approx(0.80 * CEIL)
 
 
 def test_every_pitfall_is_a_known_answer():
@@ -627,7 +630,7 @@ def test_every_pitfall_is_a_known_answer():
         if src is not None:
             assert src.startswith(("//", "#")) and f'"{ka.name}"' in src.splitlines()[0], ka.name
             assert "Expected" in src[:900], ka.name
-    files = {p.name for p in SUBMISSIONS.iterdir()} - {"expected.toml"}
+    files = {p.name for p in SUBMISSIONS.iterdir()} - {"expected.toml", "rungs"}  # rungs/: measured, not graded
     assert files == {ka.source for ka in kas if ka.base is None and ka.source != "solution"}  # mutated: no file
 
 
@@ -747,15 +750,15 @@ def _fake_rows(copy=CEIL) -> list[dict]:
 
 def test_bench_claims():
     rows = _fake_rows()
-    assert bench.claims(rows, CEIL) == []
+    assert bench.claims(rows, CEILS) == []
     flat = [dict(r, tbps=1.0) if r.get("variant") == "pipe" and r.get("blocks_per_sm") == 1 else r for r in rows]
-    assert any("second stage" in c for c in bench.claims(flat, CEIL))
+    assert any("second stage" in c for c in bench.claims(flat, CEILS))
     fast_roles = [dict(r, tbps=9.0) if r.get("variant") == "roles" else r for r in rows]
-    assert any("hand-offs" in c for c in bench.claims(fast_roles, CEIL))
-    assert any("above" in c for c in bench.claims(fast_roles, CEIL))
+    assert any("hand-offs" in c for c in bench.claims(fast_roles, CEILS))
+    assert any("above" in c for c in bench.claims(fast_roles, CEILS))
     slow_prim = [dict(r, tbps=2.2) if r.get("answer") == "correct_primitives" else r for r in rows]
-    assert any("window search" in c for c in bench.claims(slow_prim, CEIL))
-    assert any("hand-over" in c for c in bench.claims(slow_prim, CEIL))
+    assert any("window search" in c for c in bench.claims(slow_prim, CEILS))
+    assert any("hand-over" in c for c in bench.claims(slow_prim, CEILS))
 
 
 def test_bench_plot_and_cpu_mode(tmp_path):
@@ -768,18 +771,18 @@ def test_bench_plot_and_cpu_mode(tmp_path):
     rec = record.write(SLUG, rows, {"copy_tbps": CEIL}, out=tmp_path / "r.json")
     assert "resample (correct)" in record.table(__import__("json").loads(rec.read_text()))
     assert set(bench.TIMED_ANSWERS) | set(bench.MUST_FAIL) <= set(_expected())
-    for name in bench.TIMED_ANSWERS:
+    for name in bench.TIMED_ANSWERS:  # known answers: the grader's own (kernels.topic.answer_cubin)
         assert _expected()[name]["correctness"] > 0
-        assert bench.answer_source(name) == _source(name)
+        assert bench.resample_cubin(name) is topic.answer_cubin(SLUG, name)
     for name in bench.MUST_FAIL:
         assert _expected()[name]["correctness"] == 0
-    for name, path_ in bench.DEMO_ANSWERS.items():  # measured rungs, not known answers
-        assert name not in _expected() and path_.parent == ROOT / "kernels" / "pipeline"
-        assert bench.answer_source(name) == path_.read_text()
+    for name, path_ in bench.DEMO_ANSWERS.items():  # measured rungs, not known answers: compiled from their file
+        assert name not in _expected() and path_.parent == ROOT / "autograder" / "submissions" / "pipeline" / "rungs"
+        assert exercise.KERNEL in bench.resample_cubin(name).kernels
 
 
 def test_search_per_target_rung_is_the_calibrated_kernel():
-    # kernels/pipeline/resample_search_per_target.cu is the course solution the grader calibrated on the H100
+    # autograder/submissions/pipeline/rungs/search_per_target.cu is the course solution the grader calibrated on the H100
     # (2.419 TB/s, model.CALIBRATION): the same kernel body, 48 registers (5 blocks/SM), a binary search per target.
     src = bench.DEMO_ANSWERS["search_per_target"].read_text()
     for frag in ("int lo = 0, len = S;", "__ldg(times + lo + half) <= t", "s_idx[lo + half] < bound"):
@@ -832,7 +835,7 @@ def test_pipe_consumer_wait_is_a_runtime_switch_here():
 
 
 def test_block_scope_rung():
-    # kernels/pipeline/resample_block_scope.cu: the course solution's algorithm through a block-scope cuda::pipeline
+    # autograder/submissions/pipeline/rungs/block_scope.cu: the course solution's algorithm through a block-scope cuda::pipeline
     # (the course solution until 2026-11-22): mbarriers, no cp.async groups; a measured rung, not a known answer.
     path_ = bench.DEMO_ANSWERS["block_scope"]
     assert "block_scope" not in _expected() and bench.MODEL_KIND["block_scope"] == "block_scope"
@@ -929,10 +932,10 @@ def test_stream_kernels_on_gpu(variant, stages):
 def _run_answer(name: str, shape, seed: int):
     from kernels.check import poison
 
-    cub = bench.answer_cubin(name)
+    cub = bench.resample_cubin(name)
     inputs = exercise.make_inputs(shape, seed)
     out = poison(exercise.make_output(inputs))
-    bench.run_answer(cub, inputs, out)
+    topic.run_answer(SLUG, cub, inputs, out)
     torch.cuda.synchronize()
     return compare(out, exercise.reference(inputs), **exercise.CHECK)
 
@@ -974,12 +977,16 @@ def test_launcher_runs_a_source():
 
 
 def _fake_gpu(monkeypatch, catch_must_fail: bool = True):
-    """bench.run's GPU pieces (launches, the timer, the occupancy query, device properties) replaced by fakes whose
-    "kernels" are the references (and, with catch_must_fail, a broken output for the must-fail answers)."""
+    """bench.run's GPU pieces (launches, the timers, the occupancy query, device properties) replaced by fakes whose
+    "kernels" are the references (and, with catch_must_fail, a broken output for the must-fail answers); the shared
+    scaffold (kernels.topic.run) told it runs on a Hopper."""
     import types
 
+    import kernels.bench
+    import kernels.device
     from kernels.bench import BenchResult
 
+    monkeypatch.setattr(kernels.device, "is_hopper", lambda: True)
     monkeypatch.setattr(bench, "DEVICE", "cpu")
     # the must-fail answers run in the grading harness on the GPU (bench.IN_PROCESS_MUST_FAIL is empty there); with fake
     # kernels nothing can fault, so the in-process path is exercised here
@@ -988,17 +995,17 @@ def _fake_gpu(monkeypatch, catch_must_fail: bool = True):
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda *a: props)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda *a: None)
-    monkeypatch.setattr(bench, "answer_cubin", lambda name="correct": name)
+    monkeypatch.setattr(bench, "resample_cubin", lambda name="correct": name)
     monkeypatch.setattr(bench, "resident_blocks", lambda cub: 6)
     monkeypatch.setattr(model, "resource_usage", lambda cub, k: {"REG": 40, "LOCAL": 0, "SHARED": 1104})
-    ceil = {"copy_tbps": CEIL, "cublas_bf16_tflops": 700.0}
-    monkeypatch.setattr(bench, "ceilings", lambda: ceil)
+    monkeypatch.setattr(bench, "ceilings", lambda: CEILS)
+    monkeypatch.setattr(kernels.bench, "ceilings", lambda refresh=False: CEILS)
 
     def fake_partials(x, *, variant, stages, blocks_per_sm, out):
         out.copy_(workload.reference_partials(x, out.numel()).float())
         return out
 
-    def fake_run_answer(name, inputs, out):
+    def fake_run_answer(slug, name, inputs, out):
         ref = exercise.reference(inputs)
         if name in bench.MUST_FAIL and catch_must_fail:
             ref = ref.clone()
@@ -1012,9 +1019,18 @@ def _fake_gpu(monkeypatch, catch_must_fail: bool = True):
     def fake_bench(fn, make_args, *, bytes=0, flops=0, reps=20, **kw):  # noqa: A002
         fn(*make_args())
         return BenchResult(ms=0.5, p20_ms=0.49, p80_ms=0.51, reps=reps, bytes=bytes, flops=flops, wall_ms=0.6,
-                           ceilings=ceil)
+                           ceilings=CEILS)
+
+    def fake_time_answer(slug, name, *, shape, reps, seed=0, cubin):
+        # kernels.runner.time_exercise's result for one verified launch of the fake kernel
+        inputs = exercise.make_inputs(shape, seed, device="cpu")
+        out = fake_run_answer(slug, cubin, inputs, exercise.make_output(inputs))
+        ok = compare(out, exercise.reference(inputs), **exercise.CHECK).ok
+        return {"ms": 0.5, "p20_ms": 0.49, "p80_ms": 0.51, "bytes": exercise.bytes_for(inputs),
+                "flops": exercise.flops(shape), "output_ok": ok, "wrong_launches": int(not ok), "launches": 1}
 
     monkeypatch.setattr(bench, "bench", fake_bench)
+    monkeypatch.setattr(bench, "time_answer", fake_time_answer)
     monkeypatch.setattr(bench, "BENCH_N", 1 << 16)
     monkeypatch.setattr(bench, "QUICK_SHAPE", (2, 300, 300, 64))
     monkeypatch.setattr(exercise, "RACE_SHAPE", (2, 300, 300, 64))  # quick mode checks it too: keep the CPU fast
@@ -1023,8 +1039,8 @@ def _fake_gpu(monkeypatch, catch_must_fail: bool = True):
 def _measurement_verdicts(res) -> list[str]:
     """The failures a fake timer (every figure the same) may cause: claims about measurements, the model band, the
     bar and its margin."""
-    measured = set(bench.claims(res["rows"], CEIL))
-    return [f for f in res["failures"] if f not in measured and "model outside" not in f
+    measured = set(bench.claims(res["rows"], CEILS))
+    return [f for f in res["failures"] if f not in measured and "model off by" not in f
             and "of the copy ceiling" not in f and "clears the bar" not in f]
 
 
@@ -1036,7 +1052,7 @@ def test_bench_run_plumbing_with_fakes(tmp_path, monkeypatch):
     _fake_gpu(monkeypatch)
     res = bench.run(tmp_path, quick=True)
     print(res["failures"])
-    assert set(res) >= {"ok", "failures", "rows", "model_band", "model_fit", "recorded", "checks"}
+    assert set(res) >= {"ok", "failures", "rows", "model_band", "model_fit", "recorded"}
     assert not _measurement_verdicts(res), res["failures"]
     kernels_ = [r["kernel"] for r in res["rows"]]
     assert len(kernels_) == len(model.stream_rows()) + len(bench.TIMED_ANSWERS) + len(bench.DEMO_ANSWERS)
@@ -1044,8 +1060,12 @@ def test_bench_run_plumbing_with_fakes(tmp_path, monkeypatch):
     doc = __import__("json").loads(Path(res["recorded"]).read_text())
     assert doc["rows"] and all(k in doc["rows"][0] for k in record.REQUIRED_ROW_KEYS)
     assert "model_fit" in doc and "known_bad_caught" in doc and "model_constants" in doc
+    assert "model_band_refit" in doc and all("model_prediction_refit" in r for r in doc["rows"])
     assert all(doc["known_bad_caught"][k] for k in bench.MUST_FAIL)
+    assert set(doc["checks"]) == set(bench.TIMED_ANSWERS) | set(bench.DEMO_ANSWERS) | set(bench.MUST_FAIL)
     assert not any(r["check_failed"] for r in doc["rows"])
+    ref = next(r for r in doc["rows"] if r["kernel"] == "resample (correct)")
+    assert ref["output_ok"] and ref["known_answer"] and ref["bar_tbps"] == pytest.approx(0.80 * CEIL)
     assert (tmp_path / SLUG / "pipeline_vs_model.png").stat().st_size > 1000
 
 

@@ -340,12 +340,14 @@ def test_stub_answer_is_not_attempted():
 
 
 def test_bench_times_the_correct_known_answer():
-    assert set(bench.EXERCISE_CONFIGS) <= set(_expected())
-    for name in bench.EXERCISE_CONFIGS:
+    assert bench.TIMED_ANSWERS == tuple(bench.EXERCISE_CONFIGS)
+    assert set(bench.TIMED_ANSWERS) <= set(_expected())
+    for name in bench.TIMED_ANSWERS:
         assert _expected()[name]["correctness"] > 0
-    assert bench.answer_source("correct") == (SUBMISSIONS / "correct.cu").read_text()
-    # the model's configuration of the course solution is the solution's own ring
-    stages = re.findall(r"constexpr int STAGES = (\d+);", bench.answer_source("correct"))
+    # the claims hold the course solution above the bar and plain loads below it, as expected.toml scores them
+    assert _expected()["correct"]["throughput"] > 0 and _expected()["plain_loads"]["throughput"] == 0
+    # the model's configuration of the course solution is the solution's own ring (the source the scaffold times)
+    stages = re.findall(r"constexpr int STAGES = (\d+);", _source("correct"))
     assert stages == [str(bench.SOLUTION_STAGES)]
 
 
@@ -362,7 +364,7 @@ def test_triton_aot_compiles_for_sm90a_and_uses_tma():
     dev = aot_compile("device", box=(64, 64))
     ev = path_evidence(dev["cubin"], dev["name"], require=["UTMALDG", "UTMASTG"], forbid=["LDG", "STG"])
     assert ev.ok, ev.summary()
-    assert any(ln.startswith("tensormap.replace") for ln in ptx_lines(dev["ptx"]))  # built on the device
+    assert any(re.match(r"(@!?%\w+\s+)?tensormap\.replace", ln) for ln in ptx_lines(dev["ptx"]))  # built on the device (a predicate may lead)
     assert dev["name"] in disassemble(dev["cubin"])
 
 
@@ -393,15 +395,59 @@ def _fake_rows():
     return rows
 
 
+def _answer_rows(correct: float, plain_loads: float) -> list[dict]:
+    """The exercise's two timed answers as the scaffold records them, at these fractions of CEIL."""
+    return [{"kernel": f"tma_add {name}", "shape": "8192x8192", "ms": 1.0, "tbps": frac * CEIL, "tflops": None,
+             "fraction_of_ceiling": frac, "model_prediction": model.predict_config(model.Config(**cfg), CEIL),
+             "config": cfg, "exercise": "tma_add", "answer": name}
+            for (name, cfg), frac in zip(bench.EXERCISE_CONFIGS.items(), (correct, plain_loads))]
+
+
 def test_bench_plots_and_cpu_run(tmp_path):
-    rows = _fake_rows()
+    rows = _fake_rows() + _answer_rows(0.95, 0.7)
     bench.plot(rows, CEIL).savefig(tmp_path / "a.png")
     bench.plot_sweep(rows, CEIL).savefig(tmp_path / "b.png")
     bench.plot_sweep(rows, CEIL, model.fit(rows, CEIL, latencies=[400, 540, 900]))
     assert (tmp_path / "a.png").stat().st_size > 1000 and (tmp_path / "b.png").stat().st_size > 1000
+    # the topic's own plots, as the scaffold draws them (the fit plot with this run's refit)
+    assert set(bench.TOPIC.plots) == {"tma_sweep.png", "tma_sweep_fit.png"}
+    for name, fn in bench.TOPIC.plots.items():
+        fn(rows, {"copy_tbps": CEIL}).savefig(tmp_path / name)
+        assert (tmp_path / name).stat().st_size > 1000, name
     if not is_hopper():
         res = bench.run(tmp_path)
         assert res["ok"] is False and "sm_90" in res["failures"][0]
+
+
+def test_topic_declares_what_the_scaffold_needs():
+    t = bench.TOPIC
+    assert t.slug == SLUG == bench.SLUG and t.title == "Day 5: TMA" and bench.run == t.run
+    assert t.constants() == {"LATENCY_NS": model.LATENCY_NS, "IDLE_LATENCY_NS": model.IDLE_LATENCY_NS,
+                             "LATENCY_SLOPE_NS_PER_TBPS": model.LATENCY_SLOPE_NS_PER_TBPS}
+    # the refit the scaffold records: on rows the model made with a known latency, it finds that latency
+    truth = 700.0
+    rows = [{**r, "tbps": model.predict_config(model.Config(**r["config"]), CEIL, latency_ns=truth)}
+            for r in _fake_rows() + _answer_rows(0.95, 0.7) if r["config"]["kernel"] != "triton_device"]
+    assert t.fit(rows, CEIL)["LATENCY_NS"] == truth
+    # the quick sweep is a subset of the full one (the same names, the same configurations)
+    full = {c["name"]: c["config"] for c in bench.sweep_configs()}
+    quick = bench.sweep_configs(**bench.QUICK_SWEEP)
+    assert quick and all(full[c["name"]] == c["config"] for c in quick) and len(quick) < len(full)
+
+
+def test_claims_on_synthetic_rows():
+    ceilings = {"copy_tbps": CEIL}
+    assert bench.claims(_fake_rows() + _answer_rows(0.95, 0.7), ceilings) == []
+    assert bench.claims(_answer_rows(0.90, 0.899), ceilings) == []  # the 0.90x line itself
+    slow = bench.claims(_answer_rows(0.85, 0.7), ceilings)
+    assert len(slow) == 1 and "course solution reached 0.850x" in slow[0] and "out of reach" in slow[0]
+    fast_plain = bench.claims(_answer_rows(0.95, 0.92), ceilings)
+    assert len(fast_plain) == 1 and "plain 16-byte loads" in fast_plain[0] and "0.920x" in fast_plain[0]
+    assert len(bench.claims(_answer_rows(0.5, 0.95), ceilings)) == 2
+    # a claim about a row that was not timed is not taken as checked
+    missing = bench.claims(_fake_rows(), ceilings)
+    assert len(missing) == 2 and all("was not timed" in m for m in missing)
+    assert any("tma_add correct" in m for m in missing) and any("tma_add plain_loads" in m for m in missing)
 
 
 def test_recorded_numbers_within_the_model_band():

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..bench import bench, ceilings, rotating_inputs, script_main
 from ..check import compare, poison
 from ..spec import load
-from ..topic import Topic, answer_row, check_answers, plot_rows, row, time_answer
+from ..topic import Topic, answer_row, check_answers, row, shipped, time_answer
 from . import model
 from .launch import VARIANTS, copy
 from .workload import BENCH_N, TEST_NS, bytes_moved, make_inputs, reference
@@ -54,7 +54,7 @@ def measure(n: int = BENCH_N, reps: int = 20, seed: int = 0, variants=VARIANTS, 
         rows.append(row(f"copy_{variant}", f"n={n}", res, pred))
     del pool, out
     if with_exercise:
-        for name in TIMED_ANSWERS:
+        for name in shipped(SLUG, TIMED_ANSWERS):
             rows.append(answer_row(SLUG, name, time_answer(SLUG, name, seed=seed)))
     return rows
 
@@ -76,7 +76,7 @@ def claims(rows: list[dict], ceilings: dict) -> list[str]:
 
 def plot(rows: list[dict], ceiling_tbps: float | None = None):
     """Measured TB/s per rung with the model's prediction and the copy ceiling of the same run."""
-    return plot_rows(rows, {"copy_tbps": ceiling_tbps}, f"{TOPIC.title}, measured vs model")
+    return TOPIC.plot(rows, ceiling_tbps)
 
 
 TOPIC = Topic(

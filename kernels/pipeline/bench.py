@@ -9,30 +9,30 @@ Rows timed:
   - stream_sum_roles (block-scope pipeline_shared_state, a producer warp and 4 consumer warps) at 1-4 stages;
   - stream_sum_prim (__pipeline_* primitives) at 4 stages, stream_sum_pipe at 8 stages (past the knee: the
     bandwidth caps it) and at 1 stage with 4 blocks per SM (the same 16 KiB in flight per SM as 4 stages of 1 block);
-  - resample at B=128, S=T=4096, D=256: the course reference (autograder/submissions/pipeline/correct.cu, a
-    thread-scope cuda::pipeline), its primitives twin, the known answers not_pipelined and reads_twice
-    (expected.toml says they reach the bar too; this recording is what decides), and two measured rungs of the
-    lesson that are not known answers: the same algorithm through a block-scope cuda::pipeline
-    (kernels/pipeline/resample_block_scope.cu, the course solution until it measured at the bar) and the exercise's
-    first solution, a binary search per target (kernels/pipeline/resample_search_per_target.cu).
+  - resample at B=128, S=T=4096, D=256, timed by the grader's own function (kernels.topic.time_answer, every launch
+    verified): the course reference (autograder/submissions/pipeline/correct.cu, a thread-scope cuda::pipeline), its
+    primitives twin, the known answers not_pipelined and reads_twice (expected.toml says they reach the bar too;
+    this recording is what decides), and two measured rungs of the lesson that are not known answers: the same
+    algorithm through a block-scope cuda::pipeline (autograder/submissions/pipeline/rungs/block_scope.cu, the course solution
+    until it measured at the bar) and the exercise's first solution, a binary search per target
+    (autograder/submissions/pipeline/rungs/search_per_target.cu).
 Checks: every stream kernel at every stage against float64 per-block partial sums on awkward sizes (poisoned
 outputs); the resample answers that must be correct on the spec's shapes (2 fresh runs each); the known-bad answers
-(missing_wait, off_by_one) must FAIL the same check. A failed check does not stop the run: everything is timed and
-recorded first (a row whose check failed says so), then run() returns ok=False with every failure.
-`measure()` serves the notebook's Explore section; `run()` also writes recorded_h100.json and the plots.
+(missing_wait, off_by_one) must FAIL the same check. A failed check does not stop the run (keep_going): everything
+is timed and recorded first (a row whose check failed says so), then run() returns ok=False with every failure.
+The order, the band, the record and the generic plot are the shared scaffold's (kernels/topic.py).
 """
 
 from __future__ import annotations
 
-import os
-import traceback
 from functools import lru_cache
 from pathlib import Path
 
-from .. import record
 from ..bench import bench, ceilings, script_main
 from ..check import compare, poison
 from ..compile import compile_cuda
+from ..spec import SOLUTION_MARGIN, load
+from ..topic import MODEL_BAND, Topic, _attempt, answer_cubin, answer_row, row, run_answer, shipped, time_answer
 from . import exercise, model
 from .launch import THREADS, stream_partials
 from .workload import (BENCH_N, COMPILED_STAGES, STAGE_CHOICES, TEST_NS, VARIANTS, bytes_moved, make_inputs,
@@ -41,42 +41,27 @@ from .workload import (BENCH_N, COMPILED_STAGES, STAGE_CHOICES, TEST_NS, VARIANT
 SLUG = "pipeline"
 STREAM_RTOL = 1e-5  # fp32 accumulation of <= a few thousand U[0,1) values per thread vs float64
 TIMED_ANSWERS = ("correct", "correct_primitives", "not_pipelined", "reads_twice")  # known answers: correct; timed
-# Measured rungs of the lesson, not known answers (not graded, not in expected.toml): timed beside them.
-DEMO_ANSWERS = {"block_scope": Path(__file__).resolve().parent / "resample_block_scope.cu",
-                "search_per_target": Path(__file__).resolve().parent / "resample_search_per_target.cu"}
+# Measured rungs of the lesson, not known answers (not graded, not in expected.toml): timed beside them. They are
+# earlier answers of the exercise, so they live with the known answers (never in a student release).
+RUNGS = Path(__file__).resolve().parents[2] / "autograder" / "submissions" / "pipeline" / "rungs"
+DEMO_ANSWERS = {"block_scope": RUNGS / "block_scope.cu", "search_per_target": RUNGS / "search_per_target.cu"}
 # Must fail the correctness check. They run in the grading harness's own processes (autograder known, make
 # gpu-test), never in this one: a race that reads garbage indices can fault and take this process's CUDA context
 # with it (seen on the H100: missing_wait ended in an unspecified launch failure).
 MUST_FAIL = ("missing_wait", "off_by_one")
 IN_PROCESS_MUST_FAIL = ()
-BAR_COPY_FRACTION = 0.80  # autograder/specs/pipeline.toml: bar = 0.80 x the copy ceiling at calibration
-BAR_MARGIN = 1.10  # the course reference must clear the bar by 10 %: run-to-run noise must not fail the solution
 QUICK_SHAPE = (32, 4096, 4096, 256)  # --quick: a quarter of the benchmark's batches
-MODEL_BAND = 0.20  # the course's requirement: every prediction within +-20% of its measurement
 DEVICE = "cuda"  # every tensor of the benchmark lives here (a test swaps in "cpu" with fake kernels)
 MODEL_KIND = dict(model.ANSWER_KIND)  # answer -> the model's kind: correct and correct_primitives are "thread_scope"
-
-
-def answer_source(name: str) -> str:
-    if name in DEMO_ANSWERS:
-        return DEMO_ANSWERS[name].read_text()
-    from ..known import kernel_source  # a .cu file, or a base with changes (expected.toml)
-
-    return kernel_source(SLUG, name)
+_CHECKED: dict = {"seen": {}, "failures": []}  # the last check()'s evidence, for the record (extra) and the rows
 
 
 @lru_cache(maxsize=8)
-def answer_cubin(name: str = "correct"):
-    """A known answer of the exercise (correct.cu: the course reference), compiled like a student's answer."""
-    return compile_cuda(answer_source(name), name=f"resample_{name}.cu")
-
-
-def run_answer(cub, inputs: dict, out):
-    from ..launch import launch
-
-    la = exercise.launch_args(inputs, out)
-    launch(cub, exercise.KERNEL, grid=la["grid"], block=la["block"], smem=la["smem"], args=la["args"])
-    return out
+def resample_cubin(name: str = "correct"):
+    """A known answer (kernels.topic.answer_cubin) or a measured rung of DEMO_ANSWERS, compiled like an answer."""
+    if name in DEMO_ANSWERS:
+        return compile_cuda(DEMO_ANSWERS[name].read_text(), name=f"{SLUG}_{name}.cu")
+    return answer_cubin(SLUG, name)
 
 
 def resident_blocks(cub) -> int:
@@ -112,14 +97,14 @@ def check_resample(seed: int = 2, shapes=exercise.TEST_SHAPES, runs: int = 2) ->
     """The timed answers must be right on every shape and run; the known-bad ones must be wrong on at least one.
     Returns (failures, {answer: [messages]})."""
     failures, seen = [], {}
-    for name in TIMED_ANSWERS + tuple(DEMO_ANSWERS) + IN_PROCESS_MUST_FAIL:
-        cub = answer_cubin(name)
+    for name in shipped(SLUG, TIMED_ANSWERS + tuple(DEMO_ANSWERS) + IN_PROCESS_MUST_FAIL):
+        cub = resample_cubin(name)
         msgs, wrong = [], 0
         for si, shape in enumerate(shapes):
             for r in range(runs):
                 inputs = exercise.make_inputs(shape, seed + 1000 * si + r, device=DEVICE)
                 out = poison(exercise.make_output(inputs))
-                run_answer(cub, inputs, out)
+                run_answer(SLUG, cub, inputs, out)
                 rep = compare(out, exercise.reference(inputs), **exercise.CHECK)
                 msgs.append(f"{shape} run {r}: {rep.message.splitlines()[0]}")
                 wrong += not rep.ok
@@ -131,10 +116,17 @@ def check_resample(seed: int = 2, shapes=exercise.TEST_SHAPES, runs: int = 2) ->
     return failures, seen
 
 
-def _row(kernel: str, shape: str, res, pred: float | None, **extra) -> dict:
-    return {"kernel": kernel, "shape": shape, "ms": res.ms, "p20_ms": res.p20_ms, "p80_ms": res.p80_ms,
-            "tbps": res.tbps, "tflops": None, "fraction_of_ceiling": res.fraction_of_copy,
-            "model_prediction": pred, **extra}
+def check(quick: bool = False) -> list[str]:
+    """The run's checks (a quick run: fewer shapes and one draw each); their evidence is kept for the record."""
+    failures: list[str] = []
+    failures += _attempt("check_stream", check_stream, failures, [])
+    ex_failures, seen = _attempt(
+        "check_resample", lambda: check_resample(
+            shapes=exercise.TEST_SHAPES[:4] + (exercise.RACE_SHAPE,) if quick else exercise.TEST_SHAPES,
+            runs=1 if quick else 2), failures, ([], {}))
+    failures += ex_failures
+    _CHECKED.update(seen=seen, failures=failures)
+    return failures
 
 
 def measure_stream(n: int = BENCH_N, reps: int = 20, seed: int = 0) -> tuple[list[dict], list[str]]:
@@ -163,46 +155,30 @@ def measure_stream(n: int = BENCH_N, reps: int = 20, seed: int = 0) -> tuple[lis
         if not rep.ok:
             problems.append(f"{spec['kernel']} timed output: {rep.message.splitlines()[0]}")
         pred = model.predict_stream(s, ceil["copy_tbps"], variant=v, blocks_per_sm=bps, n=n, n_sm=sms)
-        rows.append(_row(spec["kernel"], f"n=2^{n.bit_length() - 1} fp32", res, pred.tbps, variant=v, stages=s,
-                         blocks_per_sm=bps, n=n, threads=THREADS[v], model_bound=pred.bound))
+        rows.append(row(spec["kernel"], f"n=2^{n.bit_length() - 1} fp32", res, pred, variant=v, stages=s,
+                        blocks_per_sm=bps, n=n, threads=THREADS[v]))
     return rows, problems
 
 
 def measure_resample(shape=exercise.BENCH_SHAPE, reps: int = 20, seed: int = 0,
                      answers=TIMED_ANSWERS + tuple(DEMO_ANSWERS)) -> tuple[list[dict], list[str]]:
-    """Time the exercise's answers at `shape` the way the harness does: fresh inputs in the same buffers every
-    repetition, L2 flushed, honest bytes (exercise.bytes_moved)."""
+    """Time the exercise's answers at `shape` with the grader's own function (fresh inputs in the same buffers every
+    repetition, every launch verified, L2 flushed, honest bytes: exercise.bytes_moved)."""
     import torch
 
     ceil = ceilings()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    pool = [exercise.make_inputs(shape, seed + 20 + k, device=DEVICE) for k in range(2)]
-    out = exercise.make_output(pool[0])
-    state = {"i": 0, "last": None}
-    nbytes = exercise.bytes_moved(shape)
-    assert nbytes == exercise.bytes_for(pool[0]), "bench shape must need every source row"
-
-    def make_args():
-        state["i"] += 1
-        inputs = pool[state["i"] % 2]
-        fresh = exercise.make_inputs(shape, seed + 100 + state["i"], device=DEVICE)
-        for k, v in fresh.items():
-            inputs[k].copy_(v)
-        state["last"] = inputs
-        return (inputs,)
-
+    bar = load(SLUG).exercises[exercise.NAME].parts["throughput"].ceiling_bar(ceil)
     rows, problems = [], []
-    for name in answers:
+    if exercise.bytes_for(exercise.make_inputs(shape, seed, device=DEVICE)) != exercise.bytes_moved(shape):
+        problems.append(f"resample at {shape}: not every source row is needed, bytes_moved overcounts")
+    for name in shipped(SLUG, answers):
         try:
-            cub = answer_cubin(name)
-            res = bench(lambda inputs: run_answer(cub, inputs, out), make_args, bytes=nbytes,
-                        flops=exercise.flops(shape), reps=reps)
+            cub = resample_cubin(name)
+            res = time_answer(SLUG, name, shape=shape, reps=reps, seed=seed, cubin=cub)
         except Exception as exc:  # noqa: BLE001 - one answer that cannot be timed must not cost the others' rows
             problems.append(f"resample ({name}) could not be timed: {type(exc).__name__}: {exc}")
             continue
-        rep = compare(out, exercise.reference(state["last"]), **exercise.CHECK)
-        if not rep.ok:
-            problems.append(f"resample ({name}) timed output: {rep.message.splitlines()[0]}")
         resident = resident_blocks(cub)
         try:
             usage = model.resource_usage(cub, exercise.KERNEL)
@@ -210,28 +186,33 @@ def measure_resample(shape=exercise.BENCH_SHAPE, reps: int = 20, seed: int = 0,
             usage = {}
         pred = model.predict_resample(shape, ceil["copy_tbps"], kind=MODEL_KIND[name], blocks_per_sm_=resident,
                                       n_sm=sms)
-        row = _row(f"resample ({name})", "B={} S={} T={} D={} bf16".format(*shape), res, pred.tbps,
-                   kind=MODEL_KIND[name], answer=name, shape_tuple=list(shape), blocks_per_sm=resident,
-                   registers=usage.get("REG"), local_bytes=usage.get("LOCAL"), model_bound=pred.bound,
-                   model_search_rounds=pred.detail["search_rounds"], model_dead_fraction=pred.detail["dead_fraction"],
-                   bar_tbps=BAR_COPY_FRACTION * ceil["copy_tbps"], output_ok=rep.ok,
-                   known_answer=name not in DEMO_ANSWERS)
-        row["tflops"] = None  # a memory-bound kernel: FLOPs are not its figure
-        rows.append(row)
+        rows.append(answer_row(SLUG, name, res, pred, shape="B={} S={} T={} D={} bf16".format(*shape),
+                               kind=MODEL_KIND[name], shape_tuple=list(shape), blocks_per_sm=resident,
+                               registers=usage.get("REG"), local_bytes=usage.get("LOCAL"),
+                               model_search_rounds=pred.detail["search_rounds"],
+                               model_dead_fraction=pred.detail["dead_fraction"], bar_tbps=bar,
+                               known_answer=name not in DEMO_ANSWERS))
         torch.cuda.empty_cache()
     return rows, problems
 
 
-def measure(quick: bool = False, reps: int = 20) -> tuple[list[dict], list[str]]:
-    """All rows (the notebook's Explore calls this): (rows, problems of timed outputs)."""
-    n = BENCH_N // (4 if quick else 1)
-    shape = QUICK_SHAPE if quick else exercise.BENCH_SHAPE
-    r1, p1 = measure_stream(n=n, reps=reps)
-    r2, p2 = measure_resample(shape=shape, reps=reps)
+def measure(quick: bool = False, reps: int | None = None) -> tuple[list[dict], list[str]]:
+    """All rows: (rows, problems of timed outputs); a quick run times a quarter of the work, 10 repetitions."""
+    reps = reps or (10 if quick else 20)
+    r1, p1 = measure_stream(n=BENCH_N // (4 if quick else 1), reps=reps)
+    r2, p2 = measure_resample(shape=QUICK_SHAPE if quick else exercise.BENCH_SHAPE, reps=reps)
     return r1 + r2, p1 + p2
 
 
-def claims(rows: list[dict], ceiling_tbps: float) -> list[str]:
+def refit(rows: list[dict], ceiling_tbps: float) -> dict:
+    """model.fit on this run's rows; each row gets the refit constants' prediction beside the model's."""
+    fitted = model.fit(rows, ceiling_tbps)
+    for r in rows:
+        r["model_prediction_refit"] = model.predict(r, ceiling_tbps, **fitted)
+    return fitted
+
+
+def claims(rows: list[dict], ceilings: dict) -> list[str]:
     """The statements the notebook makes about the measurements (the streaming rows' stage curve, roles' hand-offs,
     the resample's window search against a search per target), checked on a run; returns the ones it breaks."""
     def tb(variant, stages, bps=1):
@@ -274,9 +255,45 @@ def claims(rows: list[dict], ceiling_tbps: float) -> list[str]:
             bad.append(f"the window search + a thread-scope ring should beat a binary search per target: resample "
                        f"({name}) {fast:.2f} vs (search_per_target) {old:.2f} TB/s")
     top = max((r["tbps"] for r in rows if r.get("tbps")), default=0.0)
-    if top > 1.25 * ceiling_tbps:
-        bad.append(f"{top:.2f} TB/s is above 1.25 x the copy ceiling ({ceiling_tbps:.2f}): bytes miscounted?")
+    if top > 1.25 * ceilings["copy_tbps"]:
+        bad.append(f"{top:.2f} TB/s is above 1.25 x the copy ceiling ({ceilings['copy_tbps']:.2f}): bytes miscounted?")
     return bad
+
+
+def solution_checks(rows: list[dict], ceilings: dict) -> list[str]:
+    """The course reference against this run's bar (the spec's copy fraction of this run's ceiling), with the
+    course's margin (kernels.spec.SOLUTION_MARGIN: run-to-run noise must not fail the solution); no timed answer
+    may use local memory."""
+    bad = [f"{r['kernel']} uses {r['local_bytes']} bytes of local memory per thread" for r in rows
+           if r.get("local_bytes")]
+    ref = next((r for r in rows if r.get("answer") == "correct"), None)
+    tp = load(SLUG).exercises[exercise.NAME].parts["throughput"]
+    bar = tp.ceiling_bar(ceilings)
+    if ref is None:
+        bad.append("the course reference (resample (correct)) was not timed")
+    elif ref["tbps"] < bar:
+        bad.append(f"the course reference reaches {ref['tbps'] / ceilings['copy_tbps']:.3f}x of the copy ceiling "
+                   f"(< {tp.copy_fraction}x, the exercise's bar)")
+    elif ref["tbps"] < SOLUTION_MARGIN * bar:
+        bad.append(f"the course reference clears the bar by only {ref['tbps'] / bar - 1:.1%} (< "
+                   f"{SOLUTION_MARGIN - 1:.0%}): run-to-run noise will fail the solution")
+    return bad
+
+
+def extra(rows: list[dict], ceilings: dict) -> dict:
+    """The record's day-4 facts: the checks' evidence (each row says whether its check failed), the refit's band,
+    the bench shape's bytes and the course reference's fraction of the ceiling."""
+    seen, failures = _CHECKED["seen"], _CHECKED["failures"]
+    wrong = {name for name, msgs in seen.items() if name not in MUST_FAIL and any("WRONG" in m for m in msgs)}
+    for r in rows:
+        r["check_failed"] = r.get("answer") in wrong or any(r["kernel"] in f for f in failures)
+    refit_ = [abs(r["model_prediction_refit"] / r["tbps"] - 1) for r in rows if r.get("model_prediction_refit")]
+    ref = next((r for r in rows if r.get("answer") == "correct"), None)
+    return {"model_band_refit": max(refit_, default=float("nan")), "bench_shape": list(exercise.BENCH_SHAPE),
+            "bytes_bench_shape": exercise.bytes_moved(exercise.BENCH_SHAPE),
+            "reference_fraction_of_ceiling": ref["fraction_of_ceiling"] if ref else None,
+            "known_bad_caught": {k: [m for m in v if "WRONG" in m][:3] for k, v in seen.items() if k in MUST_FAIL},
+            "checks": seen, "check_failures": failures}
 
 
 def plot(rows: list[dict], ceiling_tbps: float | None = None):
@@ -305,90 +322,24 @@ def plot(rows: list[dict], ceiling_tbps: float | None = None):
     ax1.legend(fontsize="small")
     short = [{**r, "kernel": r["kernel"].replace("stream_sum_", "").replace("resample ", ""), "shape": ""}
              for r in rows]
-    plot_predicted_vs_measured(short, ax=ax2, title="Day 4: measured vs model", band=0.15, outer_band=MODEL_BAND)
+    plot_predicted_vs_measured(short, ax=ax2, title=f"{TOPIC.title}, measured vs model", band=0.15,
+                               outer_band=MODEL_BAND)
     return fig
 
 
-def _attempt(what: str, fn, failures: list[str], default):
-    """Run one phase of run(); an exception becomes a failure (with its last frames) instead of ending the run."""
-    try:
-        return fn()
-    except Exception as exc:  # noqa: BLE001 - reported, not swallowed: run() returns ok=False
-        failures.append(f"{what} raised {type(exc).__name__}: {exc}\n" + "".join(traceback.format_exc(limit=3)))
-        return default
-
-
-def run(out_dir: Path, quick: bool = False) -> dict:
-    """The GPU script's entry: check, measure, record, plot — in that order, whatever the checks found — then
-    report. ok=False (with the reasons) on any failed check, contradicted claim or model outside its band."""
-    out_dir = Path(out_dir)
-    failures: list[str] = []
-    failures += _attempt("check_stream", check_stream, failures, [])
-    ex_failures, seen = _attempt(
-        "check_resample", lambda: check_resample(
-            shapes=exercise.TEST_SHAPES[:4] + (exercise.RACE_SHAPE,) if quick else exercise.TEST_SHAPES,
-            runs=1 if quick else 2), failures, ([], {}))
-    failures += ex_failures
-    rows, problems = _attempt("measure", lambda: measure(quick=quick, reps=10 if quick else 20), failures, ([], []))
-    ceil = ceilings()
-    wrong = {name for name, msgs in seen.items() if name not in MUST_FAIL and any("WRONG" in m for m in msgs)}
-    for r in rows:
-        r["check_failed"] = r.get("answer") in wrong or any(r["kernel"] in f for f in failures)
-    fitted = model.fit(rows, ceil["copy_tbps"])
-    for r in rows:
-        r["model_prediction_refit"] = model.predict(r, ceil["copy_tbps"], **fitted)
-    bands = {r["kernel"]: r["model_prediction"] / r["tbps"] - 1 for r in rows if r.get("model_prediction")}
-    band = max((abs(v) for v in bands.values()), default=float("nan"))
-    band_refit = max((abs(r["model_prediction_refit"] / r["tbps"] - 1) for r in rows), default=float("nan"))
-    ref = next((r for r in rows if r.get("answer") == "correct"), None)
-    must_fail_caught = {k: [m for m in v if "WRONG" in m][:3] for k, v in seen.items() if k in MUST_FAIL}
-    extra = {"model_constants": {"idle_latency_ns": model.IDLE_LATENCY_NS,
-                                 "latency_slope_ns_per_tbps": model.LATENCY_SLOPE_NS_PER_TBPS,
-                                 "compute_ns": model.COMPUTE_NS, "handoff_ns": model.HANDOFF_NS,
-                                 "read_ceiling": model.READ_CEILING, "mixed_ceiling": model.MIXED_CEILING,
-                                 "round_ns": model.ROUND_NS, "ex_compute_ns": model.EX_COMPUTE_NS,
-                                 "fitted": model.FITTED},
-             "model_fit": fitted, "model_band": band, "model_band_refit": band_refit,
-             "bench_shape": list(exercise.BENCH_SHAPE), "bytes_bench_shape": exercise.bytes_moved(exercise.BENCH_SHAPE),
-             "reference_fraction_of_ceiling": ref["fraction_of_ceiling"] if ref else None, "quick": quick,
-             "known_bad_caught": must_fail_caught, "checks": seen, "check_failures": failures}
-    (out_dir / SLUG).mkdir(parents=True, exist_ok=True)
-    target = None
-    if rows:
-        target = record.write(SLUG, rows, ceil, extra, out=out_dir / SLUG / "recorded_h100.json")
-        if os.environ.get("COURSE_RECORD") == "1":
-            record.write(SLUG, rows, ceil, extra)
-        fig = plot(rows, ceil["copy_tbps"])
-        fig.savefig(out_dir / SLUG / "pipeline_vs_model.png", dpi=110)
-    # Report: the checks' failures first, then what the measurements contradict.
-    problems = failures + list(problems) + claims(rows, ceil["copy_tbps"])
-    if not rows:
-        problems.append("nothing was measured (see the failures above)")
-    if ref is None and rows:
-        problems.append("the course reference (resample (correct)) was not timed")
-    elif ref is not None:
-        bar = BAR_COPY_FRACTION * ceil["copy_tbps"]
-        if ref["tbps"] < bar:
-            problems.append(f"the course reference reaches {ref['fraction_of_ceiling']:.3f}x of the copy ceiling "
-                            f"(< {BAR_COPY_FRACTION}x, the exercise's bar)")
-        elif ref["tbps"] < BAR_MARGIN * bar:
-            problems.append(f"the course reference clears the bar by only {ref['tbps'] / bar - 1:.1%} (< "
-                            f"{BAR_MARGIN - 1:.0%}): run-to-run noise will fail the solution")
-    if band > MODEL_BAND:
-        problems.append(f"model outside +-{MODEL_BAND:.0%} of the measurements (worst {band:+.0%}; with the "
-                        f"constants refit on this run {band_refit:.0%}: see model_fit)")
-    for r in rows:
-        if r.get("local_bytes"):
-            problems.append(f"{r['kernel']} uses {r['local_bytes']} bytes of local memory per thread")
-    return {"ok": not problems, "failures": problems, "rows": rows, "ceilings": ceil, "model_band": band,
-            "model_band_refit": band_refit, "model_fit": fitted, "bands": bands, "checks": seen,
-            "reference_fraction": ref["fraction_of_ceiling"] if ref else None,
-            "recorded": str(target) if target else None}
-
-
-def main() -> None:
-    script_main(SLUG, run, __doc__)
+TOPIC = Topic(
+    slug=SLUG, title="Day 4: pipeline", check=check, measure=measure,
+    constants=lambda: {"idle_latency_ns": model.IDLE_LATENCY_NS,
+                       "latency_slope_ns_per_tbps": model.LATENCY_SLOPE_NS_PER_TBPS, "compute_ns": model.COMPUTE_NS,
+                       "handoff_ns": model.HANDOFF_NS, "read_ceiling": model.READ_CEILING,
+                       "mixed_ceiling": model.MIXED_CEILING, "round_ns": model.ROUND_NS,
+                       "ex_compute_ns": model.EX_COMPUTE_NS, "fitted": model.FITTED},
+    fit=refit, claims=lambda rows, c: claims(rows, c) + solution_checks(rows, c), extra=extra,
+    # the two-panel figure replaces the scaffold's <slug>_vs_model.png (its right panel is that plot)
+    plots={f"{SLUG}_vs_model.png": lambda rows, c: plot(rows, c["copy_tbps"])},
+    keep_going=True)
+run = TOPIC.run
 
 
 if __name__ == "__main__":
-    main()
+    script_main(SLUG, run, __doc__)

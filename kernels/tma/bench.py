@@ -1,20 +1,17 @@
 """Day 5's benchmark: check, time and model every TMA rung, the sweep of the TMA model (box bytes x stages),
 the Triton tensor-descriptor copies and the exercise's course solution, beside the copy ceiling of the same run.
 
-    python -m kernels.tma.bench --out build/gpu        # the GPU script calls run()
+    python -m kernels.tma.bench --out build/gpu        # the GPU script calls run() (kernels.topic's scaffold)
 
 `check_all()` and `measure()` serve the notebook's Explore section; `run()` also writes recorded_h100.json and
-the plots. Everything here needs an sm_90 GPU except `sweep_configs()` / `plot*()`.
+the plots. Everything here needs an sm_90 GPU except `sweep_configs()`, `claims()` and `plot*()`.
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
-from .. import record
-from ..bench import bench, ceilings, script_main
+from ..bench import bench, ceilings, rotating_inputs, script_main
 from ..check import compare, poison
+from ..topic import Topic, answer_row, check_answers, row, shipped, time_answer
 from . import exercise, model
 from .launch import VARIANTS, copy, resident_blocks
 from .workload import (BENCH_SHAPE, DEFAULT_BOX, ELEMENT_BYTES, SWEEP_BOXES, SWEEP_STAGES, TEST_SHAPES, box_bytes,
@@ -26,7 +23,7 @@ SLUG = "tma"
 SWEEP_CHECK_SHAPE = (4096, 4104)
 DEFAULT_PIPE = {"box": DEFAULT_BOX, "stages": 3, "blocks_per_sm": 2}
 TRITON_PROGRAM_THREADS = 128  # num_warps = 4
-MODEL_BAND = 0.20  # the course's band for every modelled row (tests/test_recorded.py); its goal is 0.15
+QUICK_SWEEP = {"boxes": ((32, 32), (64, 64)), "stages": (1, 4)}  # run(quick=True)
 
 
 def sweep_configs(boxes=SWEEP_BOXES, stages=SWEEP_STAGES) -> list[dict]:
@@ -63,26 +60,11 @@ EXERCISE_CONFIGS = {
     "plain_loads": {"kernel": "plain_loads", "box_bytes": 16, "stages": 2,
                     "blocks_per_sm": exercise.BLOCKS_PER_SM * exercise.BLOCK, "streams": 1.5},
 }
+TIMED_ANSWERS = tuple(EXERCISE_CONFIGS)  # the exercise's known answers the benchmark times (the grader's timer)
 
 
-def answer_source(name: str) -> str:
-    """CUDA source of a known answer (autograder/submissions/tma: a .cu file, or a base with changes)."""
-    from ..known import kernel_source
-
-    return kernel_source("tma", name)
-
-
-def _exercise_cubin(name: str):
-    from ..compile import compile_cuda
-
-    return compile_cuda(answer_source(name), name=f"tma_add_{name}.cu")
-
-
-def _run_exercise(cubin, inputs, out) -> None:
-    from ..launch import launch
-
-    la = exercise.launch_args(inputs, out)
-    launch(cubin, exercise.KERNEL, grid=la["grid"], block=la["block"], args=la["args"], smem=la["smem"])
+def _shape(shape) -> str:
+    return "x".join(map(str, shape))
 
 
 def check_all(seed: int = 1) -> list[str]:
@@ -90,8 +72,6 @@ def check_all(seed: int = 1) -> list[str]:
     sweep configurations on a shape that reuses every stage, and the exercise's course solution (and the plain-load
     known answer, which is timed too) on the spec's test shapes. Returns the failures (empty when all are right)."""
     import torch
-
-    from ..spec import load
 
     failures = []
     for variant in VARIANTS:
@@ -110,88 +90,39 @@ def check_all(seed: int = 1) -> list[str]:
         rep = compare(out, ref, exact=True)
         if not rep.ok:
             failures.append(f"{cfg['name']} {SWEEP_CHECK_SHAPE}: {rep.message}")
-    shapes = load(SLUG).exercises[exercise.NAME].test_shapes
-    for name in EXERCISE_CONFIGS:
-        cubin = _exercise_cubin(name)
-        for i, shape in enumerate(shapes):
-            inputs = exercise.make_inputs(shape, seed + 200 + i, device="cuda")
-            out = poison(exercise.make_output(inputs))
-            _run_exercise(cubin, inputs, out)
-            torch.cuda.synchronize()
-            rep = compare(out, exercise.reference(inputs), **exercise.CHECK)
-            if not rep.ok:
-                failures.append(f"tma_add {name} {shape}: {rep.message}")
-    return failures
-
-
-def _row(name, shape, res, pred, config=None, **extra) -> dict:
-    return {"kernel": name, "shape": f"{shape[0]}x{shape[1]}", "ms": res.ms, "p20_ms": res.p20_ms,
-            "p80_ms": res.p80_ms, "tbps": res.tbps, "tflops": None, "fraction_of_ceiling": res.fraction_of_copy,
-            "model_prediction": pred, "config": config, **extra}
+    return failures + check_answers(SLUG, TIMED_ANSWERS, seed=seed + 200)
 
 
 def measure(shape=BENCH_SHAPE, reps: int = 20, seed: int = 0, configs=None, with_exercise: bool = True,
             with_baseline: bool = True) -> list[dict]:
-    """Time each configuration (fresh inputs each repetition, L2 flushed), the model's prediction beside it."""
+    """Time each configuration (fresh inputs each repetition, L2 flushed), the model's prediction beside it; with
+    `with_exercise`, the exercise's known answers too, timed by the grader's own function at the spec's shape."""
     import torch
 
     ceil = ceilings()["copy_tbps"]
     configs = sweep_configs() if configs is None else configs
     pool = [make_inputs(shape, seed + k) for k in range(2)]
     out = torch.empty_like(pool[0])
-    state = {"i": 0}
-
-    def make_args():
-        state["i"] += 1
-        x = pool[state["i"] % 2]
-        x.normal_()  # fresh values every repetition
-        return (x,)
-
     rows = []
     for cfg in configs:
-        def fn(x, cfg=cfg):
+        def fn(x, cfg=cfg, out=out):
             copy(x, cfg["variant"], box=cfg["box"], stages=cfg["stages"], blocks_per_sm=cfg["blocks_per_sm"],
                  out=out)
 
-        res = bench(fn, make_args, bytes=bytes_moved(shape), reps=reps)
+        res = bench(fn, rotating_inputs(pool), bytes=bytes_moved(shape), reps=reps)
         pred = model.predict_config(model.Config(**cfg["config"]), ceil)
-        rows.append(_row(cfg["name"], shape, res, pred, cfg["config"], box=list(cfg["box"]), stages=cfg["stages"],
-                         blocks_per_sm=cfg["blocks_per_sm"]))
+        rows.append(row(cfg["name"], _shape(shape), res, pred, config=cfg["config"], box=list(cfg["box"]),
+                        stages=cfg["stages"], blocks_per_sm=cfg["blocks_per_sm"]))
     del pool, out
     if with_exercise:
-        rows += measure_exercise(reps=reps, seed=seed)
+        for name in shipped(SLUG, EXERCISE_CONFIGS):
+            cfg = EXERCISE_CONFIGS[name]
+            res = time_answer(SLUG, name, reps=reps, seed=seed)
+            rows.append(answer_row(SLUG, name, res, model.predict_config(model.Config(**cfg), ceil),
+                                   kernel=f"{exercise.NAME} {name}", config=cfg))
+        torch.cuda.empty_cache()
     if with_baseline:
         rows += measure_baseline(shape, reps=reps)
-    return rows
-
-
-def measure_exercise(shape=None, reps: int = 20, seed: int = 0) -> list[dict]:
-    """The exercise's course solution and the plain-load known answer, launched with the exercise's contract."""
-    import torch
-
-    from ..spec import load
-
-    shape = tuple(shape or load(SLUG).exercises[exercise.NAME].bench_shape)
-    ceil = ceilings()["copy_tbps"]
-    pool = [exercise.make_inputs(shape, seed + k, device="cuda") for k in range(2)]
-    out = exercise.make_output(pool[0])
-    state = {"i": 0}
-
-    def make_args():
-        state["i"] += 1
-        inputs = pool[state["i"] % 2]
-        for t in inputs.values():
-            t.normal_()
-        return (inputs,)
-
-    rows = []
-    for name, cfg in EXERCISE_CONFIGS.items():
-        cubin = _exercise_cubin(name)
-        res = bench(lambda inputs, cubin=cubin: _run_exercise(cubin, inputs, out), make_args,
-                    bytes=exercise.bytes_moved(shape), reps=reps)
-        rows.append(_row(f"tma_add {name}", shape, res, model.predict_config(model.Config(**cfg), ceil), cfg))
-    del pool, out
-    torch.cuda.empty_cache()
     return rows
 
 
@@ -207,16 +138,31 @@ def measure_baseline(shape=BENCH_SHAPE, reps: int = 20) -> list[dict]:
     n = shape[0] * shape[1] * ELEMENT_BYTES // 4  # fp32 words with the same byte count
     pool = [torch.randn(n, device="cuda") for _ in range(2)]
     out = torch.empty_like(pool[0])
-    state = {"i": 0}
+    res = bench(lambda x: copy1(x, "grid_stride", out=out), rotating_inputs(pool), bytes=2 * 4 * n, reps=reps)
+    return [row("naive_loads copy_grid_stride", _shape(shape), res, None, config=None,
+                note="fp32, same bytes, 2048 thr/SM")]
 
-    def make_args():
-        state["i"] += 1
-        x = pool[state["i"] % 2]
-        x.normal_()
-        return (x,)
 
-    res = bench(lambda x: copy1(x, "grid_stride", out=out), make_args, bytes=2 * 4 * n, reps=reps)
-    return [_row("naive_loads copy_grid_stride", shape, res, None, None, note="fp32, same bytes, 2048 thr/SM")]
+def _answer(rows: list[dict], name: str) -> dict | None:
+    return next((r for r in rows if r["kernel"] == f"{exercise.NAME} {name}"), None)
+
+
+def claims(rows: list[dict], ceilings: dict) -> list[str]:
+    """What the day teaches, checked: the exercise's course solution reaches >= 0.90x of the D2D copy ceiling (the
+    bar is within reach); plain 16-byte loads under the same contract stay below it (expected.toml gives the
+    plain-load known answer no throughput points: the bar separates TMA from plain loads)."""
+    bad, ceil = [], ceilings["copy_tbps"]
+    solution, plain = _answer(rows, "correct"), _answer(rows, "plain_loads")
+    for name, r in (("correct", solution), ("plain_loads", plain)):
+        if r is None or r.get("tbps") is None:
+            bad.append(f"{exercise.NAME} {name} was not timed: the notebook's claim about it is unchecked")
+    if solution and solution.get("tbps") is not None and solution["tbps"] < 0.90 * ceil:
+        bad.append(f"the exercise's course solution reached {solution['tbps'] / ceil:.3f}x of the D2D copy ceiling "
+                   "(< 0.90x): the bar would be out of reach")
+    if plain and plain.get("tbps") is not None and plain["tbps"] >= 0.90 * ceil:
+        bad.append(f"plain 16-byte loads under the exercise's contract reached {plain['tbps'] / ceil:.3f}x of the "
+                   "ceiling (>= 0.90x): the bar would not separate TMA from plain loads")
+    return bad
 
 
 def triton_sass() -> dict:
@@ -250,15 +196,7 @@ def triton_sass() -> dict:
 
 def plot(rows: list[dict], ceiling_tbps: float | None = None):
     """Measured TB/s per configuration with the model's prediction and the copy ceiling of the same run."""
-    from ..sim import plot_predicted_vs_measured
-
-    fig = plot_predicted_vs_measured([r for r in rows if r.get("tbps") is not None],
-                                     title="Day 5: TMA, measured vs model")
-    if ceiling_tbps:
-        ax = fig.axes[0]
-        ax.axhline(ceiling_tbps, color="grey", linestyle="--", linewidth=1)
-        ax.text(-0.4, ceiling_tbps * 1.01, f"D2D copy ceiling {ceiling_tbps:.2f} TB/s", fontsize="small")
-    return fig
+    return TOPIC.plot(rows, ceiling_tbps)
 
 
 def plot_sweep(rows: list[dict], ceiling_tbps: float, constants: dict | None = None):
@@ -290,52 +228,27 @@ def plot_sweep(rows: list[dict], ceiling_tbps: float, constants: dict | None = N
     return fig
 
 
-def run(out_dir: Path, quick: bool = False) -> dict:
-    """The GPU script's entry: check, measure, record, plot. ok=False (with the reasons) on any mismatch."""
-    from ..device import cpu_mode_reason, is_hopper
+def _extra(rows: list[dict], ceilings: dict) -> dict:
+    solution, plain = _answer(rows, "correct"), _answer(rows, "plain_loads")
+    return {"model_fitted_on": model.FIT, "triton_sass": triton_sass(),
+            "exercise_solution_fraction": solution and solution["fraction_of_ceiling"],
+            "exercise_plain_loads_fraction": plain and plain["fraction_of_ceiling"]}
 
-    out_dir = Path(out_dir)
-    if not is_hopper():
-        return {"ok": False, "failures": [f"needs an sm_90 GPU: {cpu_mode_reason()}"], "rows": []}
-    (out_dir / SLUG).mkdir(parents=True, exist_ok=True)
-    failures = check_all()
-    if failures:
-        return {"ok": False, "failures": failures, "rows": []}
-    configs = sweep_configs() if not quick else sweep_configs(boxes=((32, 32), (64, 64)), stages=(1, 4))
-    rows = measure(reps=10 if quick else 20, configs=configs)
-    ceil = ceilings()
-    predicted = [r for r in rows if r.get("model_prediction") is not None and r.get("tbps")]
-    band = max(abs(r["model_prediction"] / r["tbps"] - 1) for r in predicted)
-    # A refit on this run's rows, for the record only: the predictions above use model.py's constants, fitted
-    # once (model.FIT). A refit far from them says the model or the machine changed.
-    fitted = model.fit(rows, ceil["copy_tbps"])
-    solution = next(r for r in rows if r["kernel"] == "tma_add correct")
-    plain = next(r for r in rows if r["kernel"] == "tma_add plain_loads")
-    extra = {"model_constants": {"LATENCY_NS": model.LATENCY_NS, "IDLE_LATENCY_NS": model.IDLE_LATENCY_NS,
-                                 "LATENCY_SLOPE_NS_PER_TBPS": model.LATENCY_SLOPE_NS_PER_TBPS},
-             "model_fitted_on": model.FIT, "model_band": band, "model_fit": fitted, "triton_sass": triton_sass(),
-             "exercise_solution_fraction": solution["fraction_of_ceiling"],
-             "exercise_plain_loads_fraction": plain["fraction_of_ceiling"]}
-    target = record.write(SLUG, rows, ceil, extra, out=out_dir / SLUG / "recorded_h100.json")
-    if os.environ.get("COURSE_RECORD") == "1":
-        record.write(SLUG, rows, ceil, extra)
-    plot(rows, ceil["copy_tbps"]).savefig(out_dir / SLUG / "tma_vs_model.png", dpi=110)
-    plot_sweep(rows, ceil["copy_tbps"]).savefig(out_dir / SLUG / "tma_sweep.png", dpi=110)
-    plot_sweep(rows, ceil["copy_tbps"], fitted).savefig(out_dir / SLUG / "tma_sweep_fit.png", dpi=110)
-    problems = []
-    if solution["fraction_of_ceiling"] < 0.90:
-        problems.append(f"the exercise's course solution reached {solution['fraction_of_ceiling']:.3f}x of the "
-                        "D2D copy ceiling (< 0.90x): the bar would be out of reach")
-    if plain["fraction_of_ceiling"] >= 0.90:  # expected.toml gives the plain-load known answer 0 throughput points
-        problems.append(f"plain 16-byte loads under the exercise's contract reached "
-                        f"{plain['fraction_of_ceiling']:.3f}x of the ceiling (>= 0.90x): the bar would not separate "
-                        "TMA from plain loads")
-    if band > MODEL_BAND:
-        worst = max(predicted, key=lambda r: abs(r["model_prediction"] / r["tbps"] - 1))
-        problems.append(f"model off by {band:.1%} (> {MODEL_BAND:.0%}), worst {worst['kernel']}: predicted "
-                        f"{worst['model_prediction']:.3f} vs measured {worst['tbps']:.3f} TB/s")
-    return {"ok": not problems, "rows": rows, "ceilings": ceil, "model_band": band, "model_fit": fitted,
-            "solution_fraction": solution["fraction_of_ceiling"], "recorded": str(target), "failures": problems}
+
+TOPIC = Topic(
+    slug=SLUG, title="Day 5: TMA",
+    check=lambda quick: check_all(),
+    measure=lambda quick: (measure(reps=10 if quick else 20, configs=sweep_configs(**QUICK_SWEEP) if quick else None),
+                           []),
+    constants=lambda: {"LATENCY_NS": model.LATENCY_NS, "IDLE_LATENCY_NS": model.IDLE_LATENCY_NS,
+                       "LATENCY_SLOPE_NS_PER_TBPS": model.LATENCY_SLOPE_NS_PER_TBPS},
+    # a refit on this run's rows, for the record only: the predictions use model.py's constants (model.FIT)
+    fit=model.fit,
+    claims=claims,
+    extra=_extra,
+    plots={"tma_sweep.png": lambda rows, c: plot_sweep(rows, c["copy_tbps"]),
+           "tma_sweep_fit.png": lambda rows, c: plot_sweep(rows, c["copy_tbps"], model.fit(rows, c["copy_tbps"]))})
+run = TOPIC.run
 
 
 def main() -> None:

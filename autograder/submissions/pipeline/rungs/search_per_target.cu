@@ -1,4 +1,4 @@
-// resample_search_per_target.cu — day 4: the resample exercise's first course solution, kept as a measured rung.
+// search_per_target.cu — day 4: the resample exercise's first course solution, kept as a measured rung.
 //
 // What it shows: a pipeline hides the latency of the tiles *in* it, not the latency before it starts. Every thread
 // binary-searches its own target's interval in global memory — ceil(log2(S + 1)) = 13 dependent loads at S = 4096,

@@ -1,4 +1,4 @@
-// resample_block_scope.cu — day 4: the resample exercise's course solution through a BLOCK-scope cuda::pipeline,
+// block_scope.cu — day 4: the resample exercise's course solution through a BLOCK-scope cuda::pipeline,
 // kept as a measured rung of the lesson (not a known answer: kernels/pipeline/bench.py times it beside the others).
 //
 // What it shows: the price of a shared pipeline state when nothing needs it. The algorithm, the tiles and the

@@ -1,0 +1,94 @@
+"""The folder a student is handed (`make release`): the week's notebooks, the library and the grader client — no
+course solution, no known answer, no reference source, no hidden test (autograder.release.release_problems)."""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autograder.release import (INSTRUCTOR_ONLY, ROOT, answers_to_hide, release_problems, student_release, weeks)
+
+
+@pytest.fixture(scope="module")
+def releases(tmp_path_factory):
+    base = tmp_path_factory.mktemp("release")
+    return {week: student_release(week, base / f"course-{week}") for week in weeks()}
+
+
+def test_student_release_carries_no_answer(releases):
+    for week, out in releases.items():
+        assert release_problems(out) == [], week
+        assert (out.parent / f"course-{week}.zip").stat().st_size > 10_000
+        assert sorted(p.name for p in (out / week).glob("*.ipynb")) == \
+            sorted(p.name for p in (ROOT / "weeks" / week).glob("*.ipynb"))
+        for rel in INSTRUCTOR_ONLY:
+            assert not (out / rel).exists(), rel
+
+
+def _disguise(src: str, rng: random.Random) -> str:
+    """What a careless author does to a solution before shipping it as a 'demo': rename every identifier that is
+    not CUDA's own, drop the comments, reflow the whitespace."""
+    src = re.sub(r"//[^\n]*|/\*.*?\*/", "", src, flags=re.S)
+    names = {n for n in re.findall(r"\b[a-z][a-z0-9_]{2,}\b", src) if n not in
+             {"const", "int", "float", "for", "if", "else", "return", "void", "extern", "unsigned", "long", "auto",
+              "while", "static", "constexpr", "asm", "volatile", "sizeof", "inline", "struct", "char", "bool",
+              "double", "break", "continue", "true", "false"}}
+    for n in names:
+        src = re.sub(rf"\b{n}\b", f"v{rng.randrange(10**6)}_{n[::-1]}", src)
+    return re.sub(r"[ \t]+", " ", src)
+
+
+def test_release_check_catches_what_must_not_ship(releases, tmp_path):
+    """The check fails on a disguised course solution, on a hidden-test line and on an instructor-only file."""
+    import shutil
+
+    week, out = next(iter(releases.items()))
+    planted = tmp_path / "planted"
+    shutil.copytree(out, planted)
+    rng = random.Random()
+    name, src = rng.choice(sorted(answers_to_hide().items()))
+    (planted / "kernels" / "demo_kernel.cu").write_text(_disguise(src, rng))
+    import nbformat
+
+    nb = nbformat.read(str(rng.choice(sorted((ROOT / "solutions" / week).glob("*.ipynb")))), as_version=4)
+    key_line = next(line for c in nb.cells for line in c.source.splitlines() if 'assert QUIZ["q1"] ==' in line)
+    (planted / "kernels" / "notes.py").write_text("# " + key_line.strip() + "\n")
+    (planted / "autograder" / "submissions").mkdir()
+    (planted / "autograder" / "submissions" / "x.cu").write_text("// nothing")
+    problems = "\n".join(release_problems(planted))
+    assert f"kernels/demo_kernel.cu: kernel" in problems and f"of {name}" in problems, (name, problems)
+    assert "kernels/notes.py: carries solution or hidden-test text" in problems
+    assert "autograder/submissions/x.cu: instructor-only" in problems
+
+
+def test_the_release_runs_on_its_own(releases):
+    """Everything shipped imports from the release alone, and the notebooks' calls answer: the one-call check of
+    an unattempted exercise, a quiz answer."""
+    week, out = next(iter(releases.items()))
+    code = """
+import importlib, pkgutil, kernels, autograder
+mods = [m.name for p in (kernels, autograder) for m in pkgutil.walk_packages(p.__path__, p.__name__ + ".")]
+for m in mods:
+    importlib.import_module(m)
+assert kernels.__file__.startswith(ROOT) and autograder.__file__.startswith(ROOT), (kernels.__file__, ROOT)
+from autograder.spec import all_specs
+spec = all_specs()[0]
+ex = next(iter(spec.exercises.values()))
+res = autograder.check(spec.slug, ex.name, None)
+assert res.points == 0 and "not set" in next(iter(res.parts.values())).feedback
+autograder.quiz(spec.slug, "q1", {"q1": spec.quiz.questions["q1"].choices[0]})
+print("modules", len(mods))
+"""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(out)
+    res = subprocess.run([sys.executable, "-c", f"ROOT = {str(out)!r}\n" + code], cwd=out, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-4000:]
+    assert "answer 'a' recorded" in res.stdout or "recorded" in res.stdout
+    assert int(res.stdout.split("modules")[-1]) > 20

@@ -1,0 +1,142 @@
+"""kernels/topic.py, the one bench scaffold: run() on a fake topic (no GPU), the band, rows, the exercise margin."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+import kernels.bench
+import kernels.device
+from kernels import topic
+from kernels.spec import SOLUTION_MARGIN, load
+
+
+class _Res:
+    def __init__(self, ms, nbytes=0, flops=0):
+        self.ms, self.p20_ms, self.p80_ms = ms, ms * 0.99, ms * 1.01
+        self.tbps = nbytes / (ms * 1e-3) / 1e12 if nbytes else None
+        self.tflops = flops / (ms * 1e-3) / 1e12 if flops else None
+        self.fraction_of_copy = self.tbps / 3.0 if self.tbps else None
+        self.fraction_of_matmul = None
+
+
+class _Pred:
+    tbps, bound = 2.0, "dram"
+
+
+def test_row_from_a_bench_result_and_from_a_harness_timing():
+    r = topic.row("k", "n=8", _Res(1.0, nbytes=2_000_000_000), _Pred(), extra_key=3)
+    assert r["tbps"] == pytest.approx(2.0) and r["tflops"] is None and r["fraction_of_ceiling"] == pytest.approx(2 / 3)
+    assert r["model_prediction"] == 2.0 and r["model_bound"] == "dram" and r["extra_key"] == 3
+    timed = {"ms": 0.5, "p20_ms": 0.4, "p80_ms": 0.6, "bytes": 0, "flops": 10**12}
+    r = topic.row("g", "8x8", timed, 1.5)
+    assert r["tflops"] == pytest.approx(2000.0) and r["tbps"] is None and r["model_prediction"] == 1.5
+    for key in ("kernel", "shape", "ms", "tbps", "tflops", "fraction_of_ceiling", "model_prediction"):
+        assert key in r
+
+
+def test_band_is_the_worst_covered_row():
+    rows = [{"kernel": "a", "tbps": 2.0, "model_prediction": 2.2}, {"kernel": "b", "tbps": 1.0,
+            "model_prediction": 0.7}, {"kernel": "c", "tbps": 1.0, "model_prediction": None}]
+    band, worst = topic.band(rows)
+    assert worst["kernel"] == "b" and band == pytest.approx(0.3)
+    assert topic.band([{"kernel": "c", "tbps": 1.0, "model_prediction": None}])[1] is None
+
+
+def _fake_gpu(monkeypatch, name="NVIDIA H100 80GB HBM3", copy=3.0):
+    monkeypatch.setattr(kernels.device, "is_hopper", lambda: True)
+    monkeypatch.setattr(kernels.device, "gpu", lambda: {"name": name, "driver": "580.0"})
+    monkeypatch.setattr(kernels.bench, "ceilings", lambda refresh=False: {"copy_tbps": copy,
+                                                                          "cublas_bf16_tflops": 800.0})
+
+
+def _topic(rows, *, check=(), claims=(), band=topic.MODEL_BAND, keep_going=False, slug="tma", evidence=None):
+    return topic.Topic(slug=slug, title="Fake", check=lambda quick: list(check),
+                       measure=lambda quick: ([dict(r) for r in rows], [], *([evidence] if evidence else [])),
+                       constants=lambda: {"C": 1.0},
+                       fit=lambda rows, copy: {"C": 1.5}, claims=lambda rows, c: list(claims), model_band=band,
+                       keep_going=keep_going)
+
+
+def _rows(pred_scale=1.0, solution_tbps=None):
+    rng = random.Random()
+    rows = [{"kernel": f"k{i}", "shape": "n", "ms": 1.0, "p20_ms": 1.0, "p80_ms": 1.0, "tbps": t, "tflops": None,
+             "fraction_of_ceiling": None, "model_prediction": t * pred_scale}
+            for i, t in enumerate(rng.uniform(1.0, 2.5) for _ in range(4))]
+    if solution_tbps:
+        rows.append({"kernel": "tma_add correct", "shape": "s", "ms": 1.0, "p20_ms": 1.0, "p80_ms": 1.0,
+                     "tbps": solution_tbps, "tflops": None, "fraction_of_ceiling": None, "model_prediction": None,
+                     "exercise": "tma_add", "answer": "correct"})
+    return rows
+
+
+def test_run_records_plots_and_passes(tmp_path, monkeypatch):
+    _fake_gpu(monkeypatch)
+    bar = load("tma").exercises["tma_add"].parts["throughput"].bar
+    res = topic.run(_topic(_rows(1.05, solution_tbps=bar * (SOLUTION_MARGIN + 0.02)),
+                           evidence={"known_bad": {"no_sync": [3, 5]}}), tmp_path)
+    assert res["ok"], res["failures"]
+    doc = json.loads((tmp_path / "tma" / "recorded_h100.json").read_text())
+    assert doc["device"] == "NVIDIA H100 80GB HBM3" and doc["ceilings"]["copy_tbps"] == 3.0
+    assert doc["model_band"] == pytest.approx(0.05) and doc["model_fit"] == {"C": 1.5}
+    assert doc["model_constants"] == {"C": 1.0} and doc["known_bad"] == {"no_sync": [3, 5]}
+    m = doc["exercise_margins"]["tma_add"]
+    assert m["over_spec_bar"] == pytest.approx(SOLUTION_MARGIN + 0.02) and m["spec_bar"] == bar
+    assert m["bar_this_run"] == pytest.approx(0.90 * 3.0)
+    assert all(r["fraction_of_ceiling"] == pytest.approx(r["tbps"] / 3.0) for r in doc["rows"])
+    assert (tmp_path / "tma" / "tma_vs_model.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize("case", ["band", "claim", "margin", "check", "wrong_launch"])
+def test_run_fails_with_the_reason(tmp_path, monkeypatch, case):
+    _fake_gpu(monkeypatch)
+    bar = load("tma").exercises["tma_add"].parts["throughput"].bar
+    rows = _rows(1.30 if case == "band" else 1.0,
+                 solution_tbps=bar * (SOLUTION_MARGIN - 0.03 if case == "margin" else SOLUTION_MARGIN + 0.05))
+    if case == "wrong_launch":
+        rows[0]["wrong_launches"] = 2
+    t = _topic(rows, claims=["a claim broke"] if case == "claim" else (),
+               check=["kernel x wrong"] if case == "check" else ())
+    res = topic.run(t, tmp_path)
+    assert not res["ok"]
+    text = "\n".join(res["failures"])
+    assert {"band": "model off by 30.0%", "claim": "a claim broke", "margin": "recalibrate",
+            "check": "kernel x wrong", "wrong_launch": "2 timed launch(es) wrong"}[case] in text
+    if case == "check":  # a failed check stops the run before anything is measured or recorded
+        assert res["rows"] == [] and not (tmp_path / "tma" / "recorded_h100.json").exists()
+
+
+def test_keep_going_measures_and_records_after_a_failed_check(tmp_path, monkeypatch):
+    _fake_gpu(monkeypatch)
+    res = topic.run(_topic(_rows(), check=["kernel x wrong"], keep_going=True), tmp_path)
+    assert not res["ok"] and res["rows"] and (tmp_path / "tma" / "recorded_h100.json").exists()
+
+
+def test_margin_is_only_held_to_the_spec_bar_on_an_h100(tmp_path, monkeypatch):
+    """The spec's bar is an H100 figure: on another GPU the margin is recorded, not judged."""
+    _fake_gpu(monkeypatch, name="NVIDIA H200", copy=4.2)
+    bar = load("tma").exercises["tma_add"].parts["throughput"].bar
+    res = topic.run(_topic(_rows(solution_tbps=bar * 1.01)), tmp_path)
+    assert res["ok"], res["failures"]
+    assert (tmp_path / "tma" / "recorded_h200.json").exists()
+    assert res["exercise_margins"]["tma_add"]["over_bar_this_run"] == pytest.approx(bar * 1.01 / (0.9 * 4.2))
+
+
+def test_not_hopper_says_why(tmp_path, monkeypatch):
+    monkeypatch.setattr(kernels.device, "is_hopper", lambda: False)
+    res = topic.run(_topic(_rows()), tmp_path)
+    assert not res["ok"] and "sm_90" in res["failures"][0]
+
+
+def test_every_topic_declares_its_scaffold():
+    """Every week-1 topic's bench is a Topic run by the shared scaffold (no hand-written run())."""
+    import importlib
+
+    from kernels.spec import all_specs
+
+    for spec in all_specs():
+        bench = importlib.import_module(f"kernels.{spec.slug}.bench")
+        assert isinstance(bench.TOPIC, topic.Topic) and bench.TOPIC.slug == spec.slug
+        assert bench.run == bench.TOPIC.run, spec.slug
