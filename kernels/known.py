@@ -179,6 +179,10 @@ def answer_text(slug: str, ka: KnownAnswer) -> str | None:
 def kernel_source(slug: str, name: str) -> str:
     """The CUDA source of a known answer given as a kernel (a `.cu` file or a base with changes)."""
     ka = known_answer(slug, name)
+    if ka.base is None and ka.source == "solution":  # the solutions notebook's answer cell
+        spec = load(slug)
+        ex = _exercise(spec, ka)
+        return solution_literal(spec, ex.answer_cell, ex.answer_var)
     if ka.base is None and not ka.source.endswith(".cu"):
         raise ValueError(f"{slug}/{name} is not a kernel of its own ({ka.source})")
     return answer_text(slug, ka)

@@ -206,3 +206,17 @@ def test_naive_loads_mutations_build_on_the_notebook_solution():
     assert _count(ops, "LDG.E.128") and _count(ops, "STG.E.128")
     cached = kernel_source("naive_loads", "cached_result")
     assert "__device__ int computed_once = 0;" in cached and "if (computed_once) return;" in cached
+
+
+def test_the_solution_answer_is_a_kernel_source_too():
+    """A known answer whose source is the solutions notebook's cell is compiled and timed by the benches like any
+    other (the H200 run of day 1's bench found kernel_source refusing it)."""
+    from kernels.known import kernel_source, known_answers, solution_literal
+    from kernels.spec import all_specs
+
+    for spec in all_specs():
+        for ka in known_answers(spec.slug):
+            if ka.source == "solution" and ka.base is None:
+                ex = spec.exercises[ka.exercise] if ka.exercise else next(iter(spec.exercises.values()))
+                src = kernel_source(spec.slug, ka.name)
+                assert src == solution_literal(spec, ex.answer_cell, ex.answer_var) and ex.kernel in src
