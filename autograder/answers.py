@@ -122,3 +122,24 @@ def quiz_key(grade_cell_source: str, var: str, question: str) -> str | None:
                 if key == question:
                     return ast.literal_eval(right)
     return None
+
+
+def quiz_reason(grade_cell_source: str, var: str, question: str) -> str | None:
+    """The reason the instructor gave for one quiz key: the message of the hidden test's assert,
+    `assert QUIZ["q<n>"] == "<key>", "Why (<key>): ..."`. None when the assert carries no (literal) message."""
+    m = _HIDDEN.search(grade_cell_source)
+    if not m:
+        return None
+    for node in ast.walk(ast.parse(m.group(1))):
+        if isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare) and node.msg is not None:
+            test = node.test
+            if len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
+                left = test.left
+                if isinstance(left, ast.Subscript) and isinstance(left.value, ast.Name) and left.value.id == var \
+                        and ast.literal_eval(left.slice) == question:
+                    try:
+                        reason = ast.literal_eval(node.msg)
+                    except ValueError:
+                        return None
+                    return str(reason).strip() or None
+    return None

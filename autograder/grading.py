@@ -17,7 +17,7 @@ import nbformat
 
 from kernels.runner import derive
 
-from .answers import cells_by_grade_id, quiz_key, read_literal, _source
+from .answers import cells_by_grade_id, quiz_key, quiz_reason, read_literal, _source
 from .harness import run_exercise
 from .score import ExerciseScore, PartScore, score
 from .spec import Spec
@@ -151,7 +151,8 @@ def _grade_quiz(spec: Spec, cells: dict, src_cells: dict, result: NotebookGrade)
         else:
             answers = ans.value
     for q in quiz.questions.values():
-        key = quiz_key(_source(src_cells.get(q.grade_id, {"source": ""})), quiz.answer_var, q.name)
+        grade_src = _source(src_cells.get(q.grade_id, {"source": ""}))
+        key = quiz_key(grade_src, quiz.answer_var, q.name)
         if key is None:
             result.problems.append(f"no key for {q.name} in the instructor's notebook")
             pts, text = 0.0, "no key"
@@ -165,4 +166,7 @@ def _grade_quiz(spec: Spec, cells: dict, src_cells: dict, result: NotebookGrade)
                 pts, text = q.points, f"{q.name}: correct"
             else:
                 pts, text = 0.0, f"{q.name}: answered {given!r}, not the right choice"
+                reason = quiz_reason(grade_src, quiz.answer_var, q.name)
+                if reason:
+                    text += f". {reason}"
         result.scores[q.grade_id] = PartScore(q.grade_id, q.name, pts, q.points, text)

@@ -56,6 +56,64 @@ def test_quiz_key_comes_from_hidden_tests_only():
     cell = 'autograder.quiz("s", "q1", QUIZ)\n### BEGIN HIDDEN TESTS\nassert QUIZ["q1"] == "c"\n### END HIDDEN TESTS\n'
     assert answers.quiz_key(cell, "QUIZ", "q1") == "c"
     assert answers.quiz_key('assert QUIZ["q1"] == "c"', "QUIZ", "q1") is None
+    # the key is still read when the assert carries its reason as the message
+    why = 'assert QUIZ["q1"] == "c", "Why (c): because."'
+    with_reason = cell.replace('assert QUIZ["q1"] == "c"', why)
+    assert answers.quiz_key(with_reason, "QUIZ", "q1") == "c"
+    assert answers.quiz_reason(with_reason, "QUIZ", "q1") == "Why (c): because."
+    assert answers.quiz_reason(cell, "QUIZ", "q1") is None
+    assert answers.quiz_reason(why, "QUIZ", "q1") is None  # outside the hidden tests: not read
+    assert answers.quiz_reason(with_reason, "QUIZ", "q2") is None
+
+
+def _solution_quiz_cells():
+    import nbformat
+
+    from autograder.grading import ROOT
+    for path in sorted((ROOT / "solutions").glob("week*/*.ipynb")):
+        for cell in nbformat.read(str(path), as_version=4).cells:
+            gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
+            if cell.cell_type == "code" and "### BEGIN HIDDEN TESTS" in cell.source and "QUIZ[" in cell.source:
+                yield path.name, gid, cell.source
+
+
+def test_every_quiz_question_carries_a_reason():
+    import re
+
+    cells = list(_solution_quiz_cells())
+    assert len(cells) >= 28
+    for name, gid, src in cells:
+        question = re.search(r'QUIZ\["(q\d+)"\]', src.split("BEGIN HIDDEN TESTS")[1]).group(1)
+        key = answers.quiz_key(src, "QUIZ", question)
+        reason = answers.quiz_reason(src, "QUIZ", question)
+        assert key is not None, (name, gid)
+        assert reason is not None and len(reason) >= 40, (name, gid, reason)
+        assert reason.startswith(f"Why ({key})"), (name, gid, reason)  # the reason explains the key it sits on
+
+
+def test_a_wrong_quiz_answer_shows_the_reason():
+    import nbformat
+
+    from autograder.answers import _source, cells_by_grade_id
+    from autograder.grading import NotebookGrade, _grade_quiz, solution_notebook
+    src_nb = solution_notebook(SPEC)
+    src_cells = cells_by_grade_id(src_nb)
+    nb = copy.deepcopy(src_nb)
+    cells = cells_by_grade_id(nb)
+    q1 = SPEC.quiz.questions["q1"]
+    key = answers.quiz_key(_source(src_cells[q1.grade_id]), SPEC.quiz.answer_var, "q1")
+    wrong = next(c for c in q1.choices if c != key)
+    cells[SPEC.quiz.answer_cell]["source"] = f'QUIZ = {{"q1": "{wrong}"}}\n'
+    result = NotebookGrade(SPEC.slug)
+    _grade_quiz(SPEC, cells, src_cells, result)
+    text = result.scores[q1.grade_id].feedback
+    assert "not the right choice" in text and f"Why ({key})" in text, text
+    assert result.scores[q1.grade_id].points == 0
+    # a right answer says "correct" and nothing more
+    cells[SPEC.quiz.answer_cell]["source"] = f'QUIZ = {{"q1": "{key}"}}\n'
+    result = NotebookGrade(SPEC.slug)
+    _grade_quiz(SPEC, cells, src_cells, result)
+    assert result.scores[q1.grade_id].feedback == "q1: correct"
 
 
 def _facts(value, ref_value, output_ok=True):
