@@ -236,7 +236,8 @@ def plot_rows(rows: list[dict], ceilings: dict | None, title: str, bar: float | 
                                       outer_band=MODEL_BAND, ceiling=ceiling, bar=bar)
 
 
-def _attempt(what: str, fn, failures: list[str], default):
+def attempt(what: str, fn, failures: list[str], default):
+    """One phase of a run: its exception becomes a failure (with its last frames) instead of ending the run."""
     try:
         return fn()
     except Exception as exc:  # noqa: BLE001 - reported, not swallowed: run() returns ok=False
@@ -255,19 +256,19 @@ def run(topic: Topic, out_dir: Path, quick: bool = False) -> dict:
         return {"ok": False, "failures": [f"needs an sm_90 GPU: {cpu_mode_reason()}"], "rows": []}
     (out_dir / topic.slug).mkdir(parents=True, exist_ok=True)
     failures: list[str] = []
-    failures += _attempt("check", lambda: topic.check(quick), failures, [])
+    failures += attempt("check", lambda: topic.check(quick), failures, [])
     if failures and not topic.keep_going:
         return {"ok": False, "failures": failures, "rows": []}
-    rows, problems, *evidence = _attempt("measure", lambda: topic.measure(quick), failures, ([], []))
+    rows, problems, *evidence = attempt("measure", lambda: topic.measure(quick), failures, ([], []))
     failures += problems
     ceil = ceilings()
     _with_fractions(rows, ceil)
     worst_band, worst = band(rows)
-    fitted = _attempt("fit", lambda: topic.fit(rows, ceil["copy_tbps"]), failures, None) if topic.fit and rows \
+    fitted = attempt("fit", lambda: topic.fit(rows, ceil["copy_tbps"]), failures, None) if topic.fit and rows \
         else None
     failures += [f"{r['kernel']}: {r['wrong_launches']} timed launch(es) wrong" for r in rows
                  if r.get("wrong_launches")]
-    failures += _attempt("claims", lambda: topic.claims(rows, ceil), failures, []) if rows else []
+    failures += attempt("claims", lambda: topic.claims(rows, ceil), failures, []) if rows else []
     if worst is not None and worst_band > topic.model_band:
         failures.append(f"model off by {worst_band:.1%} (> {topic.model_band:.0%}), worst {worst['kernel']} "
                         f"{worst['shape']}: predicted {worst['model_prediction']:.3f}, measured {measured(worst):.3f}")
@@ -288,7 +289,7 @@ def run(topic: Topic, out_dir: Path, quick: bool = False) -> dict:
         plots = {f"{topic.slug}_vs_model.png": lambda rs, c: plot_rows(rs, c, f"{topic.title}, measured vs model"),
                  **topic.plots}  # a topic's own plot under the same name replaces the common one
         for name, fn in plots.items():
-            fig = _attempt(f"plot {name}", lambda fn=fn: fn(rows, ceil), failures, None)
+            fig = attempt(f"plot {name}", lambda fn=fn: fn(rows, ceil), failures, None)
             if fig is not None:
                 fig.savefig(out_dir / topic.slug / name, dpi=110)
     return {"ok": not failures, "failures": failures, "rows": rows, "ceilings": ceil, "model_band": worst_band,

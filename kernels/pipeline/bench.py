@@ -32,7 +32,7 @@ from ..bench import bench, ceilings, script_main
 from ..check import compare, poison
 from ..compile import compile_cuda
 from ..spec import SOLUTION_MARGIN, load
-from ..topic import MODEL_BAND, Topic, _attempt, answer_cubin, answer_row, row, run_answer, shipped, time_answer
+from ..topic import MODEL_BAND, Topic, attempt, answer_cubin, answer_row, row, run_answer, shipped, time_answer
 from . import exercise, model
 from .launch import THREADS, stream_partials
 from .workload import (BENCH_N, COMPILED_STAGES, STAGE_CHOICES, TEST_NS, VARIANTS, bytes_moved, make_inputs,
@@ -119,8 +119,8 @@ def check_resample(seed: int = 2, shapes=exercise.TEST_SHAPES, runs: int = 2) ->
 def check(quick: bool = False) -> list[str]:
     """The run's checks (a quick run: fewer shapes and one draw each); their evidence is kept for the record."""
     failures: list[str] = []
-    failures += _attempt("check_stream", check_stream, failures, [])
-    ex_failures, seen = _attempt(
+    failures += attempt("check_stream", check_stream, failures, [])
+    ex_failures, seen = attempt(
         "check_resample", lambda: check_resample(
             shapes=exercise.TEST_SHAPES[:4] + (exercise.RACE_SHAPE,) if quick else exercise.TEST_SHAPES,
             runs=1 if quick else 2), failures, ([], {}))
