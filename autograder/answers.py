@@ -108,38 +108,36 @@ def read_literal(source: str, var: str, grade_id: str = "?") -> Answer:
     return ans
 
 
-def quiz_key(grade_cell_source: str, var: str, question: str) -> str | None:
-    """The key of one quiz question, read from the hidden tests of the instructor's grade cell:
-    `assert QUIZ["q<n>"] == "<key>"` between ### BEGIN HIDDEN TESTS / ### END HIDDEN TESTS."""
+def _quiz_assert(grade_cell_source: str, var: str, question: str) -> ast.Assert | None:
+    """The hidden test's `assert QUIZ["q<n>"] == "<key>"[, "Why ..."]` of one question (between ### BEGIN HIDDEN
+    TESTS / ### END HIDDEN TESTS of the instructor's grade cell), or None."""
     m = _HIDDEN.search(grade_cell_source)
     if not m:
         return None
     for node in ast.walk(ast.parse(m.group(1))):
-        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
-            left, right = node.left, node.comparators[0]
-            if isinstance(left, ast.Subscript) and isinstance(left.value, ast.Name) and left.value.id == var:
-                key = ast.literal_eval(left.slice)
-                if key == question:
-                    return ast.literal_eval(right)
+        test = getattr(node, "test", None)
+        if isinstance(node, ast.Assert) and isinstance(test, ast.Compare) and len(test.ops) == 1 \
+                and isinstance(test.ops[0], ast.Eq):
+            left = test.left
+            if isinstance(left, ast.Subscript) and isinstance(left.value, ast.Name) and left.value.id == var \
+                    and ast.literal_eval(left.slice) == question:
+                return node
     return None
+
+
+def quiz_key(grade_cell_source: str, var: str, question: str) -> str | None:
+    """The key of one quiz question, read from its hidden test: `assert QUIZ["q<n>"] == "<key>"`."""
+    node = _quiz_assert(grade_cell_source, var, question)
+    return None if node is None else ast.literal_eval(node.test.comparators[0])
 
 
 def quiz_reason(grade_cell_source: str, var: str, question: str) -> str | None:
-    """The reason the instructor gave for one quiz key: the message of the hidden test's assert,
+    """The reason the instructor gave for one quiz key: the message of its hidden test's assert,
     `assert QUIZ["q<n>"] == "<key>", "Why (<key>): ..."`. None when the assert carries no (literal) message."""
-    m = _HIDDEN.search(grade_cell_source)
-    if not m:
+    node = _quiz_assert(grade_cell_source, var, question)
+    if node is None or node.msg is None:
         return None
-    for node in ast.walk(ast.parse(m.group(1))):
-        if isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare) and node.msg is not None:
-            test = node.test
-            if len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
-                left = test.left
-                if isinstance(left, ast.Subscript) and isinstance(left.value, ast.Name) and left.value.id == var \
-                        and ast.literal_eval(left.slice) == question:
-                    try:
-                        reason = ast.literal_eval(node.msg)
-                    except ValueError:
-                        return None
-                    return str(reason).strip() or None
-    return None
+    try:
+        return str(ast.literal_eval(node.msg)).strip() or None
+    except ValueError:
+        return None
