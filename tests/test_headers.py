@@ -48,3 +48,15 @@ def test_a_kernel_built_on_the_headers_emits_the_instructions():
     ops = opcodes(compile_cuda(src, name="HEADERS_CU"), "k")
     for want in ("LDGSTS.E.BYPASS.128", "LDGDEPBAR", "UTMALDG.2D", "UTMASTG.2D", "SYNCS.ARRIVE.TRANS64"):
         assert any(o == want or o.startswith(want + ".") for o in ops), (want, sorted(set(ops)))
+
+
+@pytest.mark.parametrize("slug, headers", [("ldgsts", ("cp_async.cuh",)), ("tma", ("mbarrier.cuh", "tma.cuh"))])
+def test_the_solutions_answer_cells_use_the_headers(slug, headers):
+    # The course's solution of day 3 / day 5 (the answer cell of the solutions notebook) includes the mechanism's
+    # header and writes none of its PTX inline; the notebook prints the header where the lesson is the instruction.
+    from kernels.known import kernel_source
+
+    src = kernel_source(slug, "solution")
+    for h in headers:
+        assert f'#include "{h}"' in src, f"{slug}'s solution does not include {h}"
+    assert not re.search(r"\basm\b", src), f"{slug}'s solution writes PTX inline: use the header's wrappers"

@@ -4,6 +4,7 @@
 // copies so that their loads overlap them.
 // Expected: correctness full, path full (LDGSTS in smooth_bf16), throughput full. bench.py's reference.
 #include <cuda_bf16.h>
+#include "cp_async.cuh"  // cp_async_cg16_zfill, cp_async_commit, cp_async_wait<N> (section 4 prints them)
 
 extern "C" __global__ void smooth_bf16(const __nv_bfloat16* __restrict__ x, const float* __restrict__ w,
                                        float* __restrict__ y, long long n)
@@ -28,15 +29,13 @@ extern "C" __global__ void smooth_bf16(const __nv_bfloat16* __restrict__ x, cons
         const long long g = base - VEC + 8LL * c;
         const long long valid = g < 0 ? 0 : max(0LL, min((long long)VEC, n - g));
         const int src_bytes = 2 * (int)valid;
-        const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(&s[c]));
         const __nv_bfloat16* src = src_bytes ? x + g : x;  // a zero-byte copy still needs a valid address
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
-                     : "memory");
+        cp_async_cg16_zfill(&s[c], src, src_bytes);       // cp.async.cg.shared.global [dst], [src], 16, src_bytes
     };
     load_chunk(t);
     if (t < CHUNKS - 256) load_chunk(256 + t);  // threads 0, 1: the right halo
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-    asm volatile("cp.async.wait_group 0;\n" ::: "memory");  // my copies landed
+    cp_async_commit();
+    cp_async_wait<0>();  // my copies landed
     __syncthreads();                                          // everyone's copies landed
 
     // Thread t computes two groups of 4 outputs, 1024 apart: o = base + 1024h + 4t + m (h = 0, 1; m = 0..3), so
