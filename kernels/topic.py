@@ -7,7 +7,8 @@ A topic declares what is its own, in its bench.py:
                   plots={"tma_sweep.png": plot_sweep})
     run = TOPIC.run                     # python -m kernels.tma.bench --out build/gpu  (script_main)
 
-- check(quick) -> failures: every kernel against its reference (fresh inputs, awkward shapes, poisoned outputs);
+- check(quick) -> failures, or (failures, evidence): every kernel against its reference (fresh inputs, awkward
+  shapes, poisoned outputs); the evidence (what each check saw) goes into the record and to `extra`;
 - measure(quick) -> (rows, problems) or (rows, problems, evidence): the rows (`row()` builds one), each with the
   model's prediction beside it; `evidence` (a dict, e.g. what the known-bad answers did) goes into the record;
 - constants() -> the model's fitted constants with their source; fit(rows, ceilings) -> a refit on this run's rows
@@ -45,12 +46,13 @@ def _no_claims(rows, ceilings) -> list[str]:
 class Topic:
     slug: str
     title: str  # the plots' title: "Day 5: TMA"
-    check: Callable[[bool], list[str]]
+    check: Callable[[bool], list[str] | tuple[list[str], dict]]  # failures, or (failures, evidence)
     measure: Callable[[bool], tuple]  # (rows, problems) or (rows, problems, evidence for the record)
     constants: Callable[[], dict]
     fit: Callable[[list[dict], float], dict] | None = None  # (rows, copy ceiling) -> refit constants and band
     claims: Callable[[list[dict], dict], list[str]] = _no_claims
-    extra: Callable[[list[dict], dict], dict] | None = None  # topic-only facts for the record
+    # (rows, ceilings, checked = {"failures": the check's, "evidence": what it saw}) -> topic facts for the record
+    extra: Callable[[list[dict], dict, dict], dict] | None = None
     plots: dict[str, Callable] = field(default_factory=dict)  # more plots: file name -> fn(rows, ceilings) -> Figure
     model_band: float = MODEL_BAND
     keep_going: bool = False  # True: a failed check does not stop the run (everything is measured, then reported)
@@ -256,7 +258,9 @@ def run(topic: Topic, out_dir: Path, quick: bool = False) -> dict:
         return {"ok": False, "failures": [f"needs an sm_90 GPU: {cpu_mode_reason()}"], "rows": []}
     (out_dir / topic.slug).mkdir(parents=True, exist_ok=True)
     failures: list[str] = []
-    failures += attempt("check", lambda: topic.check(quick), failures, [])
+    checked = attempt("check", lambda: topic.check(quick), failures, [])
+    check_failures, check_evidence = checked if isinstance(checked, tuple) else (checked, {})
+    failures += check_failures
     if failures and not topic.keep_going:
         return {"ok": False, "failures": failures, "rows": []}
     rows, problems, *evidence = attempt("measure", lambda: topic.measure(quick), failures, ([], []))
@@ -280,7 +284,9 @@ def run(topic: Topic, out_dir: Path, quick: bool = False) -> dict:
     extra = {"model_constants": topic.constants(), "model_band": worst_band,
              "model_worst_row": worst["kernel"] if worst else None, "model_fit": fitted, "quick": quick,
              "exercise_margins": margins, **(evidence[0] if evidence else {}),
-             **(topic.extra(rows, ceil) if topic.extra and rows else {})}
+             **({"checks": check_evidence} if check_evidence else {}),
+             **(topic.extra(rows, ceil, {"failures": check_failures, "evidence": check_evidence}) if topic.extra and rows
+                else {})}
     target = None
     if rows:
         target = record.write(topic.slug, rows, ceil, extra, out=out_dir / topic.slug / "recorded_h100.json")

@@ -140,3 +140,23 @@ def test_every_topic_declares_its_scaffold():
         bench = importlib.import_module(f"kernels.{spec.slug}.bench")
         assert isinstance(bench.TOPIC, topic.Topic) and bench.TOPIC.slug == spec.slug
         assert bench.run == bench.TOPIC.run, spec.slug
+
+
+def test_check_evidence_reaches_the_record_and_extra(tmp_path, monkeypatch):
+    """A check may return (failures, evidence): the evidence is recorded under "checks" and handed to `extra` with
+    the check's failures (no module state between check and extra)."""
+    _fake_gpu(monkeypatch)
+    seen = {"answer_a": [f"shape {random.randint(1, 999)}: ok"]}
+    got = {}
+
+    def extra(rows, ceil, checked):
+        got.update(checked)
+        return {"n_checked": len(checked["evidence"])}
+
+    t = _topic(_rows())
+    t.check, t.extra, t.keep_going = (lambda quick: (["kernel y wrong"], seen)), extra, True
+    res = topic.run(t, tmp_path)
+    assert not res["ok"] and "kernel y wrong" in res["failures"]
+    assert got == {"failures": ["kernel y wrong"], "evidence": seen}
+    doc = json.loads((tmp_path / "tma" / "recorded_h100.json").read_text())
+    assert doc["checks"] == seen and doc["n_checked"] == 1

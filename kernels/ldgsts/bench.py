@@ -235,7 +235,7 @@ def claims(rows: list[dict], ceilings: dict) -> list[str]:
     return bad
 
 
-def extra(rows: list[dict], ceilings: dict) -> dict:
+def extra(rows: list[dict], ceilings: dict, checked: dict) -> dict:
     """What the record keeps beside the scaffold's facts: the bar's ceiling fraction and the bar it gives this run."""
     tp = _throughput()
     return {"bar_copy_fraction": tp.copy_fraction, "suggested_bar_tbps": tp.ceiling_bar(ceilings)}

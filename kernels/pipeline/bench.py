@@ -53,7 +53,6 @@ IN_PROCESS_MUST_FAIL = ()
 QUICK_SHAPE = (32, 4096, 4096, 256)  # --quick: a quarter of the benchmark's batches
 DEVICE = "cuda"  # every tensor of the benchmark lives here (a test swaps in "cpu" with fake kernels)
 MODEL_KIND = dict(model.ANSWER_KIND)  # answer -> the model's kind: correct and correct_primitives are "thread_scope"
-_CHECKED: dict = {"seen": {}, "failures": []}  # the last check()'s evidence, for the record (extra) and the rows
 
 
 @lru_cache(maxsize=8)
@@ -116,8 +115,8 @@ def check_resample(seed: int = 2, shapes=exercise.TEST_SHAPES, runs: int = 2) ->
     return failures, seen
 
 
-def check(quick: bool = False) -> list[str]:
-    """The run's checks (a quick run: fewer shapes and one draw each); their evidence is kept for the record."""
+def check(quick: bool = False) -> tuple[list[str], dict]:
+    """The run's checks (a quick run: fewer shapes and one draw each) and what each saw, for the record."""
     failures: list[str] = []
     failures += attempt("check_stream", check_stream, failures, [])
     ex_failures, seen = attempt(
@@ -125,8 +124,7 @@ def check(quick: bool = False) -> list[str]:
             shapes=exercise.TEST_SHAPES[:4] + (exercise.RACE_SHAPE,) if quick else exercise.TEST_SHAPES,
             runs=1 if quick else 2), failures, ([], {}))
     failures += ex_failures
-    _CHECKED.update(seen=seen, failures=failures)
-    return failures
+    return failures, seen
 
 
 def measure_stream(n: int = BENCH_N, reps: int = 20, seed: int = 0) -> tuple[list[dict], list[str]]:
@@ -280,10 +278,10 @@ def solution_checks(rows: list[dict], ceilings: dict) -> list[str]:
     return bad
 
 
-def extra(rows: list[dict], ceilings: dict) -> dict:
+def extra(rows: list[dict], ceilings: dict, checked: dict) -> dict:
     """The record's day-4 facts: the checks' evidence (each row says whether its check failed), the refit's band,
     the bench shape's bytes and the course reference's fraction of the ceiling."""
-    seen, failures = _CHECKED["seen"], _CHECKED["failures"]
+    seen, failures = checked["evidence"], checked["failures"]
     wrong = {name for name, msgs in seen.items() if name not in MUST_FAIL and any("WRONG" in m for m in msgs)}
     for r in rows:
         r["check_failed"] = r.get("answer") in wrong or any(r["kernel"] in f for f in failures)
@@ -293,7 +291,7 @@ def extra(rows: list[dict], ceilings: dict) -> dict:
             "bytes_bench_shape": exercise.bytes_moved(exercise.BENCH_SHAPE),
             "reference_fraction_of_ceiling": ref["fraction_of_ceiling"] if ref else None,
             "known_bad_caught": {k: [m for m in v if "WRONG" in m][:3] for k, v in seen.items() if k in MUST_FAIL},
-            "checks": seen, "check_failures": failures}
+            "check_failures": failures}
 
 
 def plot(rows: list[dict], ceiling_tbps: float | None = None):

@@ -188,7 +188,7 @@ def _measure(quick: bool) -> tuple[list[dict], list[str], dict]:
     return measure(reps=10 if quick else 20), failures, {"known_bad": evidence}
 
 
-def extra(rows: list[dict], ceil: dict) -> dict:
+def extra(rows: list[dict], ceil: dict, checked: dict) -> dict:
     copy_tbps = ceil["copy_tbps"]
     return {
         "bench_shape": list(BENCH_SHAPE),

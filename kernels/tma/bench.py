@@ -228,7 +228,7 @@ def plot_sweep(rows: list[dict], ceiling_tbps: float, constants: dict | None = N
     return fig
 
 
-def _extra(rows: list[dict], ceilings: dict) -> dict:
+def _extra(rows: list[dict], ceilings: dict, checked: dict) -> dict:
     solution, plain = _answer(rows, "correct"), _answer(rows, "plain_loads")
     return {"model_fitted_on": model.FIT, "triton_sass": triton_sass(),
             "exercise_solution_fraction": solution and solution["fraction_of_ceiling"],
