@@ -145,7 +145,7 @@ def build(out: Path, week: str = "week1", members: list[str] | None = None) -> l
         d = folder("malformed")
         (d / specs[0].notebook).write_text('{"cells": [ this is not a notebook')
         made.append(Member("malformed", "malformed", 0, 0, 0, about="not JSON"))
-    if want("tamper"):
+    if want("tamper") and week == "week1":  # built from week 1's day 1 (its tampered cells are day-1 cells)
         d = folder("tamper")
         nbformat.write(tampered_day1(week), str(d / "day1_naive_loads.ipynb"))
         day1 = next(s for s in specs if s.slug == "naive_loads")

@@ -12,11 +12,11 @@ import pytest
 from kernels import known  # the data half of known answers (autograder.known grades them)
 from autograder.known import (MutationError, answer_text, apply_mutations, base_path, base_text, kernel_source,
                               known_answers)
-from autograder.spec import load
+from autograder.spec import all_specs, load
 from kernels.compile import CompileError, compile_cuda
 from kernels.sass import disassemble, opcodes
 
-SLUGS = ["naive_loads", "smem_tiling", "ldgsts", "pipeline", "tma"]
+SLUGS = [s.slug for s in all_specs()]  # every topic with a grader spec
 MUTATED = [(slug, ka.name) for slug in SLUGS for ka in known_answers(slug) if ka.base is not None]
 
 

@@ -108,3 +108,29 @@ def test_nbgrader_autograde_round_trip_on_cpu(tmp_path):
     assert fb, "no feedback written"
     html = "".join(p.read_text() for p in fb)
     assert "HIDDEN TESTS" not in html and 'QUIZ["q1"] ==' not in html
+
+
+@pytest.mark.skipif(not (ROOT / "solutions" / "week2").is_dir(), reason="week 2 has no notebooks yet")
+def test_nbgrader_autograde_round_trip_week2_on_cpu(tmp_path):
+    """Week 2 through nbgrader: the solutions earn every CPU-gradable point (SASS path, quiz), the blank release 0."""
+    from nbgrader.api import Gradebook
+
+    from autograder.spec import all_specs
+
+    grading, week = tmp_path / "grading", "week2"
+    for student, src in (("solution", ROOT / "solutions" / week), ("blank", ROOT / "weeks" / week)):
+        d = grading / "submitted" / student / week
+        d.mkdir(parents=True)
+        for nb in src.glob("*.ipynb"):
+            (d / nb.name).write_bytes(nb.read_bytes())
+    env = dict(os.environ, COURSE_GRADING_DIR=str(grading), PYTHONPATH=str(ROOT), COURSE_FORCE_CPU="1")
+    r = subprocess.run([sys.executable, "-m", "autograder.cli", "grade", week, "--seed", "11"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=1500)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    specs = [s for s in all_specs() if s.assignment == week and (ROOT / "solutions" / week / s.notebook).exists()]
+    assert specs, "week 2 notebooks without grader specs"
+    cpu_points = sum(sum(ex.parts["path"].points for ex in s.exercises.values())
+                     + sum(q.points for q in s.quiz.questions.values()) for s in specs)
+    with Gradebook(f"sqlite:///{grading / 'gradebook.db'}") as gb:
+        assert gb.find_submission(week, "solution").score == pytest.approx(cpu_points)
+        assert gb.find_submission(week, "blank").score == 0

@@ -26,7 +26,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu 
 COURSE_RECORD="${COURSE_RECORD:-1}" timeout --signal=TERM --kill-after=10 "${GPU_TIMEOUT:-0}" \
   "$PY" tools/gpu_check.py --out "$OUT" "$@" 2>&1 | tee "$OUT/gpu_check.log"
 rc=${PIPESTATUS[0]}
-# The device tool brings back at most 8 files: pack the per-topic results and the recorded numbers into one.
+# Pack the per-topic results and the recorded numbers into two archives (a handful of files to carry back).
 tar -czf "$OUT/results.tar.gz" -C "$OUT" --exclude results.tar.gz --exclude gpu_check.log . kernels 2>/dev/null || \
   tar -czf "$OUT/results.tar.gz" -C "$OUT" --exclude results.tar.gz --exclude gpu_check.log .
 # autograder/recorded_cohort_h100.json: written by the cohort step (COURSE_RECORD=1, on an H100) when it ran.
