@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import random
 import signal
@@ -258,7 +259,7 @@ def probe(slug: str, exercise: str, source: str, *, seed: int, workdir: Path) ->
     return {"measured": True, "shape": list(ex.bench_shape), "launch": skip + 1, "bytes": prof.bytes,
             "read_bytes": info.get("read_bytes"), "written_bytes": info.get("written_bytes"),
             "output_ok": info.get("ok", False), "output_message": info.get("message", "no result"),
-            "executed": prof.memory_summary()}
+            "executed": prof.memory_summary(), "executed_counts": prof.executed, "ctas": info.get("ctas")}
 
 
 # ------------------------------------------------------------------------------------------------------ child side
@@ -396,8 +397,10 @@ def _probe_child(job: dict) -> None:
         if not rep.ok:
             ok, message = False, f"launch {i + 1}: " + rep.message.splitlines()[0]
     written = out.numel() * out.element_size() if isinstance(out, torch.Tensor) else 0
+    grid = wl.launch_args(inputs, wl.make_output(inputs))["grid"]  # the CTAs of the measured launch
+    ctas = grid if isinstance(grid, int) else math.prod(grid)
     res = {"ok": ok, "message": message or "every launch right", "written_bytes": written,
-           "read_bytes": wl.bytes_moved(shape) - written}
+           "read_bytes": wl.bytes_moved(shape) - written, "ctas": int(ctas)}
     Path(job["result_path"]).write_text(json.dumps(res))
 
 

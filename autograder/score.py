@@ -182,6 +182,16 @@ def path_points(ex: Exercise, facts: dict) -> tuple[float, str, str | None]:
     b = dyn.get("bytes", {})
     lines, full, partial = [], True, True
     for rule in pp.executed:
+        if rule.opcode:  # an instruction rule: executed count per CTA of the launch
+            den = dyn.get("ctas") or 0
+            num = rule.count(dyn.get("executed_counts") or {})
+            frac = num / den if den else 0.0
+            ok = rule.holds(frac)
+            full &= ok
+            partial &= rule.holds(frac, partial=True)
+            lines.append(f"  {'ok ' if ok else 'NO '} {rule.what}: {rule.opcode} executed {frac:.2f} times per CTA "
+                         f"({rule.bound()}; {num} in {den} CTAs)")
+            continue
         den = dyn.get("read_bytes" if rule.per == "read" else "written_bytes") or 0
         num = sum(b.get(q, 0.0) for q in rule.bytes)
         frac = num / den if den else 0.0

@@ -27,9 +27,14 @@ def path(slug: str, tag: str = "h100") -> Path:
     return KERNELS / slug / f"recorded_{tag}.json"
 
 
-def load(slug: str) -> dict | None:
-    p = path(slug)
-    return json.loads(p.read_text()) if p.exists() else None
+def load(slug: str, *, any_hopper: bool = False) -> dict | None:
+    """The topic's H100 record; with any_hopper, another Hopper GPU's record (recorded_h200.json) when the topic has
+    no H100 record yet — its "device" says which GPU it is, and table() prints it."""
+    for tag in ("h100", "h200") if any_hopper else ("h100",):
+        p = path(slug, tag)
+        if p.exists():
+            return json.loads(p.read_text())
+    return None
 
 
 def write(slug: str, rows: list[dict], ceilings: dict, extra: dict | None = None, out: Path | None = None) -> Path:

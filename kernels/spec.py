@@ -30,14 +30,18 @@ class SpecError(ValueError):
 
 @dataclass(frozen=True)
 class Rule:
-    """A rule of the dynamic path check, on the bytes one untimed launch moved (kernels.ncu quantities):
-    sum(bytes) / (the bytes the workload must read, or write) >= at_least, or <= at_most."""
+    """A rule of the dynamic path check on what one untimed launch did (measured by kernels.ncu):
+    - on bytes: sum(bytes) / (the bytes the workload must read, or write) >= at_least, or <= at_most;
+    - on an instruction (`opcode`, per = "cta"): its executed warp-level count (every opcode that is it or extends
+      it: "UTMALDG.2D.MULTICAST" counts "UTMALDG.2D.MULTICAST.x") / the launch's CTAs — for what no byte counter
+      tells apart (a multicast load delivers the same bytes to each SM as per-CTA loads)."""
 
     what: str
     bytes: tuple[str, ...]
-    per: str  # "read" or "written"
+    per: str  # "read", "written" or "cta"
     at_least: float | None = None
     at_most: float | None = None
+    opcode: str | None = None
 
     def holds(self, fraction: float, partial: bool = False) -> bool:
         """Full: the bound. Partial (`partial_points`): the mechanism carried at least half of its bound, and other
@@ -47,7 +51,13 @@ class Rule:
         return fraction <= (max(self.at_most, 0.5) if partial else self.at_most)
 
     def bound(self) -> str:
+        if self.opcode:
+            return f">= {self.at_least:g} per CTA" if self.at_least is not None else f"<= {self.at_most:g} per CTA"
         return f">= {self.at_least:.0%}" if self.at_least is not None else f"<= {self.at_most:.0%}"
+
+    def count(self, executed: dict[str, int]) -> int:
+        """An instruction rule's executed count, from a profile's {opcode: warp-level count}."""
+        return sum(v for k, v in executed.items() if k == self.opcode or k.startswith(self.opcode + "."))
 
 
 @dataclass(frozen=True)
@@ -143,6 +153,12 @@ def _rule(r: dict, where: str) -> Rule:
     from .ncu import QUANTITIES
 
     names = tuple(r.get("bytes", ()))
+    if ("at_least" in r) == ("at_most" in r):
+        raise SpecError(f"{where}: give exactly one of at_least / at_most")
+    if "opcode" in r:
+        if names or r.get("per") != "cta":
+            raise SpecError(f"{where}: an instruction rule (opcode) counts per CTA: per = 'cta', no bytes")
+        return Rule(_need(r, "what", where), (), "cta", r.get("at_least"), r.get("at_most"), str(r["opcode"]))
     bad = [n for n in names if n not in QUANTITIES]
     if not names or bad:
         raise SpecError(f"{where}: bytes must name measured quantities ({', '.join(QUANTITIES)}), not {bad or names}")

@@ -217,7 +217,10 @@ def test_every_course_solution_clears_its_bar_by_the_margin():
     for s in spec.all_specs():
         for ex in s.exercises.values():
             tp = ex.parts["throughput"]
-            assert tp.bar and tp.reference_value, (s.slug, ex.name)
+            assert tp.bar, (s.slug, ex.name)
+            if tp.reference_value is None:  # not yet calibrated on an H100 (week 2): its tests hold the model's margin
+                assert tp.calibrated is None and s.assignment != "week1", (s.slug, ex.name)
+                continue
             margin = tp.reference_value / tp.bar
             assert margin >= SOLUTION_MARGIN - 1e-3, f"{s.slug}.{ex.name}: solution / bar = {margin:.3f}"
 
@@ -238,15 +241,16 @@ def test_a_compile_error_is_shown_once():
 
 
 def test_readme_names_every_days_bar_from_its_spec():
-    """The README's day table gives each week-1 exercise's bar as its spec has it (calibration rewrites the spec:
+    """The README's day table gives each exercise's bar as its spec has it (calibration rewrites the spec:
     this test then names the README row to update)."""
     import re
 
     from autograder.release import ROOT
 
-    rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| w1d(\d) \|.*$", (ROOT / "README.md").read_text(), re.M)}
+    rows = {(m.group(1), m.group(2)): m.group(0)
+            for m in re.finditer(r"^\| w(\d)d(\d) \|.*$", (ROOT / "README.md").read_text(), re.M)}
     for s in spec.all_specs():
-        day = re.match(r"day(\d)_", s.notebook).group(1)
+        day = (s.assignment.removeprefix("week"), re.match(r"day(\d)_", s.notebook).group(1))
         for ex in s.exercises.values():
             tp = ex.parts["throughput"]
             assert f"bar {tp.bar:.3f} TB/s ({tp.copy_fraction:.2f}× copy ceiling" in rows[day], (s.slug, rows[day])

@@ -15,6 +15,12 @@ HEADERS = {
     "cp_async.cuh": ("cp.async.ca.shared.global", "cp.async.cg.shared.global", "cp.async.commit_group",
                      "cp.async.wait_group"),
     "mbarrier.cuh": ("mbarrier.init", "mbarrier.arrive.expect_tx", "mbarrier.try_wait.parity", "mbarrier.arrive."),
+    "swizzle.cuh": ("ld.volatile.shared.v4.b32", "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16",
+                    "stmatrix.sync.aligned.m8n8.x4.shared.b16"),
+    "cluster.cuh": ("%%cluster_ctarank", "%%cluster_nctarank", "barrier.cluster.arrive.release", "barrier.cluster.wait",
+                    "mapa.shared::cluster", "ld.shared::cluster", "st.async.shared::cluster",
+                    "mbarrier.arrive.shared::cluster", ".multicast::cluster"),
+    "warpgroup.cuh": ("setmaxnreg.dec.sync.aligned.u32", "setmaxnreg.inc.sync.aligned.u32", "elect.sync"),
     "tma.cuh": ("cp.async.bulk.tensor.2d.shared::cluster", "cp.async.bulk.tensor.2d.global", "cp.async.bulk.commit_group",
                 "cp.async.bulk.wait_group", "fence.proxy.async"),
 }
@@ -50,7 +56,10 @@ def test_a_kernel_built_on_the_headers_emits_the_instructions():
         assert any(o == want or o.startswith(want + ".") for o in ops), (want, sorted(set(ops)))
 
 
-@pytest.mark.parametrize("slug, headers", [("ldgsts", ("cp_async.cuh",)), ("tma", ("mbarrier.cuh", "tma.cuh"))])
+@pytest.mark.parametrize("slug, headers", [("ldgsts", ("cp_async.cuh",)), ("tma", ("mbarrier.cuh", "tma.cuh")),
+                                           ("warp_specialization", ("mbarrier.cuh", "tma.cuh", "warpgroup.cuh")),
+                                           ("swizzle", ("mbarrier.cuh", "tma.cuh", "swizzle.cuh")),
+                                           ("multicast", ("mbarrier.cuh", "tma.cuh", "cluster.cuh"))])
 def test_the_solutions_answer_cells_use_the_headers(slug, headers):
     # The course's solution of day 3 / day 5 (the answer cell of the solutions notebook) includes the mechanism's
     # header and writes none of its PTX inline; the notebook prints the header where the lesson is the instruction.

@@ -241,3 +241,41 @@ def test_a_kernel_that_rewrites_its_inputs_is_checked_against_the_inputs_as_draw
     from kernels.check import compare
 
     assert compare(out, wl.reference(inputs), **dict(wl.CHECK)).ok
+
+
+def test_an_instruction_rule_counts_what_ran_per_cta():
+    """multicast: no byte counter tells a multicast load from per-CTA loads of the same tile (every SM receives the
+    same bytes), so its spec counts UTMALDG.2D.MULTICAST executed per CTA. Multicast in a dead branch with unicast
+    TMA doing the work (known answer dead_branch_unicast) passes every byte rule and fails this one."""
+    import random
+
+    ex = spec.load("multicast").exercises["bcast_add"]
+    rule = next(r for r in ex.parts["path"].executed if r.opcode)
+    assert rule.opcode == "UTMALDG.2D.MULTICAST" and rule.per == "cta"
+    ctas = random.randint(100, 9000)
+    tma = {"tma_load": 100.0, "tma_store": 100.0, "global_load": 0.0, "global_store": 0.0, "ldgsts": 0.0}
+
+    def facts(counts):
+        f = _facts(tma)
+        f["path"]["executed"].update(executed_counts=counts, ctas=ctas)
+        return f
+
+    pts, text, _ = score.path_points(ex, facts({"UTMALDG.2D.MULTICAST": ctas, "UTMASTG.2D": ctas}))
+    assert pts == ex.parts["path"].points and "1.00 times per CTA" in text
+    pts, text, _ = score.path_points(ex, facts({"UTMALDG.2D": 3 * ctas, "UTMASTG.2D": ctas}))
+    assert pts == 0 and "0.00 times per CTA" in text and f"0 in {ctas} CTAs" in text
+    assert rule.count({"UTMALDG.2D.MULTICAST.X": 2, "UTMALDG.2D.MULTICASTX": 5, "UTMALDG.2D": 7}) == 2
+    # the rule is data, and checked
+    rule = {"what": "w", "opcode": "UTMALDG.2D.MULTICAST", "per": "cta", "at_least": 0.9}
+    base = {"slug": "s", "assignment": "w", "notebook": "n.ipynb", "exercises": {"e": {
+        "module": "m", "answer_cell": "a", "answer_var": "A", "kernel": "k", "test_shapes": [[1]],
+        "bench_shape": [1], "metric": "tbps", "roofline": 1.0,
+        "correctness": {"grade_id": "c", "points": 1}, "throughput": {"grade_id": "t", "points": 1},
+        "path": {"grade_id": "p", "points": 2, "executed": [rule]}}}}
+    assert spec.parse(base).exercises["e"].parts["path"].executed[0].holds(0.95)
+    for bad, msg in [({"per": "read"}, "per = 'cta'"), ({"bytes": ["tma_load"]}, "no bytes"),
+                     ({"at_most": 0.1}, "exactly one")]:
+        d = json.loads(json.dumps(base))
+        d["exercises"]["e"]["path"]["executed"][0].update(bad)
+        with pytest.raises(spec.SpecError, match=msg):
+            spec.parse(d)

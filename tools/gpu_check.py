@@ -144,31 +144,28 @@ def known_all(slugs):
 
 
 def execute_notebooks(out: Path, slugs=None):
-    """The solution notebooks of `slugs` (default: every one) executed top to bottom, all at once (their timings are
-    not recorded: this proves they run on the GPU; the recorded numbers come from the benchmark scripts)."""
+    """The solution notebooks of `slugs` (default: every one) executed top to bottom, one at a time: their timing
+    cells check that CUDA events and a wall clock agree, which another notebook's kernels on the same GPU would
+    break (their timings are not recorded: this proves they run on the GPU; the benchmark scripts record numbers)."""
     from autograder.spec import all_specs
 
     nbs = sorted((ROOT / "solutions").glob("week*/*.ipynb"))
     if slugs is not None:
         mine = {ROOT / "solutions" / s.assignment / s.notebook for s in all_specs() if s.slug in slugs}
         nbs = [nb for nb in nbs if nb in mine]
-    procs = {}
-    t0 = time.perf_counter()
+    done = {}
     for nb in nbs:
         dst = out / "executed" / nb.name
         dst.parent.mkdir(parents=True, exist_ok=True)
-        procs[nb.name] = subprocess.Popen(
-            [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
-             "--ExecutePreprocessor.timeout=900", "--output", str(dst), str(nb)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    done = {}
-    for name, p in procs.items():
-        _, err = p.communicate(timeout=900)
-        done[name] = {"ok": p.returncode == 0, "s": round(time.perf_counter() - t0, 1),
-                      "err": err[-2000:] if p.returncode else ""}
-        print(f"  {name}: {'ok' if p.returncode == 0 else 'FAILED'} (done at {done[name]['s']} s)")
+        t0 = time.perf_counter()
+        p = subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
+                            "--ExecutePreprocessor.timeout=900", "--output", str(dst), str(nb)],
+                           capture_output=True, text=True, cwd=ROOT, timeout=1200)
+        done[nb.name] = {"ok": p.returncode == 0, "s": round(time.perf_counter() - t0, 1),
+                         "err": p.stderr[-2000:] if p.returncode else ""}
+        print(f"  {nb.name}: {'ok' if p.returncode == 0 else 'FAILED'} ({done[nb.name]['s']} s)")
         if p.returncode:
-            print(err[-3000:])
+            print(p.stderr[-3000:])
     return {"ok": all(v["ok"] for v in done.values()), "notebooks": done}
 
 

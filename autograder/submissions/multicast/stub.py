@@ -1,0 +1,28 @@
+# Known answer "stub": the release's answer cell, untouched. Expected: 0 everywhere, "exercise not attempted".
+BCAST_ADD_CU = r"""
+#include <cuda_bf16.h>
+#include "course.cuh"     // CUtensorMap (128 opaque bytes) and smem_addr(p): the 32-bit shared-memory address of p
+
+// ---- Given: the course's wrappers of the PTX (printed in section 4), one per instruction. -------------------------
+#include "mbarrier.cuh"   // mbar_init, fence_barrier_init, mbar_arrive_expect_tx, mbar_wait(bar, parity)
+#include "tma.cuh"        // tma_load_2d, tma_store_2d, bulk_commit, bulk_wait<N>, fence_proxy_async
+#include "cluster.cuh"    // cluster_ctarank, cluster_nctarank, cluster_sync, tma_load_2d_multicast, cluster_mask_all
+__device__ __forceinline__ unsigned add_bf16x2(unsigned a, unsigned b) {  // two bf16 lanes: fp32 add, one rounding
+    float2 fa = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(&a));
+    float2 fb = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(&b));
+    __nv_bfloat162 r = __floats2bfloat162_rn(fa.x + fb.x, fa.y + fb.y);
+    return *reinterpret_cast<unsigned*>(&r);
+}
+
+// ---- Yours: the kernel. Launch contract: block 128, grid (round_up(ceil(rows/64), N), ceil(cols/128)), cluster
+// (N, 1, 1) with N = 2, 33 KiB of dynamic shared memory; x_map / z_map box (64 rows, 128 cols), w_map box
+// (64 / N rows, 128 cols) of bf16. ------------------------------------------------------------------------------
+extern "C" __global__ void __launch_bounds__(128)
+bcast_add(const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap w_map,
+          const __grid_constant__ CUtensorMap z_map, const __nv_bfloat16* x, const __nv_bfloat16* w,
+          __nv_bfloat16* z, int rows, int cols)
+{
+    # YOUR CODE HERE
+    raise NotImplementedError()
+}
+"""

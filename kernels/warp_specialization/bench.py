@@ -1,0 +1,198 @@
+"""Week 2, day 2's benchmark: check, time and model the three rungs of the row-sum ring (uniform, warp-specialized,
++ setmaxnreg) at several ring depths, and the exercise's course solution and its non-specialized twin, beside the
+copy ceiling of the same run.
+
+    python -m kernels.warp_specialization.bench --out build/gpu [--quick]
+
+`check_all()` and `measure()` serve the notebook's Explore section; `run()` also writes the record and the plots.
+Everything here needs an sm_90 GPU except `sweep_configs()`, `claims()` and `plot*()`.
+"""
+
+from __future__ import annotations
+
+
+from ..bench import bench, ceilings, rotating_inputs, script_main
+from .. import record
+from ..check import compare
+from ..topic import Topic, answer_row, check_answers, row, shipped, time_answer
+from . import exercise, model
+from .launch import rowsum
+from .workload import (BENCH_SHAPE, RTOL, SWEEP_STAGES, TEST_SHAPES, TILE_BYTES, VARIANTS, bytes_moved, make_inputs,
+                       reference, tiles)
+
+SLUG = "warp_specialization"
+SOLUTION_STAGES = 8  # correct.cu: `constexpr int STAGES = 8` (a test holds them equal)
+CHECK_STAGES = (1, 3, 8)
+TIMED_ANSWERS = ("correct", "all_threads")
+
+
+def _sms() -> int:
+    import torch
+
+    return torch.cuda.get_device_properties(0).multi_processor_count
+
+
+def _per_block(n_tiles: int, blocks: int) -> int:
+    return -(-n_tiles // blocks)
+
+
+def sweep_configs(stages=SWEEP_STAGES, sms: int = 132, shape=BENCH_SHAPE) -> list[dict]:
+    """The benchmark's rows: every rung at every ring depth, one block per SM."""
+    n = tiles(shape)
+    blocks = min(n, sms)
+    return [{"name": f"rowsum {v} s{s}", "variant": v, "stages": s,
+             "config": {"kernel": v, "stages": s, "tiles_per_block": _per_block(n, blocks), "blocks": blocks,
+                        "tile_bytes": TILE_BYTES, "streams": 1.0, "total_bytes": float(bytes_moved(shape))}}
+            for v in VARIANTS for s in stages]
+
+
+def exercise_configs(sms: int = 132) -> dict:
+    """Model configs of the exercise's timed answers at the spec's bench shape."""
+    from ..spec import load
+
+    shape = load(SLUG).exercises[exercise.NAME].bench_shape
+    n = exercise.tiles(shape)
+    blocks = min(n, sms)
+    base = {"tiles_per_block": _per_block(n, blocks), "blocks": blocks, "tile_bytes": 2 * 64 * 64 * 2,
+            "streams": 1.5, "total_bytes": float(exercise.bytes_moved(shape))}
+    return {"correct": {"kernel": "ws_axpy", "stages": SOLUTION_STAGES, **base},
+            "all_threads": {"kernel": "all_threads", "stages": SOLUTION_STAGES, **base}}
+
+
+def check_all(seed: int = 1) -> list[str]:
+    """Every rung at several ring depths against the float64 reference on the awkward shapes; the exercise's
+    course solution and non-specialized answer on the spec's test shapes. Returns the failures."""
+    failures = []
+    for v in VARIANTS:
+        for s in CHECK_STAGES:
+            for i, shape in enumerate(TEST_SHAPES):
+                x = make_inputs(shape, seed + i)
+                rep = compare(rowsum(x, v, stages=s), reference(x), rtol=RTOL)
+                if not rep.ok:
+                    failures.append(f"rowsum {v} s{s} {shape}: {rep.message}")
+    return failures + check_answers(SLUG, TIMED_ANSWERS, seed=seed + 200)
+
+
+def measure(shape=BENCH_SHAPE, reps: int = 20, seed: int = 0, stages=SWEEP_STAGES, with_exercise: bool = True):
+    """Time each rung and depth (fresh inputs each repetition, L2 flushed) with the model's prediction beside it;
+    the exercise's known answers timed by the grader's own function."""
+    import torch
+
+    ceil = ceilings()["copy_tbps"]
+    sms = _sms()
+    pool = [make_inputs(shape, seed + k) for k in range(2)]
+    out = torch.empty(shape[0], dtype=torch.float32, device="cuda")
+    rows = []
+    for cfg in sweep_configs(stages, sms, shape):
+        res = bench(lambda x, cfg=cfg: rowsum(x, cfg["variant"], stages=cfg["stages"], out=out),
+                    rotating_inputs(pool), bytes=bytes_moved(shape), reps=reps)
+        pred = model.predict_config(model.Config(**cfg["config"]), ceil)
+        rows.append(row(cfg["name"], "x".join(map(str, shape)), res, pred, config=cfg["config"],
+                        stages=cfg["stages"], variant=cfg["variant"]))
+    del pool
+    if with_exercise:
+        cfgs = exercise_configs(sms)
+        for name in shipped(SLUG, TIMED_ANSWERS):
+            res = time_answer(SLUG, name, reps=reps, seed=seed)
+            rows.append(answer_row(SLUG, name, res, model.predict_config(model.Config(**cfgs[name]), ceil),
+                                   kernel=f"{exercise.NAME} {name}", config=cfgs[name]))
+        torch.cuda.empty_cache()
+    return rows
+
+
+def _answer(rows, name):
+    return next((r for r in rows if r["kernel"] == f"{exercise.NAME} {name}"), None)
+
+
+def claims(rows: list[dict], ceilings: dict) -> list[str]:
+    """What the notebook says about these rows: one stage is the slowest depth of every rung, and the deepest ring
+    at least 1.4x faster than one stage; the exercise's solution was timed."""
+    bad = []
+    for v in VARIANTS:
+        pts = {r["stages"]: r["tbps"] for r in rows if r.get("variant") == v and r.get("tbps")}
+        if pts and min(pts, key=pts.get) != min(pts):
+            bad.append(f"rowsum {v}: the one-stage ring is not the slowest ({pts})")
+        if len(pts) > 1 and pts[max(pts)] < 1.4 * pts[min(pts)]:
+            bad.append(f"rowsum {v}: {max(pts)} stages are not 1.4x faster than {min(pts)} ({pts})")
+    if _answer(rows, "correct") is None:
+        bad.append("the exercise's course solution was not timed")
+    return bad
+
+
+def held_out(rows: list[dict], ceilings: dict) -> dict:
+    """The model on the held-out configs (model.HELD_OUT): relative error per measured row."""
+    return model.check_held_out(rows, ceilings["copy_tbps"])
+
+
+def plot_stages(rows: list[dict], ceiling_tbps: float, constants: dict | None = None):
+    """TB/s against the ring depth: measured markers per rung, the model's lines."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.5, 4.0), layout="constrained")
+    ax = fig.add_subplot()
+    kw = {k.lower(): v for k, v in (constants or {}).items() if k.endswith("_NS")}
+    sweep = [r for r in rows if r.get("variant") in VARIANTS and r.get("tbps")]
+    depth = sorted({r["stages"] for r in sweep}) or list(SWEEP_STAGES)
+    for i, v in enumerate(VARIANTS):
+        pts = sorted((r["stages"], r["tbps"]) for r in sweep if r["variant"] == v)
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o", color=f"C{i}", label=f"{v} measured")
+        cfg0 = next((r["config"] for r in sweep if r["variant"] == v), None) or sweep_configs((1,))[i]["config"]
+        xs = list(range(1, max(depth) + 1))
+        ys = [model.predict_config(model.Config(**{**cfg0, "stages": s}), ceiling_tbps, **kw) for s in xs]
+        ax.plot(xs, ys, "-", color=f"C{i}", alpha=0.7, label=f"{v} model")
+    ax.axhline(ceiling_tbps, color="grey", linestyle="--", linewidth=1, label="D2D copy ceiling")
+    ax.set_xlabel("stages (tiles in flight per block, one block per SM)")
+    ax.set_ylabel("TB/s (bytes read)")
+    ax.set_title("Row sums through a TMA ring: measured vs the producer/consumer simulation")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize="small")
+    return fig
+
+
+def plot_timelines(ceiling_tbps: float, variant: str = "ws", stages=(1, 4), tiles_per_block: int = 62):
+    """The simulated timeline of one block for a few ring depths, side by side."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(9.0, 2.2 * len(stages) + 0.5), layout="constrained")
+    axs = fig.subplots(len(stages), 1)
+    axs = axs if len(stages) > 1 else [axs]
+    for ax, s in zip(axs, stages):
+        cfg = model.Config(variant, s, tiles_per_block)
+        tr = model.simulate(cfg, ceiling_tbps)
+        x = model.predict_config(cfg, ceiling_tbps)
+        model.plot_timeline(tr, ax=ax, until=tr.total * 12 / tiles_per_block,
+                            title=f"{variant}, {s} stage{'s' * (s > 1)}: model {x:.2f} TB/s (first 12 tiles)")
+    return fig
+
+
+def _extra(rows: list[dict], ceilings: dict, checked: dict | None = None) -> dict:
+    return {"model_fitted_on": model.FIT, "model_fit_rows": list(model.FIT_ROWS),
+            "model_held_out": held_out(rows, ceilings), "model_held_out_band": model.BAND}
+
+
+def load_record() -> dict | None:
+    """The recorded run next to the code: recorded_h100.json, else the sm_90 run it has (kernels.record.load)."""
+    return record.load(SLUG, any_hopper=True)
+
+
+TOPIC = Topic(
+    slug=SLUG, title="Week 2 day 2: warp specialization",
+    check=lambda quick: check_all(),
+    measure=lambda quick: (measure(reps=10 if quick else 20), []),
+    constants=lambda: {"LATENCY_NS": model.LATENCY_NS, "COMPUTE_NS": model.COMPUTE_NS, "ISSUE_NS": model.ISSUE_NS,
+                       "SYNC_NS": model.SYNC_NS, "START_NS": model.START_NS},
+    fit=lambda rows, ceil: model.fit(rows, ceil),  # a refit on this run's fit rows, for the record only
+    claims=claims,
+    extra=_extra,
+    plots={"ws_stages.png": lambda rows, c: plot_stages(rows, c["copy_tbps"]),
+           "ws_timeline.png": lambda rows, c: plot_timelines(c["copy_tbps"])})
+run = TOPIC.run
+
+
+def main() -> None:
+    script_main(SLUG, run, __doc__)
+
+
+if __name__ == "__main__":
+    main()
