@@ -485,31 +485,6 @@ def test_everything_bit_exact_on_gpu():
 
 
 # ------------------------------------------------------------------------------------------------ the notebook
-def _strip_markers(text: str) -> str:
-    return "\n".join(ln for ln in text.splitlines() if not ln.strip().startswith("### ")).strip()
-
-
-def test_notebook_solution_is_the_correct_known_answer():
-    from autograder.answers import cells_by_grade_id, quiz_key, read_literal, _source
-    from autograder.grading import solution_notebook
-
-    spec = _spec()
-    ex = spec.exercises["tma_add"]
-    nb = solution_notebook(spec)
-    cells = cells_by_grade_id(nb)
-    assert set(spec.grade_cells()) <= set(cells)
-    ans = read_literal(_source(cells[ex.answer_cell]), ex.answer_var)
-    assert ans.attempted and not ans.flags and ans.problem is None
-    correct = (SUBMISSIONS / "correct.cu").read_text()
-    assert _strip_markers(ans.value) in correct  # the same source, less the header comment
-    for q in spec.quiz.questions.values():
-        key = quiz_key(_source(cells[q.grade_id]), spec.quiz.answer_var, q.name)
-        assert key in q.choices, q.name
-    assert all(not c.get("outputs") for c in nb["cells"] if c["cell_type"] == "code")
-    # the stub is the answer cell with the solution region replaced
-    stub = (SUBMISSIONS / "stub.py").read_text()
-    head = _source(cells[ex.answer_cell]).split("### BEGIN SOLUTION")[0]
-    assert head.strip() in stub
 
 
 @pytest.mark.timeout(300)

@@ -386,30 +386,16 @@ def test_stub_answer_is_not_attempted():
     assert stub.value.count("raise NotImplementedError()") == 2  # the producer loop and the consumer hand-over
 
 
-def _strip_markers(text: str) -> str:
-    return "\n".join(ln for ln in text.splitlines() if not ln.strip().startswith("### ")).strip()
-
-
-def test_notebook_solution_is_the_correct_known_answer():
-    from autograder.answers import _source, cells_by_grade_id, quiz_key, read_literal
+def test_the_notebook_has_two_solution_regions():
+    # the generic agreement of notebook, correct.cu and stub: tests/test_solutions.py
+    from autograder.answers import _source, cells_by_grade_id
     from autograder.grading import solution_notebook
 
     spec = _spec()
-    ex = spec.exercises["ws_axpy"]
     nb = solution_notebook(spec)
-    cells = cells_by_grade_id(nb)
-    assert set(spec.grade_cells()) <= set(cells)
-    ans = read_literal(_source(cells[ex.answer_cell]), ex.answer_var)
-    assert ans.attempted and not ans.flags and ans.problem is None
-    assert _strip_markers(ans.value) in (SUBMISSIONS / "correct.cu").read_text()
-    assert ans.value.count("### BEGIN SOLUTION") == 2
-    for q in spec.quiz.questions.values():
-        assert quiz_key(_source(cells[q.grade_id]), spec.quiz.answer_var, q.name) in q.choices, q.name
-    assert all(not c.get("outputs") for c in nb["cells"] if c["cell_type"] == "code")
+    cell = _source(cells_by_grade_id(nb)[spec.exercises["ws_axpy"].answer_cell])
+    assert cell.count("### BEGIN SOLUTION") == 2  # the producer loop and the consumer hand-over
     assert all(c.get("id") for c in nb["cells"])
-    stub = (SUBMISSIONS / "stub.py").read_text()
-    head = _source(cells[ex.answer_cell]).split("### BEGIN SOLUTION")[0]
-    assert head.strip() in stub
 
 
 @pytest.mark.timeout(300)
