@@ -183,23 +183,19 @@ def path_points(ex: Exercise, facts: dict) -> tuple[float, str, str | None]:
     lines, full, partial = [], True, True
     for rule in pp.executed:
         if rule.opcode:  # an instruction rule: executed count per CTA of the launch
-            den = dyn.get("ctas") or 0
-            num = rule.count(dyn.get("executed_counts") or {})
-            frac = num / den if den else 0.0
-            ok = rule.holds(frac)
-            full &= ok
-            partial &= rule.holds(frac, partial=True)
-            lines.append(f"  {'ok ' if ok else 'NO '} {rule.what}: {rule.opcode} executed {frac:.2f} times per CTA "
-                         f"({rule.bound()}; {num} in {den} CTAs)")
-            continue
-        den = dyn.get("read_bytes" if rule.per == "read" else "written_bytes") or 0
-        num = sum(b.get(q, 0.0) for q in rule.bytes)
+            num, den = rule.count(dyn.get("executed_counts") or {}), dyn.get("ctas") or 0
+        else:
+            num, den = sum(b.get(q, 0.0) for q in rule.bytes), dyn.get(f"{rule.per}_bytes") or 0
         frac = num / den if den else 0.0
         ok = rule.holds(frac)
         full &= ok
         partial &= rule.holds(frac, partial=True)
-        lines.append(f"  {'ok ' if ok else 'NO '} {rule.what}: {frac:.0%} of the bytes it must {'read' if rule.per == 'read' else 'write'}"
-                     f" ({rule.bound()}; {num / 1e6:.1f} of {den / 1e6:.1f} MB)")
+        if rule.opcode:
+            seen = f"{rule.opcode} executed {frac:.2f} times per CTA ({rule.bound()}; {num} in {den} CTAs)"
+        else:
+            seen = (f"{frac:.0%} of the bytes it must {'read' if rule.per == 'read' else 'write'} ({rule.bound()}; "
+                    f"{num / 1e6:.1f} of {den / 1e6:.1f} MB)")
+        lines.append(f"  {'ok ' if ok else 'NO '} {rule.what}: {seen}")
     head = (f"measured on the GPU (one untimed launch at shape {tuple(dyn.get('shape', ()))}, launch "
             f"{dyn.get('launch')}): executed {', '.join(dyn.get('executed', [])[:6]) or 'no memory instruction'}")
     body = head + "\n" + "\n".join(lines)
