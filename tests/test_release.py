@@ -40,17 +40,44 @@ def test_weeks_is_the_current_release(tmp_path):
             assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text
 
 
+@pytest.fixture(scope="module")
+def student_releases(tmp_path_factory):
+    """The folder a student is handed, per week (autograder.release.student_release), built once."""
+    from autograder.release import student_release
+
+    base = tmp_path_factory.mktemp("student")
+    return {week: student_release(week, base / f"course-{week}", archive=False) for week in weeks()}
+
+
 @pytest.mark.parametrize("path", SOLUTIONS, ids=[p.name for p in SOLUTIONS])
-def test_solution_notebook_runs_top_to_bottom_in_cpu_mode(path, tmp_path):
+def test_solution_notebook_runs_top_to_bottom_in_cpu_mode(path, student_releases):
+    """The student's notebook, run where a student runs it — inside the student release, which lacks every
+    instructor-only file — with each answer cell holding the course solution: every cell runs in CPU mode. (A cell
+    that reads a file the release leaves out fails here, as it would for the student.)"""
     from nbclient import NotebookClient
 
-    nb = nbformat.read(str(path), as_version=4)
-    env_before = os.environ.get("PYTHONPATH", "")
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), env_before])
+    week = path.parent.name
+    out = student_releases[week]
+    nb = nbformat.read(str(out / week / path.name), as_version=4)
+    solutions = {c.metadata["nbgrader"]["grade_id"]: c.source for c in nbformat.read(str(path), as_version=4).cells
+                 if c.metadata.get("nbgrader", {}).get("solution")}
+    answered = 0
+    for c in nb.cells:
+        gid = c.metadata.get("nbgrader", {}).get("grade_id")
+        if c.metadata.get("nbgrader", {}).get("solution") and gid in solutions:
+            c.source = solutions[gid]
+            answered += 1
+    assert answered == len(solutions), f"{path.name}: {len(solutions) - answered} answer cell(s) not in the release"
+    env_before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(out)  # the release alone: not the course repository
     try:
-        NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+        NotebookClient(nb, timeout=600, kernel_name="python3",
+                       resources={"metadata": {"path": str(out / week)}}).execute()
     finally:
-        os.environ["PYTHONPATH"] = env_before
+        if env_before is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = env_before
     text = "\n".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "CPU mode" in text or "sm_90" in text
 

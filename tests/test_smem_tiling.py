@@ -633,6 +633,11 @@ def _fake_bench(monkeypatch, ceil, slower=None, wrong=None, bad_failures=()):
         return BenchResult(t, t * 0.99, t * 1.01, reps, workload.bytes_moved(shape), 0, t, ceil, launches=reps,
                            problems=["timed repetition 1: WRONG"] * wrong.get(f"transpose_{variant}", 0))
 
+    def fake_demo(variant, n, reps, seed):
+        t = model.predict_records(variant, n, ceil["copy_tbps"]).ms * slower.get(f"records_{variant}", 1.0)
+        return BenchResult(t, t * 0.99, t * 1.01, reps, workload.records_bytes(n), 0, t, ceil, launches=reps,
+                           problems=["timed repetition 1: WRONG"] * wrong.get(f"records_{variant}", 0))
+
     def fake_answer(slug, name, *, shape, reps, seed):
         assert slug == SLUG
         t = ms(f"exercise:{name}", bench.TIMED_ANSWERS[name], shape)
@@ -649,6 +654,8 @@ def _fake_bench(monkeypatch, ceil, slower=None, wrong=None, bad_failures=()):
     monkeypatch.setattr(bench, "check_bad_answers", lambda **kw: (list(bad_failures), {
         n: {"failed_on": ["127x129"]} for n in bench.BAD_ANSWERS}))
     monkeypatch.setattr(bench, "_time_rung", fake_rung)
+    monkeypatch.setattr(bench, "_time_demo", fake_demo)
+    monkeypatch.setattr(bench, "check_demo", lambda: [])
     monkeypatch.setattr(bench, "time_answer", fake_answer)
     monkeypatch.delenv("COURSE_RECORD", raising=False)
     return checked
@@ -667,8 +674,9 @@ def test_bench_run_plumbing_with_fake_gpu(tmp_path, monkeypatch):
     doc = json.loads(Path(res["recorded"]).read_text())
     # the row names recorded_h100.json and the tests read, each with its prediction, bound and fraction
     assert [r["kernel"] for r in doc["rows"]] == [f"transpose_{v}" for v in VARIANTS] + \
-        [f"exercise:{n}" for n in bench.TIMED_ANSWERS]
-    assert all(r["shape"] == "8192x8192" and r["model_bound"] and r["output_ok"] for r in doc["rows"])
+        [f"exercise:{n}" for n in bench.TIMED_ANSWERS] + [f"records_{v}" for v in VARIANTS]
+    assert all(r["shape"] == ("2097152x32" if r["kernel"].startswith("records_") else "8192x8192")
+               and r["model_bound"] and r["output_ok"] for r in doc["rows"])
     assert all(r["fraction_of_ceiling"] == pytest.approx(r["tbps"] / 3.0) for r in doc["rows"])
     assert next(r for r in doc["rows"] if r["kernel"] == "exercise:correct")["answer"] == "correct"
     assert doc["model_fit"]["CLOCK_GHZ"] == pytest.approx(model.CLOCK_GHZ)
@@ -703,3 +711,107 @@ def test_bench_run_fails_with_the_reason(tmp_path, monkeypatch, case):
         assert res["rows"] == [] and not list((tmp_path / SLUG).glob("recorded_*.json"))
     else:  # the rest is measured and recorded all the same
         assert (tmp_path / SLUG / "recorded_h100.json").exists()
+
+
+# ---------------------------------------------------------------- the demo: sums over records (records.cu)
+def _records_cubin():
+    from kernels.smem_tiling.launch import records_cubin
+
+    return records_cubin()
+
+
+def test_records_rungs_compile_with_their_instructions():
+    cub = _records_cubin()
+    assert set(cub.kernels) == {f"records_{v}" for v in VARIANTS}
+    for v in VARIANTS:
+        ops = opcodes(cub, f"records_{v}")
+        assert not [o for o in ops if o.startswith(("LDL", "STL", "BAR"))], (v, ops)  # warp-private tile
+        assert [o for o in ops if o.startswith("LDG")] and [o for o in ops if o.startswith("STG")]
+        if v == "naive":
+            assert not [o for o in ops if o.startswith(("LDS", "STS"))], ops
+        else:
+            # one 4-byte LDS per step (the loop is not unrolled: no LDS.128 that would hide the 32-way conflict)
+            assert "STS" in ops and "LDS" in ops and not [o for o in ops if o.startswith("LDS.")], ops
+    assert "LOP3.LUT" in opcodes(cub, "records_swizzled")
+
+
+def test_records_demo_is_not_the_exercise():
+    # the demo shares the mechanism, not the task: it neither is nor contains a transpose
+    src = (ROOT / "kernels" / "smem_tiling" / "records.cu").read_text()
+    assert "transpose" not in src.lower()
+
+
+@pytest.mark.parametrize("variant", model.SMEM_VARIANTS)
+def test_records_tile_addresses_give_each_lane_its_record(variant):
+    # phase 1 writes word l of record j at store-address(j)[l]; phase 2's lane l at step k must read word k of
+    # record l (its own), every step, from a word phase 1 wrote; no two (record, word) share a tile word
+    written = {}
+    for j in range(32):
+        for lane, a in enumerate(model.record_smem_addresses(variant, "store", j)):
+            assert a not in written
+            written[a] = (j, lane)
+    for k in range(32):
+        for lane, a in enumerate(model.record_smem_addresses(variant, "load", k)):
+            assert written[a] == (lane, k)
+
+
+def test_records_costs_and_predictions():
+    c = {v: model.record_cost(v) for v in VARIANTS}
+    assert (c["naive"].global_wavefronts, c["naive"].lds_wavefronts) == (32 * 32 + 1, 0)
+    assert (c["smem"].sts_wavefronts, c["smem"].lds_wavefronts) == (32, 32 * 32)
+    assert c["padded"] == c["swizzled"] and c["padded"].l1_wavefronts == 32 + 32 + 33
+    assert all(x.l2_requests == 33 and x.useful_bytes == 4 * 33 * 32 for x in c.values())
+    p = {v: model.predict_records(v, workload.DEMO_N, 3.0) for v in VARIANTS}
+    assert p["padded"].bound == "DRAM" and p["smem"].bound == "L1TEX" and p["naive"].bound == "L1TEX"
+    # hand-computed: 65536 warp tiles x 1089 wavefronts / (132 SMs x 1.78 GHz)
+    assert p["smem"].ms == pytest.approx(65536 * 1089 / (132 * model.CLOCK_GHZ * 1e9) * 1e3, rel=1e-9)
+    assert p["padded"].tbps == pytest.approx(3.0 * model.DRAM_FRACTION_OF_COPY, rel=1e-9)
+    with pytest.raises(ValueError, match="variant"):
+        model.record_cost("transposed")
+
+
+def test_records_launcher_validation():
+    from kernels.smem_tiling.launch import validate_records
+
+    x = torch.zeros(100, 32)
+    with pytest.raises(ValueError, match="variant"):
+        validate_records(x, "fast")
+    with pytest.raises(ValueError, match="float32"):
+        validate_records(x.double())
+    with pytest.raises(ValueError, match=r"\(n, 32\)"):
+        validate_records(torch.zeros(100, 33))
+    with pytest.raises(ValueError, match="contiguous"):
+        validate_records(torch.zeros(32, 200)[:, :32])
+    with pytest.raises(ValueError, match="out must be"):
+        validate_records(x, out=torch.zeros(99))
+    with pytest.raises(ValueError, match="1 <= n"):
+        validate_records(torch.zeros(0, 32))
+    with pytest.raises(ValueError, match="GPU"):
+        validate_records(x)
+
+
+def test_records_reference_matches_a_python_loop():
+    x = torch.randn(37, 32, generator=torch.Generator().manual_seed(5))
+    want = [sum(float(v) ** 2 for v in r) for r in x]
+    assert workload.records_reference(x).tolist() == pytest.approx(want, rel=1e-6)
+    assert workload.records_bytes(37) == 37 * 33 * 4
+
+
+def test_records_claims():
+    rows = [{"kernel": f"records_{v}", "tbps": model.predict_records(v, workload.DEMO_N, 3.0).tbps} for v in VARIANTS]
+    assert bench.claims(rows, {"copy_tbps": 3.0}) == []
+    by = {r["kernel"]: r for r in rows}
+    by["records_smem"] = dict(by["records_smem"], tbps=by["records_padded"]["tbps"])
+    assert any("records: the 32-way bank conflict" in c for c in bench.claims(list(by.values())))
+
+
+def test_recorded_demo_reads_only_demo_rows():
+    doc = bench.recorded_demo()
+    if doc is None:
+        pytest.skip("no record holds the demo's rows yet")
+    assert doc["rows"] and all(r["kernel"].startswith("records_") for r in doc["rows"])
+
+
+@gpu
+def test_records_demo_on_gpu():
+    assert bench.check_demo() == []

@@ -1,9 +1,11 @@
 """Day 2's benchmark: check, time and model every transpose rung — and the exercise's known answers, whose figures
-place the throughput bar — at one shape, beside the copy ceiling of the same run.
+place the throughput bar — at one shape, beside the copy ceiling of the same run; and the demo (records.cu: sums
+over records), which the model predicts with the constants the transposes fixed.
 
     python -m kernels.smem_tiling.bench --out build/gpu        # the GPU script calls run()
 
-`check_all()`, `measure()` and `plot()` serve the notebook's Explore section. `run()` is kernels.topic's scaffold on
+`explore()` and `plot()` serve the notebook's Explore section (the demo: a student release carries no transpose
+rung, since those answer the exercise). `run()` is kernels.topic's scaffold on
 what this file declares (TOPIC): it also checks that the known-bad answers fail, holds the day's claims (the bar's
 separation among them), records and plots.
 """
@@ -16,8 +18,9 @@ from ..bench import bench, ceilings, rotating_inputs, script_main
 from ..check import compare, poison
 from ..topic import Topic, answer_cubin, answer_row, check_answers, row, run_answer, shipped, time_answer
 from . import exercise, model
-from .launch import RUNGS, VARIANTS, transpose
-from .workload import BENCH_SHAPE, TEST_SHAPES, bytes_moved, make_inputs, reference
+from .launch import RUNGS, VARIANTS, record_sums, transpose
+from .workload import (BENCH_SHAPE, DEMO_N, DEMO_TEST_NS, TEST_SHAPES, bytes_moved, make_inputs, make_records,
+                       records_bytes, records_reference, reference)
 
 SLUG = "smem_tiling"
 # Known answers of the exercise that are correct, timed here (the bar must sit between "unpadded" and the
@@ -52,6 +55,84 @@ def check_all(seed: int = 1, shapes=TEST_SHAPES, answers=tuple(TIMED_ANSWERS)) -
             if not rep.ok:
                 failures.append(f"transpose_{variant} {shape_str(shape)}: {rep.message}")
     return failures + check_answers(SLUG, answers, shapes, seed=seed + 100)
+
+
+def check_demo(seed: int = 1, ns=DEMO_TEST_NS) -> list[str]:
+    """Every records.cu rung on awkward record counts, fresh inputs, poisoned outputs: within float32 tolerance of
+    the float64 reference, and the four rungs bit-exact with each other (they sum in the same order)."""
+    import torch
+
+    failures = []
+    for i, n in enumerate(ns):
+        x = make_records(n, seed + i)
+        ref = records_reference(x)
+        outs = {}
+        for variant in VARIANTS:
+            out = poison(torch.empty(n, dtype=torch.float32, device="cuda"))
+            record_sums(x, variant=variant, out=out)
+            torch.cuda.synchronize()
+            rep = compare(out, ref)
+            if not rep.ok:
+                failures.append(f"records_{variant} n={n}: {rep.message}")
+            outs[variant] = out
+        for variant in VARIANTS[1:]:
+            rep = compare(outs[variant], outs["naive"], exact=True)
+            if not rep.ok:
+                failures.append(f"records_{variant} n={n} differs from records_naive bit-wise: {rep.message}")
+    return failures
+
+
+def _time_demo(variant: str, n: int, reps: int, seed: int):
+    """Time one records.cu rung over n records with the course's one timer: two input buffers alternated, fresh
+    values and a poisoned output before every launch, L2 flushed, every launch's output checked."""
+    import torch
+
+    pool = [make_records(n, seed + k) for k in range(2)]
+    out = torch.empty(n, dtype=torch.float32, device="cuda")
+    fresh = rotating_inputs(pool)
+
+    def verify(args) -> str | None:
+        rep = compare(args[1], records_reference(args[0]))
+        return None if rep.ok else rep.message.splitlines()[0]
+
+    return bench(lambda x, y: record_sums(x, variant=variant, out=y), lambda: (*fresh(), poison(out)),
+                 bytes=records_bytes(n), reps=reps, verify=verify)
+
+
+def measure_demo(n: int = DEMO_N, reps: int = 20, seed: int = 0) -> list[dict]:
+    """Time each records.cu rung, with the model's prediction beside it (constants fit on the transposes: every
+    records row is a held-out check of the model)."""
+    copy_tbps = ceilings()["copy_tbps"]
+    rows = []
+    for variant in VARIANTS:
+        res = _time_demo(variant, n, reps, seed)
+        rows.append(row(f"records_{variant}", f"{n}x32", res, model.predict_records(variant, n, copy_tbps),
+                        output_ok=not res.problems, wrong_launches=len(res.problems), launches=res.launches))
+    return rows
+
+
+def explore(reps: int = 20) -> list[dict]:
+    """The notebook's Explore section on a GPU: check the demo's four rungs, then time them (rows as recorded)."""
+    failures = check_demo()
+    print("all four records rungs correct on awkward counts" if not failures else "\n".join(failures))
+    return measure_demo(reps=reps)
+
+
+def recorded_demo() -> dict | None:
+    """The newest record that holds the demo's rows (recorded_h100.json first, then another Hopper GPU's), with
+    only those rows: what a notebook without a GPU shows."""
+    import json
+
+    from ..record import path
+
+    for tag in ("h100", "h200"):
+        p = path(SLUG, tag)
+        if p.exists():
+            doc = json.loads(p.read_text())
+            rows = [r for r in doc.get("rows", []) if r["kernel"].startswith("records_")]
+            if rows:
+                return {**doc, "rows": rows}
+    return None
 
 
 def _answer_report(name: str, shape, seed: int):
@@ -152,6 +233,16 @@ def claims(rows: list[dict], ceilings: dict | None = None) -> list[str]:
     if smem and naive and naive > smem / MIN_SEPARATION:
         out.append(f"staging should beat the uncoalesced column store by a clear factor: naive {naive:.3f} vs "
                    f"unpadded {smem:.3f} TB/s")
+    dpad, dswz = by.get("records_padded"), by.get("records_swizzled")
+    dsmem, dnaive = by.get("records_smem"), by.get("records_naive")
+    if dpad and dswz and abs(dswz / dpad - 1) > SAME_SPEED:
+        out.append(f"records: padding and XOR swizzle should run alike: {dpad:.3f} vs {dswz:.3f} TB/s")
+    if dpad and dsmem and dsmem > dpad / MIN_SEPARATION:
+        out.append(f"records: the 32-way bank conflict should cost a clear factor: unpadded {dsmem:.3f} vs padded "
+                   f"{dpad:.3f} TB/s")
+    if dpad and dnaive and dnaive > dpad / MIN_SEPARATION:
+        out.append(f"records: a lane walking its own record should cost a clear factor: naive {dnaive:.3f} vs "
+                   f"padded {dpad:.3f} TB/s")
     hint = bar_hint(rows)
     if hint and hint["separation"] < MIN_SEPARATION:
         out.append(f"the conflict-free answers ({hint['conflict_free_tbps']:.3f} TB/s) are only "
@@ -185,7 +276,8 @@ def _measure(quick: bool) -> tuple[list[dict], list[str], dict]:
     """The known-bad answers (their failures are the run's failures, but do not stop it; what they did is recorded
     as "known_bad"), then the timings."""
     failures, evidence = check_bad_answers(shapes=QUICK_SHAPES if quick else TEST_SHAPES)
-    return measure(reps=10 if quick else 20), failures, {"known_bad": evidence}
+    reps = 10 if quick else 20
+    return measure(reps=reps) + measure_demo(reps=reps), failures, {"known_bad": evidence}
 
 
 def extra(rows: list[dict], ceil: dict, checked: dict) -> dict:
@@ -201,7 +293,7 @@ def extra(rows: list[dict], ceil: dict, checked: dict) -> dict:
 
 TOPIC = Topic(
     slug=SLUG, title="Day 2: transpose bandwidth",
-    check=lambda quick: check_all(shapes=QUICK_SHAPES if quick else TEST_SHAPES),
+    check=lambda quick: check_all(shapes=QUICK_SHAPES if quick else TEST_SHAPES) + check_demo(),
     measure=_measure,
     constants=lambda: {"CLOCK_GHZ": model.CLOCK_GHZ, "WAVEFRONTS_PER_CLK": model.WAVEFRONTS_PER_CLK,
                        "DRAM_FRACTION_OF_COPY": model.DRAM_FRACTION_OF_COPY,

@@ -1,9 +1,11 @@
-"""Launchers of day 2's transpose kernels. Every rung has the same call shape: transpose(x, variant=...) -> x^T.
+"""Launchers of day 2's kernels. Every rung of a family has the same call shape.
 
     y = transpose(x)                      # the padded shared-memory tile (the default)
     y = transpose(x, variant="naive")     # "naive" | "smem" | "padded" | "swizzled"
+    s = record_sums(x)                    # the demo: s[i] = sum_k x[i, k]^2 for x of shape (n, 32), same variants
 
-All four are launched the same way: block (32, 8), grid (ceil(cols / 32), ceil(rows / 32)) — the exercise's contract.
+The transposes are launched as the exercise's contract says: block (32, 8), grid (ceil(cols / 32), ceil(rows / 32)).
+The record sums (records.cu, the demo a student release runs): block 256, grid ceil(n / 256).
 """
 
 from __future__ import annotations
@@ -81,3 +83,49 @@ def transpose(x: torch.Tensor, *, variant: str = "padded", out: torch.Tensor | N
     launch(cubin(), kernel_name(variant), grid=grid_for(rows, cols), block=BLOCK,
            args=(x, y, i32(rows), i32(cols)))
     return y
+
+
+# ------------------------------------------------------------------------------- the demo: sums over records
+RECORD = 32           # floats per record (one 128-byte line)
+RECORD_THREADS = 256  # 8 warps per block, 32 records per warp
+
+
+@lru_cache(maxsize=1)
+def records_cubin():
+    return compile_cuda(kernel_file("smem_tiling", "records.cu"))
+
+
+def validate_records(x, variant: str = "padded", out=None) -> None:
+    """Raise ValueError / TypeError naming what is wrong; device last, so the checks run on CPU tensors too."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant {variant!r}: choose one of {VARIANTS}")
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"record_sums wants a torch.Tensor, got {type(x).__name__}")
+    if x.dtype != torch.float32:
+        raise ValueError(f"record_sums wants float32 records, got {x.dtype}")
+    if x.dim() != 2 or x.shape[1] != RECORD:
+        raise ValueError(f"record_sums wants records of {RECORD} floats: shape (n, {RECORD}), got {tuple(x.shape)}")
+    n = x.shape[0]
+    if n == 0 or n > INT_MAX:
+        raise ValueError(f"record_sums wants 1 <= n <= {INT_MAX} records, got {n}")
+    if not x.is_contiguous():
+        raise ValueError(f"record_sums wants contiguous records, got strides {x.stride()}: call .contiguous()")
+    if out is not None:
+        if not isinstance(out, torch.Tensor):
+            raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}")
+        if out.dtype != torch.float32 or tuple(out.shape) != (n,) or not out.is_contiguous():
+            raise ValueError(f"out must be a contiguous float32 ({n},) tensor, got {out.dtype} {tuple(out.shape)}")
+        if out.device != x.device:
+            raise ValueError(f"out is on {out.device}, x on {x.device}")
+    if not x.is_cuda:
+        raise ValueError(f"x is on {x.device}: move it to the GPU (x.cuda())")
+
+
+def record_sums(x: torch.Tensor, *, variant: str = "padded", out: torch.Tensor | None = None) -> torch.Tensor:
+    """s[i] = sum over k of x[i, k]^2 (k in order 0..31) with the chosen rung of records.cu."""
+    validate_records(x, variant, out)
+    n = x.shape[0]
+    s = torch.empty(n, dtype=torch.float32, device=x.device) if out is None else out
+    launch(records_cubin(), f"records_{variant}", grid=(ceil_div(n, RECORD_THREADS),), block=(RECORD_THREADS,),
+           args=(x, s, i32(n)))
+    return s

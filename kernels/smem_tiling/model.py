@@ -70,6 +70,7 @@ __all__ = [
     "bank", "phases", "wavefronts", "ideal_wavefronts", "conflict_table",
     "tile_smem_addresses", "tile_global_addresses", "bank_map", "TileCost", "tile_cost",
     "Prediction", "predict", "predict_tbps", "predict_all", "explain", "plot_bank_maps",
+    "record_smem_addresses", "RecordCost", "record_cost", "predict_records",
 ]
 
 # ------------------------------------------------------------------------------------------------- named constants
@@ -414,3 +415,86 @@ def plot_bank_maps(variants=SMEM_VARIANTS):
         ax.set_ylabel("tile row a")
     fig.colorbar(im, ax=fig.axes, label="bank", shrink=0.8)
     return fig
+
+
+# --------------------------------------------------------------------- the demo: sums over records (records.cu)
+# Each warp owns 32 records of 32 floats: a 32x32 tile, staged through shared memory by the staged rungs (a warp's
+# own tile: no block barrier). The same three resources as the transpose, the same constants (fit on the
+# transpose's rungs only, so every records row is a held-out check of the model):
+#
+#     rung       STS  LDS (per access)   L1TEX wf per warp tile        L2 requests  bound (2 M records)
+#     naive       -    -                 32 loads x 32 lines + 1 = 1025   33         L1TEX (global path)
+#     smem        1   32 (32-way)        32 + 1024 + 32 + 1      = 1089   33         L1TEX (conflicts)
+#     padded      1    1                 32 + 32 + 32 + 1        =   97   33         DRAM
+#     swizzled    1    1                 32 + 32 + 32 + 1        =   97   33         DRAM
+#
+# Assumption (naive): a lane walks its own record, so each load instruction touches 32 lines (one word of each) —
+# 32 wavefronts of the L1 data stage — and the lines stay in L1 for the warp's next 31 steps, so L2 and DRAM see
+# each line once. If L1 lost lines before their last use, L2 requests would grow up to 32x and the row would fall
+# below the model.
+RECORD = 32
+
+
+def record_smem_addresses(variant: str, access: str, j: int) -> list[int]:
+    """Byte offsets in a warp's tile (records.cu) of the 32 lanes at step j: "store" (phase 1, STS) lane l writes
+    element (j, l) — word l of record j; "load" (phase 2, LDS) lane l reads element (l, j) — word j of its own
+    record. The layouts are the transpose's (same offsets: _smem_offset)."""
+    if access == "store":
+        return [_smem_offset(variant, j, lane) for lane in range(RECORD)]
+    if access == "load":
+        return [_smem_offset(variant, lane, j) for lane in range(RECORD)]
+    raise ValueError(f"access {access!r}: 'store' (STS, phase 1) or 'load' (LDS, phase 2)")
+
+
+@dataclass(frozen=True)
+class RecordCost:
+    """What one warp's 32 records cost the SM and the memory system."""
+    sts_wavefronts: int
+    lds_wavefronts: int
+    global_wavefronts: int  # one per distinct 128-byte line of each global access instruction
+    l2_requests: int        # lines fetched from / written to L2 (L1 keeps a line for the warp's later steps)
+    useful_bytes: int
+
+    @property
+    def l1_wavefronts(self) -> int:
+        return self.sts_wavefronts + self.lds_wavefronts + self.global_wavefronts
+
+
+def record_cost(variant: str) -> RecordCost:
+    """Wavefronts and L2 requests of one full warp tile (32 records) of a records.cu rung."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant {variant!r}: choose one of {VARIANTS}")
+    line_words = LINE_BYTES // ELEMENT_BYTES
+    sts = lds = 0
+    if variant == "naive":  # step k: lane l loads word k of record l: 32 lines, 128 bytes apart
+        glob = sum(_lines([(lane * RECORD + k) * ELEMENT_BYTES for lane in range(RECORD)]) for k in range(RECORD))
+    else:  # step j: the warp loads record j, one line; then STS a tile row, LDS a tile column
+        glob = sum(_lines([(j * RECORD + lane) * ELEMENT_BYTES for lane in range(RECORD)]) for j in range(RECORD))
+        for j in range(RECORD):
+            sts += wavefronts(record_smem_addresses(variant, "store", j))
+            lds += wavefronts(record_smem_addresses(variant, "load", j))
+    store = _lines([lane * ELEMENT_BYTES for lane in range(RECORD)])  # out[first + l]: one line
+    l2 = RECORD * RECORD // line_words + store  # every record line once, and the output line
+    return RecordCost(sts, lds, glob + store, l2, ELEMENT_BYTES * (RECORD * RECORD + RECORD))
+
+
+def predict_records(variant: str, n: int = 2**21, copy_tbps: float = H100.hbm_tbps, *,
+                    clock_ghz: float | None = None, n_sm: int = H100.sm_count) -> Prediction:
+    """Predicted time and bandwidth (bytes read + written) of a records.cu rung over n records, with the
+    transpose's constants (held out: none of them was fit to a records row)."""
+    clock = CLOCK_GHZ if clock_ghz is None else clock_ghz
+    if copy_tbps <= 0 or clock <= 0 or n <= 0:
+        raise ValueError("n and the rates must be positive")
+    c = record_cost(variant)
+    warps = ceil(n / RECORD)
+    nbytes = ELEMENT_BYTES * (RECORD + 1) * n
+    dram_s = nbytes / (copy_tbps * DRAM_FRACTION_OF_COPY * 1e12)
+    l1_s = warps * c.l1_wavefronts / (n_sm * WAVEFRONTS_PER_CLK * clock * 1e9)
+    l2_s = warps * c.l2_requests / (L2_REQUESTS_PER_NS * 1e9)
+    limits = {"DRAM": dram_s, "L1TEX": l1_s, "L2": l2_s}
+    bound = max(limits, key=limits.get)
+    t = limits[bound]
+    cost = TileCost(c.sts_wavefronts, c.lds_wavefronts, c.global_wavefronts, 0, c.useful_bytes, c.useful_bytes,
+                    c.useful_bytes)
+    return Prediction(variant, (n, RECORD), t * 1e3, nbytes / t / 1e12, bound, dram_s * 1e3, l1_s * 1e3,
+                      l2_s * 1e3, warps, cost)

@@ -34,3 +34,26 @@ def bytes_moved(shape) -> int:
 
 def flops(shape) -> int:
     return 0  # a transpose moves data and computes nothing
+
+
+# --------------------------------------------------------------------- the demo: sums of squares over records
+# x: (n, 32) float32, one record per 128-byte line; out[i] = sum_k x[i, k]^2 (records.cu). A different task from
+# the exercise with the same mechanism: a warp's lanes each need a row, so the rows cross the warp through a tile.
+RECORD = 32
+DEMO_N = 2**21  # 2 M records: 256 MiB in (like the transpose's x), 8 MiB out
+# Awkward counts: less than a warp, one short of a warp, a partial warp in a partial block, a partial block.
+DEMO_TEST_NS = (1, 31, 33, 257, 1000, 65537)
+
+
+def make_records(n: int, seed: int, device="cuda") -> torch.Tensor:
+    g = torch.Generator(device=device).manual_seed(seed)
+    return torch.randn(n, RECORD, generator=g, device=device, dtype=torch.float32)
+
+
+def records_reference(x: torch.Tensor) -> torch.Tensor:
+    """sum_k x[i, k]^2 in float64, rounded to float32 once (the kernels sum in float32: compare with a tolerance)."""
+    return x.double().square().sum(dim=1).float()
+
+
+def records_bytes(n: int) -> int:
+    return ELEMENT_BYTES * RECORD * n + ELEMENT_BYTES * n  # each record read once, one float written per record
