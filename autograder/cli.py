@@ -1,6 +1,8 @@
 """The `autograder` command (instructors).
 
     autograder grade week1 [--seed-file F | --seed N]   nbgrader autograde + feedback + gradebook CSV, every student
+               [--gpus all|none|0,1] [--students a,b]      one worker per GPU on this host (autograder.pool)
+    autograder slurm submit|collect|resubmit week1       the class as a Slurm job array (autograder.slurm)
     autograder known [naive_loads ...] [--cpu]           known answers vs their expected scores (table)
     autograder calibrate naive_loads [--write]           on an H100: time the course solution, set the spec's bar
     autograder release [week1]                           weeks/ from solutions/ (nbgrader generate_assignment)
@@ -20,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+from .pool import set_aside_malformed  # noqa: F401 - it lives with the pool; the name stays importable here
 from .release import grading_dir, nbgrader
 
 
@@ -36,148 +39,140 @@ def _secret(args) -> str:
 
 
 def cmd_grade(args) -> int:
-    from tqdm import tqdm
+    """Grade every submission of a week on this host: one worker per GPU lane (autograder.pool), each student in a
+    gradebook of its own, merged into the class's gradebook by this process alone."""
+    from .pool import lanes_for, make_template, run_pool
 
     week = args.week
     secret = _secret(args)
     submitted = grading_dir() / "submitted"
     students = sorted(p.parent.name for p in submitted.glob(f"*/{week}") if p.is_dir())
+    if args.students:
+        wanted = [s.strip() for s in args.students.split(",") if s.strip()]
+        unknown = sorted(set(wanted) - set(students))
+        if unknown:
+            print(f"no submission of {week} from: {', '.join(unknown)}")
+            return 1
+        students = wanted
     if not students:
         print(f"no submissions under {submitted}/<student>/{week}/")
         return 1
+    lanes = lanes_for(args.gpus, dict(os.environ, COURSE_SECRET_SEED=secret))
     # the gradebook must know the assignment and its checksums: generate the release into the grading folder
     nbgrader("generate_assignment", week, "--force", f"--CourseDirectory.release_directory={grading_dir() / 'release'}")
     batch = grading_dir() / "batch" / time.strftime("%Y%m%d-%H%M%S")
-    env = dict(os.environ, COURSE_SECRET_SEED=secret, COURSE_BATCH_DIR=str(batch))
-    results = {}
     t0 = time.perf_counter()
-    gpus = _gpu_count()
-    prepare_baselines(week, batch, gpus)
-    workers = max(1, gpus)
-    bar = tqdm(total=len(students), desc=f"autograde {week} ({workers} worker{'s' * (workers > 1)})",
-               unit="student", file=sys.stdout)
-
-    def grade_one(student: str, gpu: int | None) -> None:
-        s0 = time.perf_counter()
-        malformed = set_aside_malformed(submitted / student / week)
-        wenv = dict(env, CUDA_VISIBLE_DEVICES=str(gpu)) if gpu is not None and gpus > 1 else env
-        res = None
-        for _ in range(3):  # concurrent workers share one sqlite gradebook: retry a locked database
-            res = nbgrader("autograde", week, f"--student={student}", "--force", env=wenv, check=False)
-            if res.returncode == 0 or "database is locked" not in (res.stderr or ""):
-                break
-            time.sleep(1.0)
-        results[student] = {"returncode": res.returncode, "wall_s": time.perf_counter() - s0, "gpu": gpu,
-                            "malformed": malformed, "log_tail": (res.stderr or "")[-1500:]}
-        if malformed:
-            tqdm.write(f"{student}: malformed notebook(s) graded 0: " + "; ".join(malformed))
-        bar.set_postfix_str(student)
-        bar.update(1)
-
-    if workers == 1:
-        for student in students:
-            grade_one(student, 0 if gpus else None)
-    else:  # one worker per GPU, each with its own CUDA_VISIBLE_DEVICES
-        import queue
-        import threading
-
-        todo: queue.Queue = queue.Queue()
-        for student in students:
-            todo.put(student)
-
-        def worker(gpu: int) -> None:
-            while True:
-                try:
-                    student = todo.get_nowait()
-                except queue.Empty:
-                    return
-                grade_one(student, gpu)
-
-        threads = [threading.Thread(target=worker, args=(g,)) for g in range(workers)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    bar.close()
-    ensure_rows(week, students)
+    template = make_template(week, batch)
+    show = _progress(week, students, lanes)
+    per_student, lane_summary = run_pool(week, students, lanes, grading=grading_dir(), batch=batch,
+                                         template=template, task_timeout=args.task_timeout, progress=show)
+    show.close()
     nbgrader("generate_feedback", week, "--force", check=False)
     out = grading_dir() / f"grades_{week}.csv"
     nbgrader("export", f"--to={out}", check=False)
-    summary = {"week": week, "students": len(students), "wall_s": time.perf_counter() - t0, "per_student": results}
+    summary = {"week": week, "students": len(students), "wall_s": time.perf_counter() - t0, "where": "pool",
+               "lanes": lane_summary, "per_student": per_student}
     (grading_dir() / f"batch_{week}.json").write_text(json.dumps(summary, indent=1))
     from .report import write_report
 
     report = write_report(week, grading_dir())
-    print(f"graded {len(students)} submissions in {summary['wall_s']:.0f} s; gradebook CSV: {out}; "
-          f"class report: {report}")
+    missing = sorted(s for s, e in per_student.items() if e.get("not_graded"))
+    print(f"graded {len(students) - len(missing)} of {len(students)} submissions in {summary['wall_s']:.0f} s on "
+          f"{len(lanes)} lane(s); gradebook CSV: {out}; class report: {report}")
+    if missing:
+        print(f"NOT GRADED ({len(missing)}), retry: autograder grade {week} --students {','.join(missing)}")
+        return 2
     return 0
 
 
-def prepare_baselines(week: str, batch: Path, gpus: int) -> None:
-    """The trusted figures of the batch — every GPU's ceilings and the course reference of every exercise of the
-    week — measured before any student's code runs, each in a process that loads no student code
-    (autograder.harness.baseline). Students' harness processes only read them."""
-    from .grading import reference_sources
-    from .harness import _wants_gpu, prepare_batch
-    from .spec import all_specs
+class _progress:
+    """The batch's progress: on a terminal one bar for the class and one per GPU lane (the student it grades, how
+    many it graded); otherwise (a log, a Slurm job) one line per event."""
 
-    if not gpus or not _wants_gpu(None):
-        return
-    items = [(s.slug, name, src) for s in all_specs() if s.assignment == week
-             for name, src in reference_sources(s).items()]
-    saved = {k: os.environ.get(k) for k in ("COURSE_BATCH_DIR", "CUDA_VISIBLE_DEVICES")}
-    os.environ["COURSE_BATCH_DIR"] = str(batch)
-    try:
-        for g in range(gpus) if gpus > 1 else [None]:
-            if g is not None:
-                os.environ["CUDA_VISIBLE_DEVICES"] = str(g)
-            prepare_batch(items, progress=lambda what, g=g: print(f"trusted {what}" + (f" (GPU {g})" if g is not None
-                                                                                       else ""), flush=True))
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    def __init__(self, week: str, students: list[str], lanes):
+        from tqdm import tqdm
+
+        self.tty = sys.stdout.isatty()
+        self.total = tqdm(total=len(students), desc=f"autograde {week} ({len(lanes)} lane{'s' * (len(lanes) > 1)})",
+                          unit="student", file=sys.stdout, position=0, disable=not self.tty)
+        self.bars = {id(lane): tqdm(total=None, desc=f"  {lane.label}", unit="student", file=sys.stdout,
+                                    position=i + 1, bar_format="{desc}: {n} graded{postfix}", disable=not self.tty)
+                     for i, lane in enumerate(lanes)}
+        self.done = 0
+        self.n = len(students)
+        if not self.tty:
+            print(f"autograde {week}: {len(students)} students on {len(lanes)} lane(s): "
+                  + ", ".join(lane.label for lane in lanes), flush=True)
+
+    def _say(self, text: str) -> None:
+        from tqdm import tqdm
+
+        if self.tty:
+            tqdm.write(text, file=sys.stdout)
+        else:
+            print(text, flush=True)
+
+    def __call__(self, kind, lane, job, entry) -> None:
+        bar = self.bars.get(id(lane)) if lane is not None else None
+        label = lane.label if lane is not None else "—"
+        if kind == "lane":
+            if lane.state in ("wedged", "retired"):
+                self._say(f"[{label}] {lane.state}: {lane.why[:300]} (takes no more students)")
+            elif lane.state == "grading" and lane.figures.get("ceilings"):
+                c = lane.figures["ceilings"]
+                self._say(f"[{label}] trusted baseline of {lane.figures.get('device')}: copy "
+                          f"{c.get('copy_tbps', 0):.2f} TB/s, cuBLAS {c.get('cublas_bf16_tflops', 0):.0f} TFLOPS")
+            if bar is not None:
+                bar.set_postfix_str(lane.state)
+        elif kind == "start":
+            if bar is not None:
+                bar.set_postfix_str(job.student)
+        elif kind == "handback":
+            self._say(f"[{label}] {job.student}: not graded here ({job.attempts[-1]['why'][:200]}); handed back once")
+        elif kind == "failed":
+            self.done += 1
+            self.total.update(1)
+            self._say(f"[{label}] {job.student}: {entry.get('not_graded', 'not graded, retry')[:300]}")
+        elif kind == "done":
+            self.done += 1
+            self.total.update(1)
+            if bar is not None:
+                bar.set_postfix_str("")
+                bar.update(1)
+            if entry.get("malformed"):
+                self._say(f"{job.student}: malformed notebook(s) graded 0: " + "; ".join(entry["malformed"]))
+            if not self.tty:
+                self._say(f"[{label}] {job.student}: graded in {entry.get('wall_s') or 0:.0f} s "
+                          f"({self.done}/{self.n})")
+
+    def close(self) -> None:
+        for b in self.bars.values():
+            b.close()
+        self.total.close()
 
 
-def _gpu_count() -> int:
-    try:
-        import torch
+def cmd_slurm(args) -> int:
+    from . import slurm
 
-        return torch.cuda.device_count() if torch.cuda.is_available() else 0
-    except Exception:  # noqa: BLE001
+    keys = ("chunk", "partition", "time", "account", "gres", "cpus_per_task", "mem", "max_parallel", "sbatch_args")
+    given = {k: getattr(args, k) for k in keys if getattr(args, k) is not None}
+    if args.action == "collect":
+        res = slurm.collect(args.week)
+        return 2 if res["missing"] else 0
+    secret = None if args.dry_run else (None if args.seed_file else _secret(args))
+    if args.action == "resubmit":
+        slurm.resubmit(args.week, given, secret=secret, seed_file=args.seed_file, dry_run=args.dry_run)
         return 0
-
-
-def set_aside_malformed(folder: Path) -> list[str]:
-    """Notebooks that are not valid nbformat JSON are renamed <name>.ipynb.malformed (nbgrader skips them, so the
-    student's other notebooks are graded) and reported; the notebook scores 0."""
-    import nbformat
-
-    problems = []
-    for nb in sorted(folder.glob("*.ipynb")):
-        try:
-            nbformat.validate(nbformat.read(str(nb), as_version=4))
-        except Exception as exc:  # noqa: BLE001 - any reading error is the student's malformed file
-            problems.append(f"{nb.name}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
-            nb.rename(nb.with_name(nb.name + ".malformed"))
-    return problems
-
-
-def ensure_rows(week: str, students: list[str]) -> None:
-    """Every student of the batch has a gradebook row, even one whose every notebook was malformed."""
-    from nbgrader.api import Gradebook, MissingEntry
-
-    from .release import grading_dir
-
-    with Gradebook(f"sqlite:///{grading_dir() / 'gradebook.db'}") as gb:
-        for student in students:
-            try:
-                gb.find_submission(week, student)
-            except MissingEntry:
-                gb.update_or_create_student(student)
-                gb.add_submission(week, student)
+    submitted = grading_dir() / "submitted"
+    students = sorted(p.parent.name for p in submitted.glob(f"*/{args.week}") if p.is_dir())
+    if args.students:
+        students = [s.strip() for s in args.students.split(",") if s.strip()]
+    if not students:
+        print(f"no submissions under {submitted}/<student>/{args.week}/")
+        return 1
+    slurm.submit(args.week, students, {**slurm.DEFAULTS, **given}, secret=secret, seed_file=args.seed_file,
+                 dry_run=args.dry_run)
+    return 0
 
 
 def cmd_known(args) -> int:
@@ -274,7 +269,30 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("week")
     g.add_argument("--seed", type=int)
     g.add_argument("--seed-file")
+    g.add_argument("--gpus", default="all",
+                   help="all (one worker per visible GPU), none (one worker, CPU grading), or ids like 0,1")
+    g.add_argument("--students", help="grade only these students (comma-separated), e.g. to retry")
+    g.add_argument("--task-timeout", type=float, default=None,
+                   help="seconds one student's grading may take before it is killed and handed back")
     g.set_defaults(fn=cmd_grade)
+    sl = sub.add_parser("slurm", help="grade a week as a Slurm job array: submit, collect, resubmit")
+    sl.add_argument("action", choices=("submit", "collect", "resubmit"))
+    sl.add_argument("week")
+    sl.add_argument("--seed", type=int)
+    sl.add_argument("--seed-file")
+    sl.add_argument("--students", help="submit only these students (comma-separated)")
+    sl.add_argument("--chunk", type=int, help="students per array task (default 1)")
+    sl.add_argument("--partition")
+    sl.add_argument("--time", help="time limit of one task (default 01:00:00)")
+    sl.add_argument("--account")
+    sl.add_argument("--gres", help="generic resources of one task (default gpu:1; '' for a CPU-only task)")
+    sl.add_argument("--cpus-per-task", type=int)
+    sl.add_argument("--mem")
+    sl.add_argument("--max-parallel", type=int, help="at most this many tasks at once (--array=...%%N)")
+    sl.add_argument("--sbatch-arg", action="append", dest="sbatch_args",
+                    help="one more #SBATCH line, e.g. --sbatch-arg=--qos=short (repeatable)")
+    sl.add_argument("--dry-run", action="store_true", help="print the script and the roster; submit nothing")
+    sl.set_defaults(fn=cmd_slurm)
     k = sub.add_parser("known", help="check the known answers")
     k.add_argument("slugs", nargs="*")
     k.add_argument("--cpu", action="store_true", help="grade as if no GPU were present")

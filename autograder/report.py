@@ -8,7 +8,8 @@ It reads what grading left in the grading folder (default: autograder.release.gr
     submitted/<student>/<week>/                 the roster: every student here gets a row, graded or not
     verdicts/<student>/<week>/<notebook>.json   the trusted verdicts (autograder.grading.NotebookGrade.as_dict)
     grades_<week>.csv                           nbgrader's gradebook export, if present (the official total)
-    batch_<week>.json                           the batch: wall time, per-student return codes and notes
+    batch_<week>.json                           the batch: wall time, per-student return codes and notes, which
+                                                GPU lane (or Slurm task) graded whom, each lane's ceilings
 
 The page (self-contained: CSS inline, plots inline as base64 PNG drawn with matplotlib's Agg canvas) has a summary,
 per exercise a score histogram, a throughput distribution against the spec's bar and a leaderboard (correct
@@ -107,6 +108,16 @@ class Student:
     def wall_s(self) -> float | None:
         return _num((self.batch or {}).get("wall_s"), None)
 
+    @property
+    def lane(self) -> str:
+        """Where the student was graded: a GPU lane of `autograder grade` ("GPU 1"), a Slurm task, or ""."""
+        return str((self.batch or {}).get("lane") or "")
+
+    @property
+    def retry(self) -> bool:
+        """The batch could not grade this student (its grading crashed twice, or its Slurm task did not finish)."""
+        return bool((self.batch or {}).get("not_graded"))
+
 
 def _num(x, default: float | None = 0.0) -> float | None:
     try:
@@ -184,6 +195,11 @@ def _clean(text, secrets: list[str] = ()) -> str:
 def _batch_notes(entry: dict, secrets: list[str]) -> list[str]:
     """Notes the grading command left for a student (malformed notebooks, errors), under whatever key it used."""
     notes = []
+    if entry.get("not_graded"):
+        notes.append(_clean(entry["not_graded"], secrets))
+    elif entry.get("attempts"):
+        notes += [f"handed back once: not graded on {a.get('lane')}: {_clean(a.get('why'), secrets)}"
+                  for a in entry["attempts"] if isinstance(a, dict)]
     for key in ("malformed", "notes", "note", "problems", "errors", "error", "message"):
         if key not in entry or entry[key] in (None, "", [], {}, False):
             continue
@@ -326,14 +342,18 @@ def collect(week: str, grading: Path) -> tuple[dict, list[str], list[ExerciseInf
         for nb, v in sorted(s.verdicts.items()):
             s.notes += [f"{nb}: {_clean(p, secrets)}" for p in v.get("problems") or []]
     roster = sorted(students.values(), key=lambda s: _natural(s.name))
+    lanes = batch.get("lanes") if isinstance(batch.get("lanes"), dict) else {}
     meta = {"week": week, "grading": str(grading), "batch_wall_s": _num(batch.get("wall_s"), None),
-            "batch_error": err, "has_gradebook": bool(gradebook), "secrets": secrets}
+            "batch_error": err, "has_gradebook": bool(gradebook), "secrets": secrets, "lanes": lanes,
+            "where": batch.get("where")}
     return meta, notebooks, exercises, roster
 
 
 def status_of(s: Student, notebooks: list[str]) -> str:
     if not s.submitted:
         return "no submission"
+    if s.retry:
+        return "not graded, retry"
     rc = (s.batch or {}).get("returncode")
     if not s.verdicts:
         return "not graded"
@@ -486,8 +506,8 @@ def render_html(meta: dict, notebooks: list[str], exercises: list[ExerciseInfo],
     mean = statistics.fmean(totals) if totals else None
     median = statistics.median(totals) if totals else None
     status = [status_of(s, notebooks) for s in roster]
-    counts = ", ".join(f"{status.count(k)} {k}" for k in ("graded", "partly graded", "not graded", "no submission")
-                       if status.count(k))
+    counts = ", ".join(f"{status.count(k)} {k}" for k in ("graded", "partly graded", "not graded",
+                                                          "not graded, retry", "no submission") if status.count(k))
     summary = [("students", f"{sum(s.submitted for s in roster)} submitted ({counts})"),
                ("notebooks", ", ".join(notebooks) or "—"),
                ("mean score", f"{_fmt(mean)} / {top:g}" if mean is not None else "—"),
@@ -502,6 +522,8 @@ def render_html(meta: dict, notebooks: list[str], exercises: list[ExerciseInfo],
     if totals:
         parts.append("<div class='plots'>" + _img(score_histogram(totals, top, f"{week}: total score"),
                                                   "histogram of total scores") + "</div>")
+    if meta.get("lanes"):
+        parts.append(lanes_html(meta["lanes"], meta.get("where")))
 
     # --- per exercise
     parts.append("<h2 id='exercises'>Exercises</h2>")
@@ -545,7 +567,7 @@ def render_html(meta: dict, notebooks: list[str], exercises: list[ExerciseInfo],
 
     # --- every student
     parts.append("<h2 id='students'>Students</h2>")
-    head = ["student", "status", "total"] + notebooks + ["flags", "wall (s)", "notes"]
+    head = ["student", "status", "total"] + notebooks + ["flags", "wall (s)", "graded on", "notes"]
     srows = []
     for s in roster:
         st = status_of(s, notebooks)
@@ -556,12 +578,35 @@ def render_html(meta: dict, notebooks: list[str], exercises: list[ExerciseInfo],
             v = s.verdicts.get(nb)
             cells.append(f"{_num(v.get('points')):g} / {_num(v.get('max_points')):g}" if v
                          else "<span class='bad'>malformed</span>" if nb in bad else "—")
-        cells += [str(len(s.flags)), _fmt(s.wall_s, 3), "<br>".join(_e(_clean(n, secrets)) for n in s.notes)]
+        cells += [str(len(s.flags)), _fmt(s.wall_s, 3), _e(s.lane) or "—",
+                  "<br>".join(_e(_clean(n, secrets)) for n in s.notes)]
         srows.append(cells)
     parts.append(_table(head, srows, {2, *range(3, 3 + len(notebooks)), 3 + len(notebooks),
                                       4 + len(notebooks)}))
     parts.append("</body></html>\n")
     return "\n".join(parts)
+
+
+def lanes_html(lanes: dict, where: str | None = None) -> str:
+    """Which GPU lane (or Slurm task) graded whom, and the ceilings that lane measured before its first student:
+    each student's throughput bar was scaled by the ceilings of the GPU that graded them."""
+    rows = []
+    for label in sorted(lanes, key=_natural):
+        lane = lanes[label] if isinstance(lanes[label], dict) else {}
+        c = lane.get("ceilings") if isinstance(lane.get("ceilings"), dict) else {}
+        state = str(lane.get("state") or "")
+        why = _clean(lane.get("why") or "")
+        students = [str(x) for x in lane.get("students") or []]
+        rows.append([_e(label), _e(lane.get("device") or "—"),
+                     _fmt(_num(c.get("copy_tbps"), None), 4), _fmt(_num(c.get("cublas_bf16_tflops"), None), 4),
+                     str(len(students)), _e(", ".join(students)) or "—", _fmt(_num(lane.get("wall_s"), None), 3),
+                     f"<span class='{'ok' if state in ('done', 'grading') else 'bad'}'>{_e(state)}</span>"
+                     + (f" — {_e(why)}" if why else "")])
+    what = "Slurm tasks" if where == "slurm" else "GPU lanes"
+    return (f"<h2 id='lanes'>{what}</h2><p class='muted'>Each lane measured its GPU's ceilings and the course "
+            "references before its first student (— : graded on CPU, nothing timed).</p>"
+            + _table(["lane", "device", "copy ceiling (TB/s)", "cuBLAS bf16 (TFLOPS)", "students", "graded",
+                      "wall (s)", "state"], rows, {2, 3, 4, 6}))
 
 
 def write_csv(path: Path, meta: dict, notebooks: list[str], exercises: list[ExerciseInfo],
@@ -571,11 +616,11 @@ def write_csv(path: Path, meta: dict, notebooks: list[str], exercises: list[Exer
     top = max_total(exercises, roster)
     with path.open("w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["student", "status", "total", "max_total", *notebooks, "flags", "wall_s", "notes"])
+        w.writerow(["student", "status", "total", "max_total", *notebooks, "flags", "wall_s", "graded_on", "notes"])
         for s in roster:
             row = [s.name, status_of(s, notebooks), f"{s.total:g}", f"{top:g}"]
             row += [f"{_num(s.verdicts[nb].get('points')):g}" if nb in s.verdicts else "" for nb in notebooks]
-            row += [len(s.flags), "" if s.wall_s is None else f"{s.wall_s:.1f}",
+            row += [len(s.flags), "" if s.wall_s is None else f"{s.wall_s:.1f}", s.lane,
                     " | ".join(_clean(n, secrets) for n in s.notes)]
             w.writerow(row)
 

@@ -253,4 +253,6 @@ def test_readme_names_every_days_bar_from_its_spec():
         day = (s.assignment.removeprefix("week"), re.match(r"day(\d)_", s.notebook).group(1))
         for ex in s.exercises.values():
             tp = ex.parts["throughput"]
-            assert f"bar {tp.bar:.3f} TB/s ({tp.copy_fraction:.2f}× copy ceiling" in rows[day], (s.slug, rows[day])
+            want = (f"bar {tp.bar:.3f} TB/s ({tp.copy_fraction:.2f}× copy ceiling" if ex.metric == "tbps" else
+                    f"bar {tp.bar:.1f} TFLOPS ({tp.cublas_fraction:.2f}× cuBLAS bf16")
+            assert want in rows[day], (s.slug, want, rows[day])

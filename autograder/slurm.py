@@ -1,0 +1,331 @@
+"""Grading a class on a Slurm cluster: an sbatch job array, one task per student (or per chunk of students).
+
+    autograder slurm submit week1 [--chunk N] [--partition P] [--time 01:00:00] [--account A] [--dry-run]
+    autograder slurm collect week1        # merge what finished; list what did not, with its Slurm state
+    autograder slurm resubmit week1       # a new array for the students with no result (and none queued)
+
+Slurm schedules; the course does not. Each array task runs `python -m autograder.slurm task`, which grades its
+students one by one with autograder.pool.grade_task — the same code a pool worker runs — each into a folder of its
+own under the shared folder <grading>/slurm/<week>/results/<student>/ (its own gradebook.db, autograded notebooks,
+verdicts, and result.json written last). Nothing but `collect` writes the class's gradebook: it merges every
+finished result with autograder.pool.merge_result (replacing, keyed by student, notebook and cell), so running it
+twice changes nothing and a task that failed, timed out or never ran costs only its own students.
+
+The grading folder (and the course checkout, and its Python) must be on a file system every node sees, at the
+same path: the usual cluster home or project space. The secret seed reaches the tasks through the environment sbatch
+exports from `autograder slurm submit` (never written into the script) or through --seed-file, a path the script
+names. A task's state comes from Slurm: `sacct` (with accounting storage), else `sacct --completion` (a cluster with
+job completion records only, as tools/slurm_local.sh sets up), else `scontrol show job`, and `squeue` for what is
+still queued or running; a task that left no record anywhere is reported as never started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .pool import (STARTED, grade_task, lane_figures, make_template, merge_result, read_result,
+                   result_digest)
+from .release import ROOT, grading_dir, nbgrader
+
+DEFAULTS = {"chunk": 1, "partition": None, "time": "01:00:00", "account": None, "gres": "gpu:1",
+            "cpus_per_task": 8, "mem": None, "max_parallel": None, "sbatch_args": []}
+
+
+def shared_dir(week: str) -> Path:
+    return grading_dir() / "slurm" / week
+
+
+def _load_state(sdir: Path) -> dict:
+    f = sdir / "jobs.json"
+    return json.loads(f.read_text()) if f.exists() else {"submissions": []}
+
+
+def _save_json(path: Path, data) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+
+
+# ------------------------------------------------------------------------------------------------- the script
+def script(week: str, roster: Path, n_tasks: int, opts: dict, *, sdir: Path, seed_file: str | None = None) -> str:
+    """The sbatch script of one submission: an array of n_tasks tasks, task i grading line i of `roster`."""
+    array = f"0-{n_tasks - 1}" + (f"%{opts['max_parallel']}" if opts.get("max_parallel") else "")
+    lines = ["#!/bin/bash", f"#SBATCH --job-name=grade-{week}", f"#SBATCH --array={array}",
+             f"#SBATCH --output={sdir / 'logs' / '%A_%a.out'}", "#SBATCH --nodes=1", "#SBATCH --ntasks=1",
+             f"#SBATCH --cpus-per-task={opts['cpus_per_task']}", "#SBATCH --export=ALL"]
+    if opts.get("gres"):
+        lines.append(f"#SBATCH --gres={opts['gres']}")
+    for key, flag in (("partition", "partition"), ("time", "time"), ("account", "account"), ("mem", "mem")):
+        if opts.get(key):
+            lines.append(f"#SBATCH --{flag}={opts[key]}")
+    lines += [f"#SBATCH {a}" for a in opts.get("sbatch_args") or []]
+    lines += ["",
+              "# Written by `autograder slurm submit`: each task grades its line of the roster, each student into",
+              f"# {sdir / 'results'}/<student>/ (merged into the gradebook by `autograder slurm collect {week}`).",
+              "# The secret seed comes from the environment sbatch exports (COURSE_SECRET_SEED) or the file named",
+              "# here; it is never written into this script.",
+              "set -euo pipefail",
+              f"cd {shlex.quote(str(ROOT))}",
+              f"export PYTHONPATH={shlex.quote(str(ROOT))}${{PYTHONPATH:+:$PYTHONPATH}}",
+              f"export COURSE_GRADING_DIR={shlex.quote(str(grading_dir()))}"]
+    if seed_file:
+        lines.append(f"export COURSE_SECRET_SEED_FILE={shlex.quote(str(Path(seed_file).expanduser().resolve()))}")
+    lines.append(f"exec {shlex.quote(sys.executable)} -m autograder.slurm task {week} --roster "
+                 f"{shlex.quote(str(roster))} --index \"$SLURM_ARRAY_TASK_ID\"")
+    return "\n".join(lines) + "\n"
+
+
+def chunks(students: list[str], size: int) -> list[list[str]]:
+    size = max(1, int(size))
+    return [students[i:i + size] for i in range(0, len(students), size)]
+
+
+def submit(week: str, students: list[str], opts: dict, *, secret: str | None, seed_file: str | None = None,
+           dry_run: bool = False, out=print) -> str | None:
+    """Write the roster and script of a new array for `students` and sbatch it (or print it: dry_run). Returns the
+    array's job id."""
+    sdir = shared_dir(week)
+    state = _load_state(sdir)
+    n = len(state["submissions"]) + 1
+    roster = sdir / f"roster_{n}.txt"
+    groups = chunks(students, opts["chunk"])
+    text = script(week, roster, len(groups), opts, sdir=sdir, seed_file=seed_file)
+    if dry_run:
+        out(text.rstrip("\n"))
+        out(f"# roster {roster} ({len(groups)} task(s)):")
+        for i, g in enumerate(groups):
+            out(f"#   {i}: {' '.join(g)}")
+        return None
+    for d in ("logs", "results"):
+        (sdir / d).mkdir(parents=True, exist_ok=True)
+    # The class's gradebook knows the assignment; every task's gradebook starts from a template that knows it too.
+    nbgrader("generate_assignment", week, "--force", f"--CourseDirectory.release_directory={grading_dir() / 'release'}")
+    if not (sdir / "template.db").exists():
+        make_template(week, sdir)
+    roster.write_text("".join(" ".join(g) + "\n" for g in groups))
+    path = sdir / f"job_{n}.sbatch"
+    path.write_text(text)
+    env = dict(os.environ)
+    if secret is not None and not seed_file:
+        env["COURSE_SECRET_SEED"] = secret
+    r = subprocess.run(["sbatch", "--parsable", str(path)], env=env, capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        raise SystemExit(f"sbatch refused the job ({r.returncode}): {r.stderr.strip() or r.stdout.strip()}")
+    job = r.stdout.strip().split(";")[0]
+    state["submissions"].append({"job": job, "roster": str(roster), "script": str(path), "students": groups,
+                                 "options": opts, "submitted_at": time.time()})
+    state.setdefault("first_submitted_at", time.time())
+    _save_json(sdir / "jobs.json", state)
+    out(f"submitted job array {job}: {len(groups)} task(s) for {len(students)} student(s) of {week}; "
+        f"results under {sdir / 'results'}; then: autograder slurm collect {week}")
+    return job
+
+
+# -------------------------------------------------------------------------------------------------- the task
+def run_task(week: str, roster: Path, index: int) -> int:
+    """One array task: measure this node's GPU (if any) once, then grade each student of line `index`."""
+    from .pool import _prepare_here
+
+    students = Path(roster).read_text().splitlines()[index].split()
+    sdir = shared_dir(week)
+    if not os.environ.get("COURSE_SECRET_SEED"):
+        f = os.environ.get("COURSE_SECRET_SEED_FILE")
+        if not f:
+            print("no secret seed: COURSE_SECRET_SEED or COURSE_SECRET_SEED_FILE", file=sys.stderr)
+            return 2
+        os.environ["COURSE_SECRET_SEED"] = Path(f).read_text().strip()
+    task = f"{os.environ.get('SLURM_ARRAY_JOB_ID', 'local')}_{os.environ.get('SLURM_ARRAY_TASK_ID', index)}"
+    batch_dir = sdir / "baselines" / task
+    batch_dir.mkdir(parents=True, exist_ok=True)
+    os.environ["COURSE_BATCH_DIR"] = str(batch_dir)
+    _prepare_here(week)  # this process loads no student code: students are graded in processes of their own
+    bad = 0
+    for student in students:
+        res = grade_task(week, student, sdir / "results" / student, submitted=grading_dir() / "submitted",
+                         template=sdir / "template.db", batch_dir=batch_dir, figures=lane_figures(batch_dir))
+        print(f"{student}: {res['state']} in {res['wall_s']:.0f} s (exit {res['returncode']})", flush=True)
+        bad += res["state"] != "done"
+    return 1 if bad else 0
+
+
+# --------------------------------------------------------------------------------------------- Slurm's word
+def _run(cmd: list[str]) -> subprocess.CompletedProcess | None:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def queued(jobs: list[str]) -> dict[str, str]:
+    """Array tasks still in the queue: "<job>_<index>" -> PENDING / RUNNING / ... (squeue)."""
+    if not jobs:
+        return {}
+    r = _run(["squeue", "-h", "-r", "-j", ",".join(jobs), "-o", "%i|%T"])
+    out = {}
+    for line in (r.stdout if r and r.returncode == 0 else "").splitlines():
+        tid, _, st = line.partition("|")
+        out[tid.strip()] = st.strip()
+    return out
+
+
+def finished_state(job: str, index: int, raw: str | None) -> tuple[str, str] | None:
+    """(state, source) of a finished array task from Slurm's records, or None when Slurm keeps none."""
+    r = _run(["sacct", "-X", "-n", "-P", "-j", f"{job}_{index}", "-o", "JobID,State,ExitCode"])
+    text = (r.stdout + r.stderr) if r else ""
+    if r and r.returncode == 0 and "accounting storage is disabled" not in text:
+        for line in r.stdout.splitlines():
+            f = line.split("|")
+            if len(f) >= 3 and f[0] == f"{job}_{index}":
+                return f"{f[1]} (exit {f[2]})", "sacct"
+    if raw:  # job completion records (sacct --completion) know a task by its own job id only
+        r = _run(["sacct", "--completion", "-n", "-P", "-j", raw, "-o", "JobID,State,ExitCode"])
+        for line in (r.stdout if r and r.returncode == 0 else "").splitlines():
+            f = line.split("|")
+            if len(f) >= 3 and f[0] == raw:
+                return f"{f[1]} (exit {f[2]})", "sacct --completion"
+    r = _run(["scontrol", "-o", "show", "job", raw or f"{job}_{index}"])
+    for line in (r.stdout if r and r.returncode == 0 else "").splitlines():
+        fields = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+        if fields.get("ArrayTaskId") == str(index) or fields.get("JobId") == raw:
+            return f"{fields.get('JobState', '?')} (exit {fields.get('ExitCode', '?')})", "scontrol"
+    return None
+
+
+# -------------------------------------------------------------------------------------------------- collect
+def _owners(state: dict) -> dict[str, tuple[str, int]]:
+    """student -> (job, array index) of the latest submission that included them."""
+    out = {}
+    for sub in state["submissions"]:
+        for i, group in enumerate(sub["students"]):
+            for s in group:
+                out[s] = (sub["job"], i)
+    return out
+
+
+def collect(week: str, out=print) -> dict:
+    """Merge every finished result into the class's gradebook (once: a result already merged is skipped), list the
+    students with none and their tasks' Slurm state, regenerate feedback, the CSV export and the report when
+    something new was merged. Returns {"merged": [...], "missing": {student: why}, "changed": bool}."""
+    sdir = shared_dir(week)
+    state = _load_state(sdir)
+    if not state["submissions"]:
+        raise SystemExit(f"nothing submitted for {week} (no {sdir / 'jobs.json'}): autograder slurm submit {week}")
+    owners = _owners(state)
+    merged_f = sdir / "merged.json"
+    merged = json.loads(merged_f.read_text()) if merged_f.exists() else {}
+    q = queued(sorted({j for j, _ in owners.values()}))
+    per_student, lanes, missing, new = {}, {}, {}, []
+    for student in sorted(owners):
+        job, idx = owners[student]
+        rdir = sdir / "results" / student
+        res = read_result(rdir)
+        if res is not None and res.get("state") == "done":
+            digest = result_digest(rdir)
+            if merged.get(student) != digest:
+                merge_result(rdir, grading_dir())
+                merged[student] = digest
+                new.append(student)
+            slurm = res.get("slurm") or {}
+            label = f"{res.get('host')} task {slurm.get('array_job', job)}_{slurm.get('array_task', idx)}" \
+                    + (f" GPU {res['gpu']}" if res.get("gpu") else "")
+            lane = lanes.setdefault(label, {"gpu": res.get("gpu"), "host": res.get("host"), "state": "done",
+                                            "students": [], "device": (res.get("figures") or {}).get("device"),
+                                            "ceilings": (res.get("figures") or {}).get("ceilings"),
+                                            "wall_s": 0.0})
+            lane["students"].append(student)
+            lane["wall_s"] += res.get("wall_s") or 0.0
+            per_student[student] = {"returncode": 0, "wall_s": res.get("wall_s"), "gpu": res.get("gpu"),
+                                    "lane": label, "host": res.get("host"), "malformed": res.get("malformed") or [],
+                                    "log_tail": res.get("log_tail", ""), "slurm": f"{job}_{idx}"}
+            continue
+        started = {}
+        try:
+            started = json.loads((rdir / STARTED).read_text())
+        except (OSError, ValueError):
+            pass
+        tid = f"{job}_{idx}"
+        st_info = started.get("slurm") or {}
+        raw = st_info.get("job") if st_info.get("array_job") == job else None
+        if tid in q:
+            why = f"Slurm task {tid} is {q[tid]} (squeue)"
+        else:
+            fin = finished_state(job, idx, raw)
+            if fin:
+                why = f"Slurm task {tid}: {fin[0]} ({fin[1]})"
+            else:
+                why = f"Slurm task {tid} never started, or left no record (not in squeue, sacct or scontrol)"
+            if res is not None:  # the task ran and nbgrader failed
+                why += f"; nbgrader autograde exited {res.get('returncode')}: {str(res.get('log_tail'))[-300:]}"
+            elif started:
+                why += f"; it started on {started.get('host')} and wrote no result (killed, timed out or crashed)"
+        missing[student] = why
+        per_student[student] = {"returncode": None, "not_graded": f"not graded, retry: {why}", "slurm": tid}
+    _save_json(merged_f, merged)
+    grading = grading_dir()
+    first = state.get("first_submitted_at") or min(s["submitted_at"] for s in state["submissions"])
+    batch_f = grading / f"batch_{week}.json"
+    old = json.loads(batch_f.read_text()) if batch_f.exists() else {}
+    summary = {"week": week, "students": len(owners), "where": "slurm",
+               "jobs": [s["job"] for s in state["submissions"]], "lanes": lanes, "per_student": per_student}
+    changed = bool(new) or {k: v for k, v in old.items() if k != "wall_s"} != summary
+    if changed or not (grading / f"grades_{week}.csv").exists():
+        # wall_s: from the first submission to this collect (the report reads a verdict older than the batch's
+        # start as left over from an earlier run)
+        summary["wall_s"] = time.time() - first
+        nbgrader("generate_feedback", week, "--force", check=False)
+        nbgrader("export", f"--to={grading / f'grades_{week}.csv'}", check=False)
+        batch_f.write_text(json.dumps(summary, indent=1))
+        from .report import write_report
+
+        write_report(week, grading)
+    out(f"{week}: {len(owners) - len(missing)} of {len(owners)} student(s) graded"
+        + (f", {len(new)} merged now" if new else ", nothing new to merge") + f"; report: {grading / f'report_{week}.html'}")
+    for student, why in sorted(missing.items()):
+        out(f"  NOT GRADED {student}: {why}")
+    if missing:
+        out(f"  then: autograder slurm resubmit {week}")
+    return {"merged": new, "missing": missing, "changed": changed}
+
+
+def resubmit(week: str, opts: dict | None, *, secret: str | None, seed_file: str | None = None,
+             dry_run: bool = False, out=print) -> str | None:
+    """A new array for every student with no finished result whose task is not still queued or running."""
+    sdir = shared_dir(week)
+    state = _load_state(sdir)
+    if not state["submissions"]:
+        raise SystemExit(f"nothing submitted for {week}: autograder slurm submit {week}")
+    owners = _owners(state)
+    q = queued(sorted({j for j, _ in owners.values()}))
+    todo = []
+    for student, (job, idx) in sorted(owners.items()):
+        res = read_result(sdir / "results" / student)
+        if (res is None or res.get("state") != "done") and f"{job}_{idx}" not in q:
+            todo.append(student)
+    if not todo:
+        out(f"{week}: every student has a result or a task in the queue: nothing to resubmit")
+        return None
+    merged_opts = {**DEFAULTS, **state["submissions"][-1].get("options", {}), **(opts or {})}
+    return submit(week, todo, merged_opts, secret=secret, seed_file=seed_file, dry_run=dry_run, out=out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m autograder.slurm")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    t = sub.add_parser("task", help="(run by sbatch) grade one line of a roster")
+    t.add_argument("week")
+    t.add_argument("--roster", required=True, type=Path)
+    t.add_argument("--index", required=True, type=int)
+    args = ap.parse_args(argv)
+    return run_task(args.week, args.roster, args.index)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""The grading pool (autograder/pool.py, `autograder grade --gpus`) on CPU: workers given GPU ids, CPU-gradable
+submissions, so nothing waits for a GPU.
+
+One batch of four students of the synthetic cohort (autograder/cohort.py) on three lanes "0,1,2" in CPU mode, with
+the pool's test hooks: lane 2's GPU is wedged (it grades nobody), `tamper`'s first attempt dies (SIGKILL: handed
+back once, graded by the other lane), `malformed`'s every attempt dies (handed back once, then "not graded, retry").
+What must hold: each worker's processes see their own CUDA_VISIBLE_DEVICES; the class's gradebook has every grade of
+every graded student exactly once (one writer), with the scores the cohort expects on CPU; the report names the
+lane that graded each student and every lane's state; merging a result again changes nothing.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from autograder.cohort import build
+from autograder.pool import Lane, _Queue, gradebook_rows, lanes_for, merge_result, read_result
+from autograder.release import ROOT
+
+WEEK = "week1"
+COHORT = ["blank", "malformed", "tamper", "naive_loads-scalar_loads"]
+
+
+def _grade_cells(con) -> int:
+    """The week's grade cells, as generate_assignment recorded them."""
+    return con.execute("select count(*) from grade_cells gc join base_cell bc on gc.id = bc.id join notebook n on "
+                       "bc.notebook_id = n.id join assignment a on n.assignment_id = a.id where a.name = ?",
+                       (WEEK,)).fetchone()[0]
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory):
+    grading = tmp_path_factory.mktemp("pool") / "grading"
+    made = {m.student: m for m in build(grading / "submitted", WEEK, COHORT)}
+    env = dict(os.environ, COURSE_GRADING_DIR=str(grading), PYTHONPATH=str(ROOT), COURSE_FORCE_CPU="1",
+               COURSE_POOL_TEST_CRASH="first:tamper,always:malformed", COURSE_POOL_TEST_WEDGED="2")
+    r = subprocess.run([sys.executable, "-m", "autograder.cli", "grade", WEEK, "--seed", "7", "--gpus", "0,1,2"],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    summary = json.loads((grading / f"batch_{WEEK}.json").read_text())
+    return {"grading": grading, "made": made, "run": r, "batch": summary}
+
+
+def test_gpu_ids_become_lanes():
+    lanes = lanes_for("0,1", {"COURSE_FORCE_CPU": "1"})
+    assert [(lane.id, lane.env["CUDA_VISIBLE_DEVICES"], lane.label) for lane in lanes] == \
+        [("0", "0", "GPU 0"), ("1", "1", "GPU 1")]
+    # ids index the GPUs this process sees: an inherited CUDA_VISIBLE_DEVICES=4,5 makes lane 1 physical GPU 5
+    lanes = lanes_for("0,1", {"COURSE_FORCE_CPU": "1", "CUDA_VISIBLE_DEVICES": "4,5"})
+    assert [lane.env["CUDA_VISIBLE_DEVICES"] for lane in lanes] == ["4", "5"]
+    (cpu,) = lanes_for("none", {})
+    assert cpu.id is None and cpu.label == "cpu"
+    with pytest.raises(SystemExit):
+        lanes_for("0,0", {"COURSE_FORCE_CPU": "1"})
+    with pytest.raises(SystemExit, match="not visible"):
+        lanes_for("0,7", {})  # no GPU on this machine: a GPU id that is not there is refused
+
+
+def test_a_handed_back_student_avoids_the_lane_it_failed_on():
+    a, b = Lane("0", {}, "GPU 0"), Lane("1", {}, "GPU 1")
+    q = _Queue(["s"], [a, b])
+    job = q.take(a)
+    job.attempts.append({"lane": id(a), "why": "crash"})
+    q.finish(job, requeue=True)
+    q.retire(a)  # lane a is gone: b takes it
+    assert q.take(b) is job
+    q.finish()
+    assert q.take(b) is None
+
+
+def test_the_batch_finishes_and_names_who_to_retry(batch):
+    r = batch["run"]
+    assert r.returncode == 2, r.stdout[-3000:] + r.stderr[-3000:]
+    assert f"NOT GRADED (1), retry: autograder grade {WEEK} --students malformed" in r.stdout
+    assert "[GPU 2] wedged" in r.stdout
+
+
+def test_each_worker_runs_on_its_own_gpu(batch):
+    tasks = sorted((batch["grading"] / "batch").glob("*/tasks/*"))
+    assert tasks, "no task folders"
+    seen = {}
+    for t in tasks:
+        started = json.loads((t / "started.json").read_text())
+        assert started["gpu"] == started["lane"], f"{t.name}: lane {started['lane']} saw GPU {started['gpu']}"
+        seen.setdefault(started["lane"], []).append(started["student"])
+    assert set(seen) == {"0", "1"}, f"both working lanes take students (lane 2 is wedged): {seen}"
+
+
+def test_a_crashed_worker_hands_its_student_back_once(batch):
+    e = batch["batch"]["per_student"]["tamper"]
+    assert not e.get("not_graded")
+    assert len(e["attempts"]) == 1 and "SIGKILL" in e["attempts"][0]["why"]
+    assert e["lane"] != e["attempts"][0]["lane"], "the second attempt runs on another lane"
+
+
+def test_a_student_that_crashes_twice_is_flagged_not_graded(batch):
+    e = batch["batch"]["per_student"]["malformed"]
+    assert e["not_graded"].startswith("not graded, retry")
+    assert len({a["lane"] for a in e["attempts"]}) == 2, e["attempts"]
+    rows = {r["student"]: r for r in csv.DictReader((batch["grading"] / f"report_{WEEK}.csv").open())}
+    assert rows["malformed"]["status"] == "not graded, retry"
+    assert all(s != "malformed" for s, _, _ in gradebook_rows(batch["grading"], WEEK)), "no grade invented"
+
+
+def test_a_wedged_gpu_grades_nobody(batch):
+    lane = batch["batch"]["lanes"]["GPU 2"]
+    assert lane["state"] == "wedged" and lane["students"] == []
+
+
+def test_one_writer_no_grade_lost_or_doubled(batch):
+    grading, made = batch["grading"], batch["made"]
+    graded = sorted(s for s in made if s != "malformed")
+    con = sqlite3.connect(grading / "gradebook.db")
+    n, distinct = con.execute(
+        "select count(*), count(distinct sa.student_id || '/' || n.name || '/' || gc.name) from grade g "
+        "join submitted_notebook sn on g.notebook_id = sn.id join submitted_assignment sa on sn.assignment_id = sa.id "
+        "join notebook n on sn.notebook_id = n.id join base_cell gc on g.cell_id = gc.id").fetchone()
+    cells = _grade_cells(con)
+    con.close()
+    assert cells > 0 and n == distinct == len(graded) * cells
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{grading / 'gradebook.db'}") as gb:
+        for s in graded:
+            assert gb.find_submission(WEEK, s).score == pytest.approx(made[s].expected_cpu), s
+    lanes = batch["batch"]["lanes"]
+    by_lane = sorted(s for lane in lanes.values() for s in lane["students"])
+    assert by_lane == graded, "every graded student is on exactly one lane"
+
+
+def test_merging_a_result_again_changes_nothing(batch):
+    grading = batch["grading"]
+    before = gradebook_rows(grading, WEEK)
+    done = [t for t in (grading / "batch").glob("*/tasks/*") if (read_result(t) or {}).get("state") == "done"]
+    assert done
+    for t in done:
+        merge_result(t, grading)
+    assert gradebook_rows(grading, WEEK) == before
+
+
+def test_report_shows_lanes_and_who_graded_whom(batch):
+    html = (batch["grading"] / f"report_{WEEK}.html").read_text()
+    assert "id='lanes'>GPU lanes" in html and "wedged" in html
+    rows = {r["student"]: r for r in csv.DictReader((batch["grading"] / f"report_{WEEK}.csv").open())}
+    for s, e in batch["batch"]["per_student"].items():
+        assert rows[s]["graded_on"] == (e.get("lane") or "")
+    assert "handed back once" in rows["tamper"]["notes"]
+
+
+def test_report_shows_each_gpus_ceilings(tmp_path):
+    """Two GPUs with their own ceilings (as a GPU batch records them): both appear, beside whom they graded."""
+    from autograder.report import write_report
+    from tests.test_report import make_grading
+
+    grading = tmp_path / "grading"
+    make_grading(grading)
+    f = grading / f"batch_{WEEK}.json"
+    b = json.loads(f.read_text())
+    b["lanes"] = {"GPU 0": {"gpu": "0", "device": "NVIDIA H100 80GB HBM3", "state": "done", "students": ["alice"],
+                            "ceilings": {"copy_tbps": 2.9871, "cublas_bf16_tflops": 701.2}, "wall_s": 40},
+                  "GPU 1": {"gpu": "1", "device": "NVIDIA H100 80GB HBM3", "state": "done", "students": ["bob"],
+                            "ceilings": {"copy_tbps": 2.8123, "cublas_bf16_tflops": 688.4}, "wall_s": 41}}
+    b["per_student"]["alice"]["lane"], b["per_student"]["bob"]["lane"] = "GPU 0", "GPU 1"
+    f.write_text(json.dumps(b))
+    html = write_report(WEEK, grading).read_text()
+    lanes = html[html.index("id='lanes'"):html.index("id='exercises'")]
+    assert "2.987" in lanes and "2.812" in lanes and "701.2" in lanes and "688.4" in lanes
+    assert "<td>GPU 0</td>" in lanes and "alice" in lanes and "bob" in lanes
