@@ -112,6 +112,7 @@ def student_release(week: str, out: Path | None = None, *, archive: bool = True)
 # --- what a student release must not carry ---------------------------------------------------------------------
 
 NEAR_COPY = 0.80  # normalised-token similarity of two kernels at or above which one is a near-copy of the other
+STUB_MARGIN = 0.05  # ...and, where the release's own stub is that close already, how much closer than the stub
 _KEYWORDS = frozenset(
     "if else for while do return const int float double long unsigned char void bool auto constexpr static inline "
     "__global__ __device__ __shared__ __restrict__ __forceinline__ extern struct break continue sizeof template "
@@ -158,6 +159,19 @@ def similarity(a: list[str], b: list[str]) -> float:
     import difflib
 
     return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
+
+
+def release_stubs() -> dict[str, list[list[str]]]:
+    """Each topic's release answer cell, untouched (its known answer "stub"): slug -> the token streams of its
+    kernels. What every student is handed; release_problems measures near-copies against it."""
+    import ast
+
+    out: dict[str, list[list[str]]] = {}
+    for stub in (ROOT / "autograder" / "submissions").glob("*/stub.py"):
+        for node in ast.walk(ast.parse(stub.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and "__global__" in node.value:
+                out.setdefault(stub.parent.name, []).extend(cuda_kernels(node.value).values())
+    return out
 
 
 def answers_to_hide() -> dict[str, str]:
@@ -238,13 +252,19 @@ def release_problems(folder: Path) -> list[str]:
                 if cell.cell_type == "code" and "__global__" in cell.source:
                     sources[f"{rel} cell {i}"] = cell.source
     answers = {name: cuda_kernels(src) for name, src in answers_to_hide().items()}
+    stubs = release_stubs()
     for where, src in sources.items():
         for kname, toks in cuda_kernels(src).items():
             for aname, kernels_ in answers.items():
                 for akname, atoks in kernels_.items():
                     r = similarity(toks, atoks)
-                    if r >= NEAR_COPY:
-                        problems.append(f"{where}: kernel {kname} is a near-copy ({r:.2f}) of {aname} ({akname})")
+                    # what the release hands every student anyway: the exercise's untouched answer cell. A capstone
+                    # gives most of its kernel (the student writes one part of it), so that stub is itself close
+                    # to the solution; a shipped kernel is a near-copy only if it is clearly closer than the stub.
+                    base = max((similarity(st, atoks) for st in stubs.get(aname.split("/")[0], [])), default=0.0)
+                    if r >= max(NEAR_COPY, base + STUB_MARGIN):
+                        problems.append(f"{where}: kernel {kname} is a near-copy ({r:.2f}) of {aname} ({akname})"
+                                        + (f"; the release's stub is {base:.2f}" if base >= NEAR_COPY else ""))
     hidden = hidden_text()
     for p in files:
         if p.suffix in (".zip", ".png", ".pyc"):

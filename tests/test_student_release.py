@@ -3,6 +3,7 @@ course solution, no known answer, no reference source, no hidden test (autograde
 
 from __future__ import annotations
 
+import ast
 import os
 import random
 import re
@@ -92,3 +93,29 @@ print("modules", len(mods))
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-4000:]
     assert "answer 'a' recorded" in res.stdout or "recorded" in res.stdout
     assert int(res.stdout.split("modules")[-1]) > 20
+
+
+def test_a_capstone_stub_ships_but_its_solution_does_not(releases, tmp_path):
+    """A capstone's answer cell gives most of its kernel, so the stub every student gets is itself close to the
+    solution: the check measures a shipped kernel against that stub. The stub passes; the solution (the stub with the
+    student's part filled in), renamed and re-commented, does not."""
+    import shutil
+
+    from autograder.release import NEAR_COPY, answers_to_hide, cuda_kernels, release_stubs, similarity
+
+    stubs, answers = release_stubs(), answers_to_hide()
+    slug, base = max(((s, max(similarity(st, t) for st in stubs[s] for t in cuda_kernels(answers[f"{s}/correct"])
+                                  .values())) for s in stubs if f"{s}/correct" in answers), key=lambda x: x[1])
+    week, out = next(iter(releases.items()))
+    planted = tmp_path / "planted"
+    shutil.copytree(out, planted)
+    tree = ast.parse((ROOT / "autograder" / "submissions" / slug / "stub.py").read_text())
+    stub_src = next(v.value for v in ast.walk(tree)
+                    if isinstance(v, ast.Constant) and isinstance(v.value, str) and "__global__" in v.value)
+    (planted / "kernels" / "given.cu").write_text(stub_src)
+    assert not [p for p in release_problems(planted) if "given.cu" in p], (slug, base)
+    (planted / "kernels" / "solved.cu").write_text(_disguise(answers[f"{slug}/correct"], random.Random(3)))
+    hits = [p for p in release_problems(planted) if "kernels/solved.cu" in p]
+    assert hits and f"of {slug}/correct" in "\n".join(hits), (slug, base, hits)
+    if base >= NEAR_COPY:  # the case the stub baseline exists for
+        assert "the release's stub is" in hits[0]

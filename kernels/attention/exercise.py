@@ -1,0 +1,78 @@
+"""Week 2, day 5's graded exercise: attn_kv — the K/V pipeline of an attention forward (TMA ring + WGMMA).
+
+The workload half of the exercise (inputs, reference, the fixed launch contract, FLOPs): the grader and the notebook
+share it. The student writes the K/V pipeline of a given kernel — the producer loop (wait empty[s], expect_tx on
+full[s], TMA loads of the K and V slices) and the consumers' hand-over (wait full[s] with the use's parity, consume,
+release empty[s]); the harness builds the tensor maps and launches it with the contract below.
+
+Launch contract
+---------------
+    extern "C" __global__ void attn_kv(const __grid_constant__ CUtensorMap q_map,
+                                       const __grid_constant__ CUtensorMap k_map,
+                                       const __grid_constant__ CUtensorMap v_map,
+                                       const __nv_bfloat16* q, const __nv_bfloat16* k,
+                                       const __nv_bfloat16* v, __nv_bfloat16* out, int seq, int causal)
+
+- q, k, v, out: (B, H, S, 128) bf16, contiguous; D = 128 only (the exercise's one head dim; the demo kernel in
+  kernels/attention/attention.cu also does 64). B * H * S >= 128.
+- the maps describe the 2-D (B*H*S, 128) view (row bh * S + s = query / key s of head bh), 128B swizzle, zero fill:
+  q_map box (64, 64) — a warpgroup's 64 queries x one 64-column slice; k_map and v_map box (128, 64).
+- block = 384 threads (warpgroup 0 produces, 1 and 2 consume); grid = (ceil(S / 128), B * H).
+- dynamic shared memory = SMEM_BYTES (225 KiB: Q 32 KiB + up to 3 stages of K and V, 64 KiB each, + 1 KiB to align
+  the base to 1024 bytes for the 128B swizzle).
+- causal: 0 or 1 (a query attends to keys <= itself). Scale 1 / sqrt(128).
+- q, k, v pointers: the same tensors, so that a plain-load kernel can be written against the same contract.
+The path part requires UTMALDG and HGMMA in attn_kv (static hint); on the GPU, the bytes the kernel must read (Q, K, V)
+come >= 90 % through TMA and <= 5 % any other way, and HGMMA executes >= 1024 times per CTA.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..launch import ceil_div, i32
+from . import workload
+from .workload import make_inputs, reference  # noqa: F401 - part of the exercise's interface
+
+NAME = "attn_kv"
+KERNEL = "attn_kv"
+D = 128
+BLOCK = 384
+BM = 128
+Q_BOX, KV_BOX = (64, 64), (128, 64)
+SMEM_BYTES = 225 * 1024 + 1024       # 231424 <= 227 KiB (232448), the opt-in maximum per block
+MAX_STAGES = 3                        # what SMEM_BYTES holds: 32 KiB + 3 x 64 KiB + 1 KiB
+# bf16 output, bf16 P in the second GEMM, fp32 everything else: ||out - ref|| / ||ref|| stays near 4e-3.
+CHECK = {"rtol": 1e-2}
+ELEMENT_BYTES = 2
+
+
+def make_output(inputs: dict) -> torch.Tensor:
+    return torch.empty_like(inputs["q"])
+
+
+def tensor_map(t: torch.Tensor, box):
+    """The map the harness passes: make_tensor_map over the (B*H*S, D) view, 128B swizzle (cached)."""
+    from .launch import tensor_map as cached
+
+    b, h, s, d = t.shape
+    return cached(t.view(b * h * s, d), box)
+
+
+def launch_args(inputs: dict, out: torch.Tensor) -> dict:
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    b, h, s, d = q.shape
+    if d != D:
+        raise ValueError(f"attn_kv is built for D = {D}, got {d}")
+    return {"grid": (ceil_div(s, BM), b * h), "block": BLOCK, "smem": SMEM_BYTES,
+            "args": (tensor_map(q, Q_BOX), tensor_map(k, KV_BOX), tensor_map(v, KV_BOX), q, k, v, out, i32(s),
+                     i32(int(inputs["causal"])))}
+
+
+def bytes_moved(shape) -> int:
+    return workload.bytes_moved(shape)
+
+
+def flops(shape) -> int:
+    """4 * B * H * S^2 * D, halved when causal (declared once: kernels.attention.workload.flops)."""
+    return workload.flops(shape)

@@ -1,0 +1,125 @@
+"""Launchers of week 2, day 5's attention forward. Every rung has the same call shape: attention(q, k, v) -> o.
+
+    o = attention(q, k, v)                                # CUDA: TMA K/V ring + WGMMA, default stages for D
+    o = attention(q, k, v, causal=True, stages=1)         # the same kernel with a one-stage ring (serialised loads)
+    o = attention(q, k, v, variant="triton")              # Triton with tensor descriptors (triton_attention.py)
+    o = attention(q, k, v, variant="cudnn")               # torch SDPA, cuDNN backend
+    o = attention(q, k, v, variant="flash")               # torch SDPA, FlashAttention-2 backend
+
+q, k, v: (B, H, S, D) bf16, contiguous, on an sm_90 GPU; D in (64, 128). Inputs are checked here, before anything
+touches a GPU, with errors that name the field.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import torch
+
+from ..compile import compile_cuda, kernel_file
+from ..launch import ceil_div, i32, launch
+from ..tensormap import make_tensor_map, validate_tensor
+from .workload import BM, BN, DIMS
+
+VARIANTS = ("cuda", "triton", "cudnn", "flash")
+THREADS = 384                    # warpgroup 0 produces, 1 and 2 consume
+STAGES = {128: (1, 2, 3), 64: (1, 2, 4)}   # the entries attention.cu defines: attn_fwd_d{D}_s{STAGES}
+DEFAULT_STAGES = {128: 2, 64: 2}
+SMEM_SLACK = 1024                # the kernel aligns its base to 1024 bytes (128B-swizzle atoms)
+Q_BOX, KV_BOX = (64, 64), (BN, 64)  # (rows, cols): one 128-byte swizzled row of 64 bf16 per box row
+
+_MAPS: dict = {}
+
+
+def tensor_map(t2d: torch.Tensor, box):
+    """make_tensor_map over the (B*H*S, D) view, 128B swizzle, cached by address / shape / box (a few entries)."""
+    key = (t2d.data_ptr(), tuple(t2d.shape), tuple(box), str(t2d.device))
+    m = _MAPS.get(key)
+    if m is None:
+        if len(_MAPS) > 12:
+            _MAPS.clear()
+        m = _MAPS[key] = make_tensor_map(t2d, tuple(box), swizzle="128B")
+    return m
+
+
+@lru_cache(maxsize=1)
+def cubin():
+    return compile_cuda(kernel_file("attention", "attention.cu"))
+
+
+def kernel_name(d: int, stages: int) -> str:
+    return f"attn_fwd_d{d}_s{stages}"
+
+
+def smem_bytes(d: int, stages: int) -> int:
+    """Dynamic shared memory: Q (BM x D) + stages x (K and V tiles, BN x D each) + 1024 bytes of alignment slack."""
+    return 2 * BM * d + stages * 2 * 2 * BN * d + SMEM_SLACK
+
+
+def source(start: str | None = None, end: str | None = None) -> str:
+    """attention.cu, or its lines from the first containing `start` up to (not including) the next containing `end`."""
+    lines = kernel_file("attention", "attention.cu").read_text().splitlines()
+    i = next((k for k, ln in enumerate(lines) if start in ln), None) if start else 0
+    if i is None:
+        raise KeyError(f"{start!r} is not in attention.cu")
+    j = next((k for k in range(i + 1, len(lines)) if end in lines[k]), len(lines)) if end else len(lines)
+    return "\n".join(lines[i:j])
+
+
+def _check(q, k, v, variant: str, stages) -> None:
+    if variant not in VARIANTS:
+        raise ValueError(f"variant {variant!r}: choose one of {VARIANTS}")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 4 or t.dtype != torch.bfloat16:
+            raise ValueError(f"{name} must be a 4-D (B, H, S, D) bf16 tensor, got {t.dim()}-D {t.dtype}")
+        if not t.is_contiguous():
+            raise ValueError(f"{name} must be contiguous (strides {t.stride()}): call .contiguous() first")
+    if not (q.shape == k.shape == v.shape):
+        raise ValueError(f"q, k, v must have one shape (self-attention, no GQA here): {tuple(q.shape)}, "
+                         f"{tuple(k.shape)}, {tuple(v.shape)}")
+    b, h, s, d = q.shape
+    if variant == "cuda":
+        if d not in DIMS:
+            raise ValueError(f"head dim D = {d}: the CUDA kernel is built for D in {DIMS}")
+        if stages is not None and stages not in STAGES[d]:
+            raise ValueError(f"stages = {stages}: attention.cu defines {STAGES[d]} for D = {d}")
+        if b * h * s < BN:
+            raise ValueError(f"B * H * S = {b * h * s} < {BN}: a K/V box of {BN} rows must fit the (B*H*S, D) view")
+        validate_tensor(q.view(b * h * s, d), Q_BOX, swizzle="128B")
+        validate_tensor(k.view(b * h * s, d), KV_BOX, swizzle="128B")
+    if not q.is_cuda:
+        raise ValueError(f"attention runs on an sm_90 GPU; q is on {q.device} (the checks above passed)")
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False, variant: str = "cuda", *,
+              stages: int | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+    """o = softmax(q k^T / sqrt(D) [+ causal mask]) v, (B, H, S, D) bf16."""
+    _check(q, k, v, variant, stages)
+    if variant in ("cudnn", "flash"):
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        backend = SDPBackend.CUDNN_ATTENTION if variant == "cudnn" else SDPBackend.FLASH_ATTENTION
+        with sdpa_kernel(backend):
+            res = F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
+        if out is not None:
+            out.copy_(res)
+            return out
+        return res
+    o = torch.empty_like(q) if out is None else out
+    if variant == "triton":
+        from .triton_attention import attention_triton
+
+        return attention_triton(q, k, v, o, causal=bool(causal))
+    b, h, s, d = q.shape
+    st = stages or DEFAULT_STAGES[d]
+    view = lambda t: t.view(b * h * s, d)  # noqa: E731
+    launch(cubin(), kernel_name(d, st), grid=(ceil_div(s, BM), b * h), block=THREADS, smem=smem_bytes(d, st),
+           args=(tensor_map(view(q), Q_BOX), tensor_map(view(k), KV_BOX), tensor_map(view(v), KV_BOX), o,
+                 i32(s), i32(int(bool(causal)))))
+    return o
+
+
+__all__ = ["VARIANTS", "STAGES", "attention", "cubin", "kernel_name", "smem_bytes", "source"]

@@ -1,0 +1,327 @@
+"""Week 2 day 4 (gemm): wgmma.cuh compiles every form it wraps, each rung compiles to the SASS its file claims
+(FFMA only in rung 1; UTMALDG + HGMMA from rung 2; the ring's barriers in rung 3; setmaxnreg and m64n256 in rung 4;
+the multicast and the cluster barrier in rung 5; no spills), the launcher's constants match the sources, the Triton
+matmul emits TMA + WGMMA, the known answers are the mutations they claim (and ptxas's repair of the register half of
+the wgmma discipline is pinned), the spec and the launch contract agree, FLOPs are declared once, the model's
+structure holds and its held-out rows of the recorded H200 run are within the band the record says, and the
+recorded run reached the day's goal."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernels.compile import COURSE_INCLUDE, compile_cuda, kernel_file
+from kernels.gemm import exercise, model, workload
+from kernels.known import kernel_source, known_answers, solution_literal
+from kernels.sass import disassemble, opcodes
+
+ROOT = Path(__file__).resolve().parents[1]
+SLUG = "gemm"
+SUB = ROOT / "autograder" / "submissions" / SLUG
+RECORD = ROOT / "kernels" / "gemm" / "recorded_h200.json"
+
+
+def _ops(cubin, kernel):
+    return Counter(opcodes(cubin, kernel))
+
+
+def _n(ops, prefix):
+    return sum(v for k, v in ops.items() if k == prefix or k.startswith(prefix + "."))
+
+
+def _spec():
+    from kernels.spec import load
+
+    return load(SLUG)
+
+
+# ------------------------------------------------------------------------------------------------ wgmma.cuh
+WGMMA_PROBE = r"""
+#include "wgmma.cuh"
+extern "C" __global__ void __launch_bounds__(128) probe(float* out, int flag) {
+    __shared__ __align__(1024) unsigned char s[256 * 128 + 8192];
+    const unsigned long long da = wgmma_desc_sw128(smem_addr(s)), db = wgmma_desc_sw128(smem_addr(s) + 8192);
+    float d64[32] = {}, d128[64] = {}, d256[128] = {};
+    const unsigned a[4] = {threadIdx.x, 1u, 2u, 3u};
+    wgmma_fence();
+    wgmma_m64n64k16_ss(d64, da, db, flag);
+    wgmma_m64n128k16_ss(d128, wgmma_desc_advance(da, 32), db, flag);
+    wgmma_m64n256k16_ss(d256, da, wgmma_desc_advance(db, 64), flag);
+    wgmma_m64n64k16_rs(d64, a, db, 1);
+    wgmma_m64n128k16_rs(d128, a, db, 1);
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_fence_operand(d256);
+    float acc = 0.f;
+    for (int i = 0; i < 32; ++i) acc += d64[i];
+    for (int i = 0; i < 64; ++i) acc += d128[i];
+    for (int i = 0; i < 128; ++i) acc += d256[i];
+    out[threadIdx.x] = acc;
+}
+"""
+
+
+def test_wgmma_header_forms_compile():
+    cub = compile_cuda(WGMMA_PROBE, name="wgmma_probe.cu")
+    ops = _ops(cub, "probe")
+    assert _n(ops, "HGMMA.64x64x16.F32.BF16") == 2 and _n(ops, "HGMMA.64x128x16.F32.BF16") == 2
+    assert _n(ops, "HGMMA.64x256x16.F32.BF16") == 1
+    text = "\n".join(i.text for i in disassemble(cub)["probe"] if i.opcode.startswith("HGMMA"))
+    assert text.count("gdesc") >= 5  # every form takes B by descriptor; SS forms A too
+    assert _n(ops, "WARPGROUP.ARRIVE") >= 1 and _n(ops, "WARPGROUP.DEPBAR") >= 1
+
+
+def test_wgmma_header_documents_each_form():
+    text = (COURSE_INCLUDE / "wgmma.cuh").read_text()
+    for form in ("wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned", "wgmma.wait_group.sync.aligned",
+                 "m64nNk16.f32.bf16.bf16", "bits 62..63", "1024"):
+        assert form in text, form
+    for n in (64, 128, 256):
+        assert f"wgmma_m64n{n}k16_ss" in text
+    for n in (64, 128):
+        assert f"wgmma_m64n{n}k16_rs" in text
+
+
+def _desc_fields(addr: int) -> dict:
+    """The descriptor wgmma_desc_sw128 builds, recomputed in Python (the PTX ISA's field layout)."""
+    d = ((addr & 0x3FFFF) >> 4) | (1 << 16) | ((1024 >> 4) << 32) | (1 << 62)
+    return {"start": d & 0x3FFF, "lbo": (d >> 16) & 0x3FFF, "sbo": (d >> 32) & 0x3FFF, "base": (d >> 49) & 7,
+            "layout": d >> 62}
+
+
+def test_descriptor_fields():
+    f = _desc_fields(0x4400)
+    assert f == {"start": 0x440, "lbo": 1, "sbo": 64, "base": 0, "layout": 1}  # SW128, 1024 B between 8-row groups
+    text = (COURSE_INCLUDE / "wgmma.cuh").read_text()
+    assert "(1024 >> 4) << 32" in text and "<< 62" in text
+
+
+# ------------------------------------------------------------------------------------------------ the rungs
+def _rung(variant):
+    from kernels.gemm.launch import KERNELS, cubin
+
+    return _ops(cubin(variant), KERNELS[variant])
+
+
+def test_rung1_is_fma_only():
+    ops = _rung("tiled")
+    assert _n(ops, "FFMA") >= 16 and _n(ops, "HGMMA") == 0 and _n(ops, "HMMA") == 0
+    assert _n(ops, "LDG.E.128") >= 1 and _n(ops, "LDS.128") >= 1
+
+
+@pytest.mark.parametrize("variant,hgmma", [("wgmma", "HGMMA.64x128x16"), ("pipelined", "HGMMA.64x128x16"),
+                                           ("persistent", "HGMMA.64x256x16"), ("cluster", "HGMMA.64x256x16")])
+def test_tensor_core_rungs(variant, hgmma):
+    ops = _rung(variant)
+    assert _n(ops, hgmma) >= 4 and _n(ops, "UTMALDG") >= 1
+    assert _n(ops, "SYNCS.PHASECHK.TRANS64.TRYWAIT") >= 1 and _n(ops, "WARPGROUP.DEPBAR") >= 1
+    for bad in ("LDG", "LDGSTS", "LDL", "STL", "FFMA"):  # no plain loads of A/B, no spills, no FMA math
+        assert _n(ops, bad) == 0, (variant, bad)
+
+
+def test_rung_specific_mechanisms():
+    assert _n(_rung("pipelined"), "SYNCS.ARRIVE.TRANS64.A1T0") >= 1   # the consumers' release of a stage
+    for v in ("persistent", "cluster"):
+        assert _n(_rung(v), "USETMAXREG") == 2
+    cl = _rung("cluster")
+    assert _n(cl, "UTMALDG.2D.MULTICAST") == 1 and _n(cl, "UCGABAR_WAIT") >= 2
+    assert _n(cl, "SYNCS.ARRIVE.TRANS64.RED") >= 1                     # the remote release on the peer's barrier
+    assert _n(_rung("persistent"), "UTMALDG.2D.MULTICAST") == 0
+
+
+def test_launch_constants_match_sources():
+    from kernels.gemm.launch import CONFIG, FILES, MAX_STAGES, smem_bytes
+
+    for v, f in FILES.items():
+        src = kernel_file(SLUG, f).read_text()
+        if v == "tiled":
+            assert "BM = 64, BN = 64" in src and "THREADS = (BM / TM) * (BN / TN)" in src
+            continue
+        bm, bn = CONFIG[v]["tile"]
+        assert f"BM = {bm}, BN = {bn}, BK = 64" in src
+        assert f"__launch_bounds__({CONFIG[v]['block']}" in src
+    assert re.search(r"#define GEMM_STAGES 4\b", kernel_file(SLUG, "gemm_pipelined.cu").read_text())
+    assert "STAGES = 4;" in kernel_file(SLUG, "gemm_persistent.cu").read_text()
+    assert smem_bytes("pipelined", MAX_STAGES["pipelined"]) <= 227 * 1024
+    assert smem_bytes("cluster") <= 227 * 1024 and smem_bytes("persistent") == smem_bytes("cluster")
+
+
+def test_triton_matmul_uses_tma_and_wgmma():
+    from kernels.gemm.triton_matmul import aot_compile
+
+    art = aot_compile()
+    ops = _ops(art["cubin"], art["name"])
+    assert _n(ops, "UTMALDG") >= 2 and _n(ops, "HGMMA") >= 4 and _n(ops, "UTMASTG") >= 1
+    assert art["shared"] <= 227 * 1024
+
+
+def test_launcher_checks_name_the_rule():
+    from kernels.gemm.launch import gemm
+
+    a = torch.zeros(256, 128, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="K differs"):
+        gemm(a, torch.zeros(128, 256, dtype=torch.bfloat16))  # b passed as (K, N), not (N, K)
+    with pytest.raises(ValueError, match="multiples of 8"):
+        gemm(torch.zeros(256, 132, dtype=torch.bfloat16), torch.zeros(256, 132, dtype=torch.bfloat16))
+    with pytest.raises(ValueError, match="bf16"):
+        gemm(a.float(), a.float())
+    with pytest.raises(ValueError, match="stages"):
+        gemm(a, a, "cluster", stages=2)
+    with pytest.raises(ValueError, match="sm_90"):
+        gemm(a, a, "pipelined")
+
+
+# ------------------------------------------------------------------------------------------------ exercise
+def test_correct_is_the_notebook_solution():
+    sol = solution_literal(_spec(), "gemm_mainloop_answer", "GEMM_MAINLOOP_CU")
+    sol = "\n".join(ln for ln in sol.splitlines() if not re.match(r"^\s*###\s*(BEGIN|END)\s+SOLUTION", ln))
+    body = (SUB / "correct.cu").read_text()
+    body = "\n".join(ln for ln in body.splitlines() if not re.match(r"^\s*###\s*(BEGIN|END)\s+SOLUTION", ln))
+    assert sol.strip() == body.strip()
+    from kernels.gemm.bench import SOLUTION_STAGES
+
+    assert re.findall(r"constexpr int STAGES = (\d+);", body) == [str(SOLUTION_STAGES)]
+
+
+def test_student_piece_is_bounded():
+    body = solution_literal(_spec(), "gemm_mainloop_answer", "GEMM_MAINLOOP_CU")
+    regions = re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", body, re.S)
+    assert len(regions) == 2
+    lines = sum(len([ln for ln in r.splitlines() if ln.strip()]) for r in regions)
+    assert 15 <= lines <= 60, lines
+
+
+def _exercise_cubin(name):
+    return compile_cuda(kernel_source(SLUG, name), name="GEMM_MAINLOOP_CU")
+
+
+def test_known_answers_are_what_they_claim():
+    names = {ka.name for ka in known_answers(SLUG)}
+    assert {"correct", "solution", "missing_wait", "no_discipline", "wrong_k_step", "one_stage", "torch_matmul",
+            "stub", "dead_branch"} <= names
+    ops = {n: _ops(_exercise_cubin(n), "gemm_mainloop")
+           for n in ("correct", "missing_wait", "no_discipline", "wrong_k_step", "one_stage", "dead_branch")}
+    for n, o in ops.items():  # static evidence: every one of them looks right to the SASS check
+        assert _n(o, "UTMALDG") == 3 and _n(o, "HGMMA.64x256x16") >= 4 and _n(o, "LDG") == 0, n
+    assert _n(ops["dead_branch"], "FFMA") >= 128  # the FMA path that really does the work
+    assert "STAGES = 1;" in kernel_source(SLUG, "one_stage")
+    assert "16 * kk" in kernel_source(SLUG, "wrong_k_step")
+
+
+def _consumer_order(cubin):
+    from kernels.gemm.launch import release_order
+
+    return release_order(cubin, "gemm_mainloop")
+
+
+NO_FENCE_COMMIT = (
+    ("            wgmma_fence();  // acc was written by ordinary instructions (zeroed) or by the last group",
+     "            // (no wgmma_fence)"),
+    ("            wgmma_commit();   // the 4 wgmma are one group ...", "            // (no wgmma_commit)"),
+)
+
+
+def test_ptxas_repairs_registers_not_shared_memory():
+    from kernels.known import apply_mutations
+
+    strip = lambda c: [re.sub(r"/\*[0-9a-f]+\*/", "", i.text) for i in disassemble(c)["gemm_mainloop"]]  # noqa: E731
+    # no fence, no commit (the wait kept): ptxas emits the solution's SASS, instruction for instruction — which is
+    # why expected.toml has no such known answer (it would grade exactly as the solution)
+    no_fc = apply_mutations((SUB / "correct.cu").read_text(), NO_FENCE_COMMIT)
+    assert strip(compile_cuda(no_fc, name="GEMM_MAINLOOP_CU")) == strip(_exercise_cubin("correct"))
+    # with the wait, the group is retired before the stage goes back; without it, the release comes first
+    assert _consumer_order(_exercise_cubin("correct")) == ["WARPGROUP.DEPBAR.LE", "SYNCS.ARRIVE.TRANS64.A1T0"]
+    for n in ("missing_wait", "no_discipline"):
+        assert _consumer_order(_exercise_cubin(n)) == ["SYNCS.ARRIVE.TRANS64.A1T0", "WARPGROUP.DEPBAR.LE"], n
+
+
+def test_stub_is_not_attempted():
+    from kernels.compile import NotAttempted
+
+    text = (SUB / "stub.py").read_text()
+    src = text.split('r"""', 1)[1].rsplit('"""', 1)[0]
+    assert src.count("raise NotImplementedError()") == 2
+    with pytest.raises(NotAttempted):
+        compile_cuda(src, name="GEMM_MAINLOOP_CU")
+
+
+def test_spec_and_contract_agree():
+    ex = _spec().exercises["gemm_mainloop"]
+    tp, path = ex.parts["throughput"], ex.parts["path"]
+    assert ex.metric == "tflops" and ex.kernel == exercise.KERNEL and ex.module == "kernels.gemm.exercise"
+    assert tp.bar == pytest.approx(tp.cublas_fraction * 741, abs=0.05)
+    assert tp.reference_value is None and tp.calibrated is None  # not yet calibrated on an H100
+    assert {"UTMALDG", "HGMMA"} <= set(path.require)
+    assert any(r.opcode == "HGMMA" for r in path.executed) and any("tma_load" in r.bytes for r in path.executed)
+    assert ex.launch_timeout_s <= 10
+    assert [tuple(s) for s in ex.test_shapes] == list(workload.TEST_SHAPES)
+    for m, n, k in ex.test_shapes:
+        assert k % 8 == 0 and n % 8 == 0 and m >= 128 and n >= 128 and k >= 64
+    assert any(m % 128 for m, _, _ in ex.test_shapes) and any(n % 256 for _, n, _ in ex.test_shapes)
+    assert any(k % 64 for _, _, k in ex.test_shapes)  # a K tail the TMA zero-fills
+    assert max(k for *_, k in ex.test_shapes) >= 64 * 64  # many passes through the ring
+    assert exercise.MAX_STAGES * 3 * 16384 + 1024 <= exercise.SMEM_BYTES <= 227 * 1024
+
+
+def test_flops_declared_once():
+    assert exercise.flops((8192, 8192, 8192)) == 2 * 8192 ** 3
+    assert workload.flops is exercise.flops and workload.make_inputs is exercise.make_inputs
+
+
+def test_reference_is_fp32_accumulation():
+    inp = exercise.make_inputs((130, 136, 200), 3, device="cpu")
+    want = (inp["a"].double() @ inp["b"].double().T)
+    got = exercise.reference(inp)
+    assert got.dtype == torch.bfloat16 and got.shape == (130, 136)
+    assert ((got.double() - want).norm() / want.norm()) < 5e-3
+    assert 0.5 < float(want.std()) < 2.0  # entries ~ N(0, 1): the tolerance is relative to them
+
+
+# ------------------------------------------------------------------------------------------------ model and record
+def test_model_structure():
+    shape = workload.BENCH_SHAPE
+    cfgs = model.configs_for(shape)
+    p = {k: model.predict_config(c).tflops for k, c in cfgs.items()}
+    assert p["tiled"] < 0.1 * p["wgmma"]
+    assert p["persistent"] > p["pipelined"] and p["persistent"] > p["wgmma"]
+    assert all(v <= model.CONSTANTS["PEAK_TFLOPS"] for v in p.values())
+    one, four = (model.predict_config(model.configs_for(shape, s)["exercise"]).tflops for s in (1, 4))
+    assert one < 0.6 * four  # one stage exposes the round trip on every k-tile
+    skinny = model.predict_config(model.configs_for(workload.SKINNY_SHAPE)["persistent"])
+    assert skinny.tflops < 0.4 * p["persistent"]  # 32 CTAs of 132 SMs
+    assert not set(model.FIT_ROWS) & set(model.HELD_OUT)
+    assert model.resident_ctas(128, 160, 33 * 1024 + 64) == 3 and model.resident_ctas(384, 168, 193 * 1024) == 1
+
+
+def test_record_held_out_goal_and_margin():
+    rec = json.loads(RECORD.read_text())
+    rows = rec["rows"]
+    errs = model.check_held_out(rows)
+    assert len(errs) == len(model.HELD_OUT)  # every held-out row was measured and predicted
+    outside = {k for k, v in errs.items() if abs(v) > model.BAND}
+    assert outside == set(model.FIT["held_out_outside_band"]), errs  # the rows model.py names, and no others
+    assert len(outside) <= len(errs) // 3
+    assert all(abs(v) <= 0.20 for v in errs.values()), errs  # the course's hard band
+    assert rec["quick"] is False
+    cub = rec["ceilings"]["cublas_bf16_tflops"]
+    assert rec["best_cuda_over_cublas_ceiling"] >= 0.90  # the day's goal, same run
+    tp = _spec().exercises["gemm_mainloop"].parts["throughput"]
+    tf = {r["kernel"]: r["tflops"] for r in rows}
+    assert tf["gemm_mainloop (correct)"] >= 1.08 * tp.cublas_fraction * cub
+    assert tf["gemm_mainloop (one_stage)"] < tp.cublas_fraction * cub
+
+
+def test_known_answers_grade_as_expected_on_cpu():
+    from autograder.known import check_known
+
+    results = check_known(SLUG, gpu=False)
+    assert results and all(r.ok for r in results), [(r.answer.name, r.mismatches) for r in results if not r.ok]
+    by = {r.answer.name: r for r in results}
+    assert by["stub"].grade.exercises["gemm_mainloop"].status == "not_attempted"
+    assert any("torch-instead-of-kernel" in f for f in by["torch_matmul"].grade.exercises["gemm_mainloop"].flags)
