@@ -40,56 +40,6 @@ constexpr int CONSUMER_WARPS = 8;       // empty[s] counts one arrival per consu
 constexpr unsigned Q_SUB = WG_ROWS * 128;   // one 64-column slice of a warpgroup's Q: 64 rows x 128 B = 8 KiB
 constexpr unsigned KV_SUB = BN * 128;       // one 64-column slice of a K or V tile: 128 rows x 128 B = 16 KiB
 
-// ---- Not in wgmma.cuh (requested in scratch/requests_attention.md): the RS form with a transposed B. ------------
-// PTX: wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 {d...}, {a0..a3}, desc_b, p, 1, 1, 1;
-//   imm-trans-b = 1: B (16 keys x N) is "N-major" in shared memory — V's rows are keys and its 64-element rows
-//   (128 B) run along N. Canonical MN-major SW128 layout (CUTLASS mma_sm90_desc.hpp, in 16-byte units):
-//   ((8, n), (8, k)) : ((1, LBO), (8, SBO)) -> 64 N-elements contiguous per 128-byte row, 8 key rows per 1024-byte
-//   atom, SBO = 1024 B between 8-key groups, LBO = bytes between 64-column slices of N (KV_SUB here).
-// SASS: HGMMA.64xNx16.F32.BF16 R.., R.., gdesc[UR..], R.., gsb0 (the register A operand).
-__device__ __forceinline__ unsigned long long desc_mn_sw128(unsigned addr, unsigned lbo_bytes) {
-    unsigned long long d = wgmma_desc_sw128(addr);                      // start, SBO = 1024, 128B swizzle
-    d &= ~(0x3FFFull << 16);
-    d |= static_cast<unsigned long long>((lbo_bytes >> 4) & 0x3FFF) << 16;  // LBO: next 64 columns of N
-    return d;
-}
-
-__device__ __forceinline__ void wgmma_m64n128k16_rs_tb(float (&d)[64], const unsigned (&a)[4],
-                                                       unsigned long long desc_b) {
-    asm volatile(
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-        "{"
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-        "}, {%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
-}
-
-__device__ __forceinline__ void wgmma_m64n64k16_rs_tb(float (&d)[32], const unsigned (&a)[4],
-                                                      unsigned long long desc_b) {
-    asm volatile(
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-        "{"
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-        "}, {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
-}
-
 template <int N>
 __device__ __forceinline__ void pv_step(float (&o)[N / 2], const unsigned (&a)[4], unsigned long long desc_b) {
     if constexpr (N == 128) wgmma_m64n128k16_rs_tb(o, a, desc_b);
@@ -271,7 +221,7 @@ __device__ __forceinline__ void attention_body(const CUtensorMap* q_map, const C
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BN / 16; ++kk)
-            pv_step<D>(oacc, pa[kk], desc_mn_sw128(v_src + kk * 2048, KV_SUB));
+            pv_step<D>(oacc, pa[kk], wgmma_desc_sw128_mn(v_src + kk * 2048, KV_SUB));
         wgmma_commit();
         wgmma_wait<0>();                                  // V's stage is read: it may be refilled
         wgmma_fence_operand(oacc);

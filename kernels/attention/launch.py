@@ -56,12 +56,14 @@ def smem_bytes(d: int, stages: int) -> int:
     return 2 * BM * d + stages * 2 * 2 * BN * d + SMEM_SLACK
 
 
-def source(start: str | None = None, end: str | None = None) -> str:
-    """attention.cu, or its lines from the first containing `start` up to (not including) the next containing `end`."""
-    lines = kernel_file("attention", "attention.cu").read_text().splitlines()
+def source(start: str | None = None, end: str | None = None, *, header: str | None = None) -> str:
+    """attention.cu (or the course header `header`, e.g. "wgmma.cuh"), or its lines from the first containing `start`
+    up to (not including) the next containing `end`."""
+    path = kernel_file("include", header) if header else kernel_file("attention", "attention.cu")
+    lines = path.read_text().splitlines()
     i = next((k for k, ln in enumerate(lines) if start in ln), None) if start else 0
     if i is None:
-        raise KeyError(f"{start!r} is not in attention.cu")
+        raise KeyError(f"{start!r} is not in {path.name}")
     j = next((k for k in range(i + 1, len(lines)) if end in lines[k]), len(lines)) if end else len(lines)
     return "\n".join(lines[i:j])
 
