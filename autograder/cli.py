@@ -4,7 +4,7 @@
                [--gpus all|none|0,1] [--students a,b]      one worker per GPU on this host (autograder.pool)
     autograder slurm submit|collect|resubmit week1       the class as a Slurm job array (autograder.slurm)
     autograder known [naive_loads ...] [--cpu]           known answers vs their expected scores (table)
-    autograder calibrate naive_loads [--write]           on an H100: time the course solution, set the spec's bar
+    autograder calibrate naive_loads [--write]           per-GPU bars from the topic's records (or --measure here)
     autograder release [week1]                           weeks/ from solutions/ (nbgrader generate_assignment)
 
 The secret seed is read from --seed-file (default: $COURSE_SECRET_SEED_FILE) or --seed, given at grading time and
@@ -14,10 +14,8 @@ never stored in the course. Submissions live in nbgrader's layout: build/grading
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -188,70 +186,17 @@ def cmd_known(args) -> int:
     return 1 if bad else 0
 
 
-from kernels.spec import SOLUTION_MARGIN  # noqa: E402 - the calibration margin lives with the spec data
-
-
-def calibrate(slug: str, write: bool = False) -> dict:
-    """Time the course solution on this H100 beside the copy ceiling; bar = copy_fraction x ceiling (tbps), at most
-    the solution's figure / SOLUTION_MARGIN."""
-    from kernels.bench import ceilings
-
-    from .answers import cells_by_grade_id, read_literal, _source
-    from .grading import solution_notebook
-    from .harness import run_exercise
-    from .spec import load
-
-    spec = load(slug)
-    sol = cells_by_grade_id(solution_notebook(spec))
-    out = {}
-    text = spec.path.read_text()
-    for ex in spec.exercises.values():
-        src = read_literal(_source(sol[ex.answer_cell]), ex.answer_var).value
-        facts = run_exercise(slug, ex.name, src, seed=int.from_bytes(os.urandom(6), "little"))
-        tp = facts.get("throughput", {})
-        if not tp.get("graded"):
-            why = tp.get("reason") or facts.get("error") or (facts.get("correctness") or {}).get("reason")
-            raise RuntimeError(f"{slug}.{ex.name}: the solution could not be timed: {why}")
-        value = tp["student"]["value"]
-        ceil = tp["student"]["ceilings"]
-        bar = ex.parts["throughput"].ceiling_bar(ceil) or _field(text, ex.name, "solution_fraction", 0.9) * value
-        bar = min(bar, value / SOLUTION_MARGIN)
-        out[ex.name] = {"value": value, "bar": bar, "ceilings": ceil, "solution_over_bar": value / bar}
-        if write:
-            text = _set(text, ex.name, "bar", f"{bar:.4g}")
-            text = _set(text, ex.name, "reference_value", f"{value:.4g}")
-            text = _set(text, ex.name, "calibrated", f'"{dt.date.today().isoformat()}"')
-    if write:
-        spec.path.write_text(text)
-    _ = ceilings
-    return out
-
-
-def _section(text: str, ex: str) -> tuple[int, int]:
-    start = text.index(f"[exercises.{ex}.throughput]")
-    nxt = text.find("\n[", start + 1)
-    return start, (len(text) if nxt < 0 else nxt)
-
-
-def _field(text: str, ex: str, key: str, default=None):
-    a, b = _section(text, ex)
-    m = re.search(rf"^{key}\s*=\s*([0-9.eE+-]+)", text[a:b], re.M)
-    return float(m.group(1)) if m else default
-
-
-def _set(text: str, ex: str, key: str, value: str) -> str:
-    a, b = _section(text, ex)
-    sec = text[a:b]
-    pat = re.compile(rf"^{key}\s*=.*$", re.M)
-    line = f"{key} = {value}"
-    sec = pat.sub(line, sec, count=1) if pat.search(sec) else sec.rstrip("\n") + f"\n{line}\n"
-    return text[:a] + sec + text[b:]
-
-
 def cmd_calibrate(args) -> int:
+    from .calibration import calibrate
+
     for slug in args.slugs:
-        res = calibrate(slug, write=args.write)
-        print(json.dumps({slug: res}, indent=1, default=str))
+        res = calibrate(slug, records=[Path(r) for r in args.record] if args.record else None,
+                        measure_here=args.measure, write_spec=args.write)
+        for tag, exs in res.items():
+            for ex, c in exs.items():
+                print(f"{slug}.{ex} on {c['device']} ({c['date']}): fraction {c['fraction']} (spec {c['spec_fraction']})"
+                      f" -> bar {c['bar']:.4g}, solution {c['solution']:.4g}, margin {c['margin']:.3f}x"
+                      f"{'' if args.write else '  (not written: --write)'}")
     return 0
 
 
@@ -297,9 +242,11 @@ def main(argv: list[str] | None = None) -> int:
     k.add_argument("slugs", nargs="*")
     k.add_argument("--cpu", action="store_true", help="grade as if no GPU were present")
     k.set_defaults(fn=cmd_known)
-    c = sub.add_parser("calibrate", help="time the course solution on an H100 and set the bar")
+    c = sub.add_parser("calibrate", help="per-GPU bars from a record (default: every recorded GPU) or measured here")
     c.add_argument("slugs", nargs="+")
-    c.add_argument("--write", action="store_true")
+    c.add_argument("--record", action="append", help="a recorded_<gpu>.json to calibrate from (repeatable)")
+    c.add_argument("--measure", action="store_true", help="time the course solution and its baseline on this GPU")
+    c.add_argument("--write", action="store_true", help="write the calibration tables into the spec")
     c.set_defaults(fn=cmd_calibrate)
     r = sub.add_parser("release", help="generate weeks/ from solutions/")
     r.add_argument("weeks", nargs="*")

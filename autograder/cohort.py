@@ -11,7 +11,7 @@ material — never hand-written notebooks:
   a quiz grade cell deleted (flagged; earns what its kernel is worth);
 - one student per known answer of every topic (autograder/submissions/<slug>/expected.toml), submitting that one
   notebook: slow, wrong, racy, hanging, crashing and cheating kernels with the scores they must get.
-`expected.json` beside the students holds every member's expected score (with and without an H100) and flags.
+`expected.json` beside the students holds every member's expected score (on a Hopper GPU and without one) and flags.
 """
 
 from __future__ import annotations
@@ -79,8 +79,7 @@ def members_of(name: str, week: str = "week1") -> list[str] | None:
 class Member:
     student: str
     kind: str
-    expected_h100: float  # points on an H100 (every part graded)
-    expected_gpu: float  # points on another sm_90 GPU (no throughput points)
+    expected_gpu: float  # points on a Hopper GPU (every part graded; bars calibrated per GPU kind)
     expected_cpu: float  # points with no GPU (path and quiz only)
     flags: list[str] = field(default_factory=list)
     gpu_flags: list[str] = field(default_factory=list)
@@ -134,23 +133,22 @@ def build(out: Path, week: str = "week1", members: list[str] | None = None) -> l
             nbformat.write(solution_notebook(s), str(d / s.notebook))
         made.append(Member("good", "good", sum(_parts(s, ("correctness", "path", "throughput")) + _quiz(s)
                                                for s in specs),
-                           sum(_parts(s, ("correctness", "path")) + _quiz(s) for s in specs),
                            sum(_parts(s, ("path",)) + _quiz(s) for s in specs), about="every solution notebook"))
     if want("blank"):
         d = folder("blank")
         for s in specs:
             shutil.copy(ROOT / "weeks" / week / s.notebook, d / s.notebook)
-        made.append(Member("blank", "stub", 0, 0, 0, about="the release, untouched"))
+        made.append(Member("blank", "stub", 0, 0, about="the release, untouched"))
     if want("malformed"):
         d = folder("malformed")
         (d / specs[0].notebook).write_text('{"cells": [ this is not a notebook')
-        made.append(Member("malformed", "malformed", 0, 0, 0, about="not JSON"))
+        made.append(Member("malformed", "malformed", 0, 0, about="not JSON"))
     if want("tamper") and week == "week1":  # built from week 1's day 1 (its tampered cells are day-1 cells)
         d = folder("tamper")
         nbformat.write(tampered_day1(week), str(d / "day1_naive_loads.ipynb"))
         day1 = next(s for s in specs if s.slug == "naive_loads")
         q = _quiz(day1) - 1  # one quiz grade cell deleted
-        made.append(Member("tamper", "cheat", 3 + q, 3 + q, q, ["deleted-cell", "code-in-answer-cell"],
+        made.append(Member("tamper", "cheat", 3 + q, q, ["deleted-cell", "code-in-answer-cell"],
                            about="scalar kernel; grade cell rewritten; checker patched; quiz cell deleted"))
     for s in specs:
         for ka in known_answers(s.slug):
@@ -162,8 +160,7 @@ def build(out: Path, week: str = "week1", members: list[str] | None = None) -> l
             e = ka.expected
             q = _quiz(s)
             static = e.get("path", 0) if ka.path_static is None else ka.path_static
-            made.append(Member(name.replace("_", "-"), "known", sum(e.values()) + q,
-                               e.get("correctness", 0) + e.get("path", 0) + q, static + q,
+            made.append(Member(name.replace("_", "-"), "known", sum(e.values()) + q, static + q,
                                list(ka.flags), list(ka.gpu_flags), ka.about))
     (out / "expected.json").write_text(json.dumps([asdict(m) for m in made], indent=1))
     return made
@@ -178,7 +175,7 @@ def main(argv=None) -> None:
     made = build(Path(args.out), args.week, members_of(args.set, args.week))
     print(f"{len(made)} submissions under {args.out}")
     for m in made:
-        print(f"  {m.student:<34} H100 {m.expected_h100:>5g}  CPU {m.expected_cpu:>5g}  {m.about}")
+        print(f"  {m.student:<34} GPU {m.expected_gpu:>5g}  CPU {m.expected_cpu:>5g}  {m.about}")
 
 
 if __name__ == "__main__":

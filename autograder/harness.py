@@ -2,7 +2,8 @@
 
 Parent side (trusted, never runs student code): `run_exercise(slug, exercise, source, seed=..., reference_source=...)`
 
-1. **Baseline** (`baseline` child): the copy / cuBLAS ceilings and the course reference's timing, measured in a
+1. **Baseline** (`baseline` child): the exercise's throughput baseline (the D2D copy ceiling, or the vendor library
+   doing the exercise's work on its own inputs), the ceilings and the course reference's timing, measured in a
    process that never loads student code, before any student process of this grading run starts. A grading batch
    measures them once for all its students (`prepare_batch`, the `autograder grade` command); a single run measures
    its own first.
@@ -36,7 +37,8 @@ import time
 import traceback
 from pathlib import Path
 
-from kernels.runner import KernelHang, checked_launch, derive, time_exercise
+from kernels import record
+from kernels.runner import KernelHang, checked_launch, derive, exercise_baseline, time_exercise
 
 ROOT = Path(__file__).resolve().parent.parent
 PRINT_CAP = 2000  # characters of a kernel's own output kept for the feedback
@@ -365,9 +367,10 @@ def _baseline_child(job: dict) -> dict:
     from .spec import load
 
     g = device.gpu() or {}
-    out = {"device": g.get("name"), "ceilings": ceilings(), "reference": None}
+    ex = load(job["slug"]).exercises[job["exercise"]]
+    out = {"device": g.get("name"), "ceilings": ceilings(), "reference": None,
+           "baseline": exercise_baseline(ex, ex.workload(), int(job.get("seed", 0)))}
     if job.get("reference_source"):
-        ex = load(job["slug"]).exercises[job["exercise"]]
         cubin = compile_cuda(job["reference_source"], name=f"{ex.name}_reference")
         ref = time_exercise(ex, ex.workload(), cubin, int(job.get("seed", 0)), "reference", out["ceilings"])
         if not ref["output_ok"]:
@@ -457,7 +460,7 @@ def _run(job: dict, facts: dict) -> None:
     if not gpu:
         why = device.cpu_mode_reason()
         facts["correctness"] = {"graded": False, "ok": False, "reason": f"needs an sm_90 GPU: {why}"}
-        facts["throughput"] = {"graded": False, "reason": f"no H100 here ({why}): no throughput points"}
+        facts["throughput"] = {"graded": False, "reason": f"not timed here ({why}): throughput is graded on a Hopper GPU"}
         return
     import torch
 
@@ -469,12 +472,13 @@ def _run(job: dict, facts: dict) -> None:
         return
     base = job.get("baseline") or {}
     mine = time_exercise(ex, wl, cubin, seed, "student", base.get("ceilings"))
-    h100 = device.is_h100()
-    facts["throughput"] = {"graded": h100, "student": mine, "reference": base.get("reference"),
-                           "reason": "" if h100 else f"{g['name']} is not an H100: the bars are H100 figures (the "
-                                                     "figure is shown, no points)"}
-    if h100 and mine["value"] and mine["value"] > ex.roofline:  # the roofline is an H100 figure (HBM3 peak)
-        facts["flags"].append(f"above-roofline: {mine['value']:.3f} {ex.metric} > {ex.roofline} — impossible "
+    tag = record.device_tag(g["name"])
+    facts["throughput"] = {"graded": bool(base.get("baseline")), "student": mine, "reference": base.get("reference"),
+                           "baseline": base.get("baseline"), "gpu": tag, "device": g["name"],
+                           "reason": "" if base.get("baseline") else "the trusted baseline was not measured"}
+    roof = ex.roofline_for(tag)
+    if mine["value"] and mine["value"] > roof:  # the datasheet peak of this GPU kind
+        facts["flags"].append(f"above-roofline: {mine['value']:.3f} {ex.metric} > {roof} — impossible "
                               "for work actually done")
     if not mine["output_ok"]:
         facts["flags"].append(f"stale-output: {mine['wrong_launches']} of {mine['verified']} verified launches at "

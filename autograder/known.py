@@ -5,7 +5,7 @@ kernel with named changes, each old text exactly once) — are data, read and as
 kernels.known (its docstring gives the format). This module grades them.
 
 The submission notebook is the solutions notebook with that answer cell replaced, graded by the same code as the
-gradebook. Parts that cannot be graded on this machine (no H100) are reported, not compared.
+gradebook. Parts that cannot be graded on this machine (no Hopper GPU) are reported, not compared.
 """
 
 from __future__ import annotations

@@ -55,7 +55,8 @@ def release(week: str) -> Path:
 # What a student release leaves out, and why: everything here exists only where grading reads it.
 INSTRUCTOR_ONLY = {
     "autograder/submissions": "the known answers, among them the exercises' course solutions and their mutations",
-    "autograder/recorded_cohort_h100.json": "the grades of the synthetic cohorts",
+    "autograder/recorded_cohort_h100.json": "the grades of the synthetic cohorts on an H100",
+    "autograder/recorded_cohort_h200.json": "the grades of the synthetic cohorts on an H200",
     "autograder/cohort.py": "the synthetic cohorts, built from known answers",
     "autograder/known.py": "grades the known answers",
     "autograder/nbgrader_config.py": "the instructors' nbgrader set-up (autograde, feedback)",
@@ -76,8 +77,8 @@ behind each notebook's one-call check (`autograder.check(...)`).
     .venv/bin/jupyter lab {week}/
 
 On a machine without a Hopper GPU the notebooks run in CPU mode: kernels compile and their SASS is read, models and
-quizzes work, and the recorded H100 numbers stand in for your own measurements. On an H100 the check also runs your
-kernel, times it and measures which hardware path carried the work. The gradebook's verdict comes from your
+quizzes work, and the recorded numbers (each names the GPU it came from) stand in for your own measurements. On a
+Hopper GPU (H100, H200) the check also runs your kernel, times it and measures which hardware path carried the work. The gradebook's verdict comes from your
 instructor's run of the same harness, with inputs you never see.
 """
 

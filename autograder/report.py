@@ -52,8 +52,9 @@ class ExerciseInfo:
     grade_ids: tuple[str, ...] = ()
     max_points: float | None = None
     metric: str | None = None
-    bar: float | None = None
-    roofline: float | None = None
+    bar: float | None = None  # the median of the bars the batch applied (a fraction of each run's baseline)
+    roofline: dict | None = None  # GPU kind -> datasheet peak (the spec's)
+    peak: float | None = None  # the datasheet peak of the GPUs that graded the batch (the highest, if several)
 
     @property
     def unit(self) -> str:
@@ -70,6 +71,8 @@ class Result:
     correct: bool | None = None  # None: correctness not graded (no GPU)
     value: float | None = None  # measured throughput, in the exercise's metric
     output_ok: bool = True
+    bar: float | None = None  # the bar this student was graded against (its run's baseline x the GPU's fraction)
+    roofline: float | None = None  # the datasheet peak of the GPU that timed it
 
 
 @dataclass
@@ -245,7 +248,7 @@ def _exercises(week: str, stems: set[str], verdicts: list[dict]) -> tuple[list[s
                 key=f"{stem}.{ex.name}", notebook=stem, name=ex.name,
                 grade_ids=tuple(p.grade_id for p in ex.parts.values()),
                 max_points=sum(p.points for p in ex.parts.values()), metric=ex.metric,
-                bar=tp.bar if tp is not None else None, roofline=ex.roofline)
+                roofline=ex.roofline)
         if s.quiz:
             infos[f"{stem}.quiz"] = ExerciseInfo(
                 key=f"{stem}.quiz", notebook=stem, name="quiz",
@@ -285,6 +288,9 @@ def _result(ex: ExerciseInfo, verdict: dict | None) -> Result:
         st = tp.get("student") or {}
         r.value = _num(st.get("value"), None)
         r.output_ok = bool(st.get("output_ok", True))
+        r.bar = _num(tp.get("bar"), None)
+        if ex.roofline:
+            r.roofline = ex.roofline.get(tp.get("gpu") or "", max(ex.roofline.values()))
     return r
 
 
@@ -333,6 +339,11 @@ def collect(week: str, grading: Path) -> tuple[dict, list[str], list[ExerciseInf
     for s in students.values():
         for ex in exercises:
             s.results[ex.key] = _result(ex, s.verdicts.get(ex.notebook))
+    for ex in exercises:  # the bar the instructor reads: the one the batch applied (each lane's baseline x fraction)
+        bars = [s.results[ex.key].bar for s in students.values() if s.results[ex.key].bar]
+        ex.bar = statistics.median(bars) if bars else None
+        peaks = [s.results[ex.key].roofline for s in students.values() if s.results[ex.key].value is not None]
+        ex.peak = max(peaks) if peaks and all(peaks) else None
         if not s.submitted:
             s.notes.insert(0, "no submission this week")
         missing = [nb for nb in notebooks if nb not in s.verdicts and nb not in s.malformed]
@@ -380,7 +391,7 @@ def leaderboard(ex: ExerciseInfo, roster: list[Student]) -> list[tuple[Student, 
         r = s.results.get(ex.key)
         if r is None or r.value is None or r.correct is not True or not r.output_ok:
             continue
-        if ex.roofline and r.value > ex.roofline:
+        if r.roofline and r.value > r.roofline:
             continue
         rows.append((s, r))
     return sorted(rows, key=lambda sr: (-sr[1].value, _natural(sr[0].name)))
@@ -439,10 +450,11 @@ def throughput_plot(ex: ExerciseInfo, good: list[float], bad: list[float] = ()) 
     known = list(good) + list(bad) + ([ex.bar] if ex.bar else [])
     lo, hi = min(known), max(known)
     if ex.bar:
-        ax.axvline(ex.bar, color="#c44e52", linestyle="--", label=f"bar {ex.bar:g} {ex.unit}")
-    if ex.roofline and ex.roofline < 1.6 * hi:
-        ax.axvline(ex.roofline, color="#555555", linestyle=":", label=f"roofline {ex.roofline:g}")
-        hi = max(hi, ex.roofline)
+        ax.axvline(ex.bar, color="#c44e52", linestyle="--", label=f"bar {ex.bar:.4g} {ex.unit}")
+    roof = ex.peak
+    if roof and roof < 1.6 * hi:
+        ax.axvline(roof, color="#555555", linestyle=":", label=f"roofline {roof:g}")
+        hi = max(hi, roof)
     pad = 0.08 * (hi - lo) if hi > lo else 0.1 * (hi or 1)
     ax.set_xlim(max(0.0, lo - pad), hi + pad)
     ax.set_ylim(-0.6, 0.6)
@@ -535,7 +547,8 @@ def render_html(meta: dict, notebooks: list[str], exercises: list[ExerciseInfo],
         info = [f"max {mx:g} points", f"mean {_fmt(statistics.fmean(pts)) if pts else '—'}"]
         if ex.metric:
             info.append(f"metric {ex.unit}")
-            info.append(f"bar {ex.bar:g} {ex.unit}" if ex.bar else "no bar calibrated")
+            info.append(f"bar {ex.bar:.4g} {ex.unit} (median of the bars applied: a fraction of each run's baseline)"
+                        if ex.bar else "no bar applied (nothing timed)")
         parts.append(f"<p class='muted'>{_e('; '.join(info))}</p>")
         plots = []
         if pts:
@@ -550,14 +563,14 @@ def render_html(meta: dict, notebooks: list[str], exercises: list[ExerciseInfo],
         if ex.metric:
             if board:
                 rows = [[str(i), _e(s.name), _fmt(r.value, 4),
-                         _fmt(r.value / ex.bar, 3) + "×" if ex.bar else "—", f"{r.points:g} / {r.max_points:g}"]
+                         _fmt(r.value / (r.bar or ex.bar), 3) + "×" if (r.bar or ex.bar) else "—", f"{r.points:g} / {r.max_points:g}"]
                         for i, (s, r) in enumerate(board, 1)]
                 parts.append(f"<h4>Leaderboard — {_e(ex.name)}</h4>"
                              + _table(["rank", "student", f"throughput ({ex.unit})", "of the bar", "points"], rows,
                                       {0, 2, 3, 4}))
             else:
                 parts.append("<p class='muted'>No leaderboard: no correct submission was timed (throughput is "
-                             "measured on an H100 only).</p>")
+                             "measured on a Hopper GPU only).</p>")
 
     # --- flags
     parts.append("<h2 id='flags'>Flags</h2>")

@@ -1,8 +1,9 @@
 """Facts from the harness -> points per grade cell, with the reason for every point lost.
 
-Throughput (COURSE.md): the bar is an absolute H100 figure; the course's reference solution is timed in the same
-run, and if the machine runs slower than at calibration the bar is scaled down by that ratio (never up). Not an
-H100: no throughput points, and the feedback says why. Figures above the roofline fail and are flagged.
+Throughput: the bar is a fraction of the trusted baseline measured in the same grading run on the same GPU (the D2D
+copy ceiling, or the vendor library doing the exercise's work on its own inputs), the fraction calibrated per GPU
+kind (kernels.spec.Part.fraction_for): on a Hopper GPU with no calibration of its own, the H100's fraction, and the
+feedback says so. Figures above the GPU's datasheet peak fail and are flagged.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ class PartScore:
     points: float
     max_points: float
     feedback: str
-    graded: bool = True  # False: could not be graded here (no GPU / no H100)
+    graded: bool = True  # False: could not be graded here (no GPU)
 
 
 @dataclass
@@ -35,15 +36,17 @@ class ExerciseScore:
         return sum(p.points for p in self.parts.values())
 
 
-def bar_for(ex: Exercise, reference_value: float | None) -> tuple[float | None, float]:
-    """(effective bar, scale): the bar scaled down when the reference runs slower than at calibration."""
+def bar_for(ex: Exercise, tp_facts: dict) -> tuple[float | None, str]:
+    """(bar, how it was set) for the throughput facts of one run: the fraction for the GPU kind that ran it, times
+    the baseline measured in that run."""
     tp = ex.parts["throughput"]
-    if tp.bar is None:
-        return None, 1.0
-    scale = 1.0
-    if reference_value and tp.reference_value:
-        scale = min(1.0, reference_value / tp.reference_value)
-    return tp.bar * scale, scale
+    base = (tp_facts.get("baseline") or {}).get("value")
+    fraction, _cal, how = tp.fraction_for(tp_facts.get("gpu"))
+    if fraction is None or not base:
+        return None, "no baseline was measured"
+    unit = "TB/s" if ex.metric == "tbps" else "TFLOPS"
+    what = (tp_facts.get("baseline") or {}).get("what", "the baseline")
+    return fraction * base, f"{fraction:.3f} x {what} in this run ({base:.3f} {unit}; {how})"
 
 
 def score(ex: Exercise, facts: dict, extra_flags: list[str] = ()) -> ExerciseScore:
@@ -112,27 +115,25 @@ def score(ex: Exercise, facts: dict, extra_flags: list[str] = ()) -> ExerciseSco
         return ExerciseScore(ex.name, out, flags, status, facts)
     mine = tp["student"]
     ref = tp.get("reference") or {}
-    bar, scale = bar_for(ex, ref.get("value"))
+    bar, how = bar_for(ex, tp)
     unit = "TB/s" if ex.metric == "tbps" else "TFLOPS"
     value = mine.get("value") or 0.0
-    ceil = (mine.get("ceilings") or {}).get("copy_tbps" if ex.metric == "tbps" else "cublas_bf16_tflops")
+    roof = ex.roofline_for(tp.get("gpu"))
     text = (f"measured {value:.3f} {unit} ({mine['ms']:.4f} ms median, p20 {mine['p20_ms']:.4f}, p80 "
-            f"{mine['p80_ms']:.4f})" + (f"; ceiling in this run {ceil:.3f} {unit}" if ceil else "")
+            f"{mine['p80_ms']:.4f})" + (f" on {tp['device']}" if tp.get("device") else "")
             + (f"; course reference in this run {ref['value']:.3f} {unit}" if ref.get("value") else ""))
     if bar is None:
-        put("throughput", 0, text + "; no bar calibrated for this exercise yet", graded=False)
-    elif value > ex.roofline:
-        put("throughput", 0, text + f"; ABOVE the roofline ({ex.roofline} {unit}): impossible, flagged")
+        put("throughput", 0, text + f"; not graded: {how}", graded=False)
+    elif value > roof:
+        put("throughput", 0, text + f"; ABOVE the roofline ({roof} {unit}): impossible, flagged")
     elif not mine.get("output_ok", True):
         put("throughput", 0, text + f"; {mine.get('wrong_launches', 'some')} of {mine.get('verified', 'the')} verified "
             "launches left a wrong output (stale, skipped or cached work): no throughput points")
     elif value >= bar:
-        put("throughput", parts["throughput"].points, text + f"; bar {bar:.3f} {unit}"
-            + (f" (scaled by {scale:.3f}: this machine is slower than at calibration)" if scale < 1 else "")
-            + ": passed")
+        put("throughput", parts["throughput"].points, text + f"; bar {bar:.3f} {unit} = {how}: passed")
     else:
-        put("throughput", 0, text + f"; bar {bar:.3f} {unit}" + (f" (scaled by {scale:.3f})" if scale < 1 else "")
-            + f": {value / bar:.2f}x of the bar")
+        put("throughput", 0, text + f"; bar {bar:.3f} {unit} = {how}: {value / bar:.2f}x of the bar")
+    facts.setdefault("throughput", {})["bar"] = bar
     return ExerciseScore(ex.name, out, flags, status, facts)
 
 

@@ -10,7 +10,7 @@ One of each piece of machinery, shared by every day, the notebooks and the grade
     kernels.bench      the course's one timer and the ceilings measured in the same run
     kernels.device     environment self-test and the one `requires_hopper` check
     kernels.sim        model base: roofline, Little's law, event simulation, H100 constants
-    kernels.record     recorded_h100.json read / write
+    kernels.record     recorded_<gpu>.json read / write (one record per GPU kind)
 
 Each topic lives in kernels/<slug>/ (naive_loads, smem_tiling, ldgsts, pipeline, tma, ...).
 """

@@ -112,7 +112,7 @@ def self_test(verbose: bool = True) -> dict:
         drift = recorded_version_drift(facts)
         if drift:
             facts["versions"] = ("your numbers come from " + ", ".join(drift) + ": compare them with the recorded "
-                                 "H100 numbers knowing that")
+                                 "numbers knowing that")
     if verbose:
         for k, v in facts.items():
             print(f"{k:>12}: {v}")
@@ -120,13 +120,13 @@ def self_test(verbose: bool = True) -> dict:
 
 
 def recorded_version_drift(facts: dict) -> list[str]:
-    """'triton 3.9.0 (recorded with 3.6.0)' for each package whose installed version differs from the one the recorded
-    H100 numbers were measured with (kernels/*/recorded_h100.json)."""
+    """'triton 3.9.0 (recorded with 3.6.0)' for each package whose installed version differs from every version the
+    recorded numbers were measured with (kernels/*/recorded_*.json: every GPU's records)."""
     import json
     from pathlib import Path
 
     recorded: dict[str, set] = {}
-    for p in sorted(Path(__file__).resolve().parent.glob("*/recorded_h100.json")):
+    for p in sorted(Path(__file__).resolve().parent.glob("*/recorded_*.json")):
         doc = json.loads(p.read_text())
         for dist, key in (("triton", "triton"), ("cuda.core", "cuda_core"), ("torch", "torch")):
             if doc.get(key):

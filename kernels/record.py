@@ -1,7 +1,12 @@
-"""recorded_h100.json: the numbers a topic's benchmark script measured on the H100 (never written by hand).
+"""recorded_<gpu>.json: the numbers a topic's benchmark script measured on one GPU (never written by hand).
+
+One file per GPU that ran the topic's benchmark (`kernels/<slug>/recorded_h100.json`, `recorded_h200.json`, ...),
+named by `device_tag` of the GPU that wrote it. A notebook shows the record of the GPU it runs on, else the H100's
+(the course's reference GPU), else another GPU's, and every table names the record's device (`load`, `table`).
 
 Format (COURSE.md): {"device", "driver", "torch", "triton", "date", "ceilings": {"copy_tbps", "cublas_bf16_tflops"},
-"rows": [{"kernel", "shape", "ms", "tbps", "tflops", "fraction_of_ceiling", "model_prediction"}]}
+"rows": [{"kernel", "shape", "ms", "tbps", "tflops", "fraction_of_ceiling", "model_prediction"}]}; a record taken
+outside the course's own runs says where it came from in "provenance".
 """
 
 from __future__ import annotations
@@ -13,27 +18,52 @@ from pathlib import Path
 
 KERNELS = Path(__file__).resolve().parent
 REQUIRED_ROW_KEYS = ("kernel", "shape", "ms", "tbps", "tflops", "fraction_of_ceiling", "model_prediction")
+DEFAULT_TAG = "h100"  # the course's reference GPU: its record is shown where this GPU has none
 
 
 def device_tag(name: str | None) -> str:
-    """"NVIDIA H100 80GB HBM3" -> "h100": the file a run may write. Only an H100 run writes recorded_h100.json."""
+    """"NVIDIA H100 80GB HBM3" -> "h100", "NVIDIA H200" -> "h200": the record file a run on that GPU writes."""
     import re
 
     m = re.search(r"\b([A-Z]+\d{2,4})\b", name or "")
     return m.group(1).lower() if m else "unknown"
 
 
-def path(slug: str, tag: str = "h100") -> Path:
+def here() -> str | None:
+    """The device tag of the GPU this process runs on ("h100", "h200", ...); None in CPU mode."""
+    from . import device
+
+    g = device.gpu()
+    return device_tag(g["name"]) if g else None
+
+
+def path(slug: str, tag: str = DEFAULT_TAG) -> Path:
     return KERNELS / slug / f"recorded_{tag}.json"
 
 
-def load(slug: str, *, any_hopper: bool = False) -> dict | None:
-    """The topic's H100 record; with any_hopper, another Hopper GPU's record (recorded_h200.json) when the topic has
-    no H100 record yet — its "device" says which GPU it is, and table() prints it."""
-    for tag in ("h100", "h200") if any_hopper else ("h100",):
+def tags(slug: str) -> list[str]:
+    """The tags of the GPUs the topic has a record of, sorted ("h100", "h200")."""
+    return sorted(p.stem.removeprefix("recorded_") for p in (KERNELS / slug).glob("recorded_*.json"))
+
+
+def load_all(slug: str) -> dict[str, dict]:
+    """Every record of the topic, by GPU tag."""
+    return {t: json.loads(path(slug, t).read_text()) for t in tags(slug)}
+
+
+def load(slug: str, tag: str | None = None, *, any_hopper: bool = True) -> dict | None:
+    """The record of GPU `tag` if given (None if it has none); else the record of the GPU this process runs on if
+    the topic has one, else the H100's, else another GPU's (the first tag in sorted order); None if there is none.
+    Its "device" names the GPU its numbers came from: print it beside them (`table` does).
+
+    `any_hopper` is kept for the callers that pass it: every record is a candidate now (it has no effect)."""
+    if tag is not None:
         p = path(slug, tag)
-        if p.exists():
-            return json.loads(p.read_text())
+        return json.loads(p.read_text()) if p.exists() else None
+    have = tags(slug)
+    for t in (here(), DEFAULT_TAG, *have):
+        if t in have:
+            return json.loads(path(slug, t).read_text())
     return None
 
 
@@ -81,12 +111,16 @@ def this_run(rows: list[dict], ceilings: dict) -> dict:
 def table(doc: dict | None, title: str = "") -> str:
     """A plain-text table of recorded rows (the notebook prints it beside the reader's own run)."""
     if not doc:
-        return "(no recorded H100 numbers yet: run `make gpu-test` on an H100)"
+        return "(no recorded numbers for this topic yet: `make gpu-test` on a Hopper GPU writes them)"
     lines = [f"{title} recorded on {doc['device']} (driver {doc['driver']}), {doc['date']}; "
              f"copy ceiling {doc['ceilings']['copy_tbps']:.2f} TB/s"]
+    mine = here()
+    if mine is not None and device_tag(doc["device"]) != mine:
+        lines.append(f"(this GPU has no record of its own here: these are the numbers of the {doc['device']})")
     lines.append(f"{'kernel':<28}{'shape':<22}{'ms':>9}{'TB/s':>8}{'TFLOPS':>9}{'of ceil.':>9}{'model':>8}")
     for r in doc["rows"]:
         f = lambda v, p: "-" if v is None else f"{v:.{p}f}"  # noqa: E731
         lines.append(f"{r['kernel']:<28}{r['shape']:<22}{f(r['ms'], 3):>9}{f(r['tbps'], 2):>8}"
                      f"{f(r['tflops'], 1):>9}{f(r['fraction_of_ceiling'], 2):>9}{f(r['model_prediction'], 2):>8}")
     return "\n".join(lines)
+

@@ -124,3 +124,35 @@ def time_exercise(ex, wl, cubin, seed: int, tag: str, ceilings: dict | None = No
             "plan": {"warmup": warmup, "reps": reps, "wall_calls": wall}, "bytes": nbytes, "flops": nflops}
 
 
+
+
+_baselines: dict = {}
+
+
+def exercise_baseline(ex, wl, seed: int = 0) -> dict:
+    """The figure an exercise's throughput bar is a fraction of, measured in this process with the course timer
+    (once per exercise): the D2D copy ceiling for a TB/s exercise (spec copy_fraction), or the vendor library doing
+    the exercise's own work on the exercise's inputs at its bench shape (spec vendor_fraction; the workload's
+    `vendor`). {"kind", "what", "value", "ms"}."""
+    from .bench import bench, ceilings
+
+    tp = ex.parts["throughput"]
+    key = (ex.name, tp.baseline_kind)
+    if tp.baseline_kind == "copy":  # ceilings() measures once per process
+        c = ceilings()
+        return {"kind": "copy", "what": "D2D copy (torch, 1 GiB)", "value": c["copy_tbps"], "ms": c.get("copy_ms")}
+    if key in _baselines:
+        return _baselines[key]
+    if tp.baseline_kind == "vendor":
+        if not hasattr(wl, "vendor"):
+            raise ValueError(f"{ex.name}: a vendor_fraction bar needs `vendor(inputs, out)` in {wl.__name__}")
+        inputs = wl.make_inputs(ex.bench_shape, derive(seed, "vendor"), device="cuda")
+        fn = wl.vendor(inputs, wl.make_output(inputs))
+        r = bench(fn, bytes=wl.bytes_moved(ex.bench_shape), flops=wl.flops(ex.bench_shape), reps=ex.bench_reps,
+                  with_ceilings=False)
+        value = r.tbps if ex.metric == "tbps" else r.tflops
+        res = {"kind": "vendor", "what": wl.VENDOR, "value": value, "ms": r.ms}
+    else:
+        raise ValueError(f"{ex.name}: its throughput part names no baseline (copy_fraction / vendor_fraction)")
+    _baselines[key] = res
+    return res

@@ -61,29 +61,86 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class Calibration:
+    """One GPU kind's calibration of a throughput bar, written by `autograder calibrate` from a record (never typed):
+    the bar is `fraction` x the trusted baseline measured in the grading run on that GPU kind. `fraction` is the
+    spec's fraction, lowered where the course solution would clear it by less than SOLUTION_MARGIN on that GPU."""
+
+    gpu: str  # the device tag ("h100", "h200")
+    fraction: float
+    baseline: float  # the baseline's figure in the calibrating run (TB/s or TFLOPS)
+    solution: float  # the course solution's figure in the same run
+    device: str = ""
+    driver: str = ""
+    date: str = ""
+    source: str = ""  # the record it was computed from
+
+    @property
+    def bar(self) -> float:
+        return self.fraction * self.baseline
+
+    @property
+    def margin(self) -> float:
+        return self.solution / self.bar
+
+
+@dataclass(frozen=True)
 class Part:
     name: str
     grade_id: str
     points: float
     require: tuple[str, ...] = ()
     forbid: tuple[str, ...] = ()
-    bar: float | None = None  # absolute H100 figure in the exercise's metric
-    reference_value: float | None = None  # the course solution's figure at calibration
-    calibrated: str | None = None  # date of calibration
     runs: int = 1  # correctness: how many fresh-input runs per shape
     executed: tuple[Rule, ...] = ()  # path: rules on what one launch executed (measured on the GPU)
     partial_points: float = 0.0  # path: points when every rule holds only at its partial bound
-    copy_fraction: float | None = None  # throughput: bar = this x the D2D copy ceiling at calibration
-    cublas_fraction: float | None = None  # throughput: bar = this x cuBLAS bf16 at calibration
+    # throughput: the bar is a fraction of the trusted baseline measured in the same run — the D2D copy ceiling
+    # (copy_fraction, TB/s exercises) or the vendor library on the exercise's own inputs at its bench shape
+    # (vendor_fraction, TFLOPS exercises: the workload's `vendor`) — calibrated per GPU kind (`calibration`).
+    copy_fraction: float | None = None
+    vendor_fraction: float | None = None
+    calibration: tuple[Calibration, ...] = ()
 
-    def ceiling_bar(self, ceilings: dict) -> float | None:
-        """The bar the ceiling fraction gives under `ceilings` (a run's kernels.bench.ceilings()), before the
-        calibration caps it at the solution's figure / SOLUTION_MARGIN; None when the bar is not a fraction."""
-        if self.copy_fraction and ceilings.get("copy_tbps"):
-            return self.copy_fraction * ceilings["copy_tbps"]
-        if self.cublas_fraction and ceilings.get("cublas_bf16_tflops"):
-            return self.cublas_fraction * ceilings["cublas_bf16_tflops"]
-        return None
+    @property
+    def fraction(self) -> float | None:
+        """The spec's fraction of the baseline (the course's intent, before any calibration lowers it)."""
+        return self.copy_fraction if self.copy_fraction is not None else self.vendor_fraction
+
+    @property
+    def baseline_kind(self) -> str | None:
+        return "copy" if self.copy_fraction is not None else "vendor" if self.vendor_fraction is not None else None
+
+    def calibration_for(self, tag: str | None) -> Calibration | None:
+        return next((c for c in self.calibration if c.gpu == tag), None)
+
+    def fraction_for(self, tag: str | None) -> tuple[float | None, Calibration | None, str]:
+        """(fraction, calibration used, how it was chosen) on the GPU kind `tag`: that kind's calibration; another
+        sm_90 part gets the H100's calibrated fraction (else the spec's) and is told so."""
+        cal = self.calibration_for(tag)
+        if cal is not None:
+            return cal.fraction, cal, f"calibrated on {cal.device or tag} ({cal.date})"
+        h100 = self.calibration_for("h100")
+        if h100 is not None:
+            return h100.fraction, h100, (f"no calibration for this GPU ({tag or 'unknown'}): the H100's fraction "
+                                         f"of this run's baseline ({h100.date})")
+        return self.fraction, None, f"not calibrated on any GPU yet: the spec's fraction of this run's baseline"
+
+    def ceiling_bar(self, ceilings: dict, tag: str | None = "here") -> float | None:
+        """A copy-class bar under a run's `ceilings` (kernels.bench.ceilings()) on GPU kind `tag` (default: the GPU
+        this process runs on): the fraction for that kind x the run's copy ceiling. None for a vendor bar (its
+        baseline is the vendor on the exercise's inputs: kernels.runner.exercise_baseline)."""
+        if self.baseline_kind != "copy" or not ceilings.get("copy_tbps"):
+            return None
+        if tag == "here":
+            from .record import here
+
+            tag = here()
+        return self.bar_on(tag, ceilings["copy_tbps"])
+
+    def bar_on(self, tag: str | None, baseline: float | None) -> float | None:
+        """The bar in the exercise's metric on GPU kind `tag`, given the same run's baseline figure."""
+        fraction = self.fraction_for(tag)[0]
+        return None if fraction is None or not baseline else fraction * baseline
 
 
 @dataclass(frozen=True)
@@ -96,7 +153,7 @@ class Exercise:
     test_shapes: tuple[tuple[int, ...], ...]
     bench_shape: tuple[int, ...]
     metric: str  # "tbps" or "tflops"
-    roofline: float  # figures above this are impossible: fail and flag
+    roofline: dict[str, float]  # GPU kind -> the datasheet peak: figures above it are impossible, fail and flag
     timeout_s: float
     bench_reps: int
     launch_timeout_s: float  # one launch that runs longer is a hang
@@ -104,6 +161,32 @@ class Exercise:
 
     def workload(self):
         return importlib.import_module(self.module)
+
+    def bar_of_record(self, doc: dict | None) -> tuple[float | None, str]:
+        """(bar, a sentence) on the GPU of a record `doc` (kernels.record.load): its calibration's bar, the one a
+        notebook draws beside that record's rows. Every figure in the sentence comes from the spec's calibration."""
+        from .record import device_tag
+
+        tp = self.parts["throughput"]
+        unit = "TB/s" if self.metric == "tbps" else "TFLOPS"
+        what = "D2D copy ceiling" if tp.baseline_kind == "copy" else self.workload().VENDOR
+        head = f"exercise bar: {tp.fraction:g} x the {what} measured in the grading run"
+        tag = device_tag((doc or {}).get("device"))
+        fraction, cal, how = tp.fraction_for(tag)
+        if cal is None:
+            return None, head + " (not calibrated on any GPU yet)"
+        if cal.gpu != tag:
+            return None, head + f"; {how}"
+        lowered = "" if fraction == tp.fraction else f", lowered from {tp.fraction:g} so the course solution clears it"
+        where = cal.source.split(": ", 1)[-1]
+        src = "" if where == what else f" ({where})"
+        return cal.bar, (f"{head}; on the {cal.device} ({cal.date}): {fraction:g} x {cal.baseline:.4g}{src} = "
+                         f"{cal.bar:.4g} {unit}{lowered}; the course solution ran {cal.solution:.4g} {unit}, "
+                         f"{cal.margin:.2f}x the bar")
+
+    def roofline_for(self, tag: str | None) -> float:
+        """The datasheet peak of GPU kind `tag`; on a kind the spec does not list, the highest it lists."""
+        return self.roofline.get(tag or "", max(self.roofline.values()))
 
 
 @dataclass(frozen=True)
@@ -169,6 +252,36 @@ def _rule(r: dict, where: str) -> Rule:
     return Rule(_need(r, "what", where), names, r["per"], r.get("at_least"), r.get("at_most"))
 
 
+CALIBRATION_KEYS = ("fraction", "baseline", "solution")
+
+
+def _roofline(r, where: str) -> dict[str, float]:
+    if not isinstance(r, dict) or not r or not all(isinstance(v, (int, float)) and v > 0 for v in r.values()):
+        raise SpecError(f"{where}: roofline is a table of datasheet peaks per GPU kind, e.g. {{ h100 = 3.35 }}")
+    return {k: float(v) for k, v in r.items()}
+
+
+def _throughput(p: dict, pname: str, where: str) -> dict:
+    """A throughput part's bar: exactly one fraction, and the per-GPU calibrations `autograder calibrate` wrote."""
+    stale = [k for k in ("bar", "reference_value", "calibrated", "cublas_fraction") if k in p]
+    if stale:
+        raise SpecError(f"{where}: {stale} are no longer spec fields: a bar is copy_fraction or vendor_fraction of "
+                        "the same run's baseline, calibrated per GPU under [...throughput.calibration.<gpu>]")
+    if pname != "throughput":
+        return {}
+    if ("copy_fraction" in p) == ("vendor_fraction" in p):
+        raise SpecError(f"{where}: give exactly one of copy_fraction / vendor_fraction")
+    cals = []
+    for tag, c in p.get("calibration", {}).items():
+        missing = [k for k in CALIBRATION_KEYS if k not in c]
+        if missing:
+            raise SpecError(f"{where}.calibration.{tag}: missing {missing}")
+        cals.append(Calibration(gpu=tag, **{k: c[k] for k in ("fraction", "baseline", "solution", "device", "driver",
+                                                                 "date", "source") if k in c}))
+    return {"copy_fraction": p.get("copy_fraction"), "vendor_fraction": p.get("vendor_fraction"),
+            "calibration": tuple(cals)}
+
+
 def parse(data: dict, path: Path = Path("<spec>")) -> Spec:
     slug = _need(data, "slug", str(path))
     exercises = {}
@@ -181,11 +294,9 @@ def parse(data: dict, path: Path = Path("<spec>")) -> Spec:
             p = e[pname]
             parts[pname] = Part(
                 name=pname, grade_id=_need(p, "grade_id", f"{where}.{pname}"), points=float(_need(p, "points", where)),
-                require=tuple(p.get("require", ())), forbid=tuple(p.get("forbid", ())), bar=p.get("bar"),
-                reference_value=p.get("reference_value"), calibrated=p.get("calibrated"), runs=int(p.get("runs", 1)),
+                require=tuple(p.get("require", ())), forbid=tuple(p.get("forbid", ())), runs=int(p.get("runs", 1)),
                 executed=tuple(_rule(r, f"{where}.{pname}.executed") for r in p.get("executed", ())),
-                partial_points=float(p.get("partial_points", 0.0)), copy_fraction=p.get("copy_fraction"),
-                cublas_fraction=p.get("cublas_fraction"))
+                partial_points=float(p.get("partial_points", 0.0)), **_throughput(p, pname, f"{where}.{pname}"))
         metric = _need(e, "metric", where)
         if metric not in ("tbps", "tflops"):
             raise SpecError(f"{where}: metric must be 'tbps' or 'tflops', not {metric!r}")
@@ -193,7 +304,7 @@ def parse(data: dict, path: Path = Path("<spec>")) -> Spec:
             name=name, module=_need(e, "module", where), answer_cell=_need(e, "answer_cell", where),
             answer_var=_need(e, "answer_var", where), kernel=_need(e, "kernel", where),
             test_shapes=tuple(tuple(s) for s in _need(e, "test_shapes", where)),
-            bench_shape=tuple(_need(e, "bench_shape", where)), metric=metric, roofline=float(_need(e, "roofline", where)),
+            bench_shape=tuple(_need(e, "bench_shape", where)), metric=metric, roofline=_roofline(_need(e, "roofline", where), where),
             timeout_s=float(e.get("timeout_s", 180)), bench_reps=int(e.get("bench_reps", 20)),
             launch_timeout_s=float(e.get("launch_timeout_s", 10)), parts=parts)
     quiz = None

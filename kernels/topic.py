@@ -201,30 +201,42 @@ def answer_row(slug: str, name: str, res: dict, prediction=None, *, kernel: str 
 
 
 def exercise_margins(slug: str, rows: list[dict], ceilings: dict, device: str | None) -> tuple[dict, list[str]]:
-    """For each exercise whose course solution ("correct") was timed: its figure over the spec's bar (an H100
-    figure: held to SOLUTION_MARGIN on an H100 run) and over the ceiling-fraction bar of this run's ceilings."""
+    """For each exercise whose course solution ("correct") was timed: the exercise's baseline measured in this run
+    (kernels.runner.exercise_baseline: the copy ceiling, or the vendor library on the exercise's inputs), the
+    solution's fraction of it, and its margin over the bar this GPU kind is graded with (kernels.spec.Part.
+    fraction_for). `autograder calibrate` turns these into the spec's per-GPU calibration; a solution that could not
+    clear SOLUTION_MARGIN over the spec's own fraction on this GPU is reported (the calibration lowers the bar)."""
+    from .runner import exercise_baseline
     from .spec import SOLUTION_MARGIN, load
 
     spec = load(slug)
     out, problems = {}, []
-    on_h100 = record.device_tag(device) == "h100"
+    tag = record.device_tag(device)
     for ex in spec.exercises.values():
         sol = next((r for r in rows if r.get("exercise") == ex.name and r.get("answer") == "correct"), None)
         tp = ex.parts["throughput"]
         if sol is None or measured(sol) is None:
             continue
         value = measured(sol)
-        m = {"solution": value, "spec_bar": tp.bar, "over_spec_bar": value / tp.bar if tp.bar else None,
-             "required": SOLUTION_MARGIN, "spec_bar_device": "H100"}
-        run_bar = tp.ceiling_bar(ceilings)
-        if run_bar:
-            m.update(bar_this_run=run_bar, over_bar_this_run=value / run_bar)
-        out[ex.name] = m
-        if on_h100 and tp.bar and value / tp.bar < SOLUTION_MARGIN:
-            problems.append(f"{ex.name}: the course solution ({value:.3f}) clears the spec's bar ({tp.bar:.3f}) by "
-                            f"{value / tp.bar:.3f}x (< {SOLUTION_MARGIN}x): a correct answer at its speed can fail "
-                            "on a noisy run; recalibrate (python -m autograder calibrate) or make it faster")
+        base = attempt(f"{ex.name} baseline", lambda ex=ex: exercise_baseline(ex, ex.workload()), problems, None)
+        if not base:
+            continue
+        fraction, cal, how = tp.fraction_for(tag)
+        most = value / base["value"] / SOLUTION_MARGIN  # the largest fraction calibration could give this GPU
+        out[ex.name] = {"solution": value, "baseline": base, "solution_fraction": value / base["value"],
+                        "spec_fraction": tp.fraction, "fraction_graded_here": fraction, "how": how,
+                        "over_bar_here": value / (fraction * base["value"]), "required": SOLUTION_MARGIN}
+        if most < CALIBRATION_FLOOR * tp.fraction:
+            problems.append(f"{ex.name}: the course solution reached {value / base['value']:.3f}x of its baseline "
+                            f"({base['what']}) on this GPU: calibration would have to lower the spec's fraction "
+                            f"{tp.fraction} to {most:.3f} (< {CALIBRATION_FLOOR} x it) to keep {SOLUTION_MARGIN}x; "
+                            "make the solution faster or state a lower fraction in the spec")
     return out, problems
+
+
+# Calibration may lower a spec's fraction on a GPU kind (the solution must clear its bar there by SOLUTION_MARGIN),
+# but by at most this factor: below it the course solution is far slower than the course says it is on that GPU.
+CALIBRATION_FLOOR = 0.90
 
 
 def plot_rows(rows: list[dict], ceilings: dict | None, title: str, bar: float | None = None):

@@ -1,4 +1,4 @@
-"""The cohort graded on the H100 (autograder/recorded_cohort_h100.json, written by `make gpu-test`) against what the
+"""The cohorts graded on a GPU (autograder/recorded_cohort_<gpu>.json, written by `make gpu-test`) against what the
 course expects of it today: the same students, the same expected scores, every score equal to its expectation, and
 the hard cases issue-by-issue present (a hang, an illegal address, a side-stream cheat, a cached-result cheat).
 When an expected score changes, this test says the record is stale until the GPU run is repeated."""
@@ -10,14 +10,30 @@ import pytest
 
 from autograder.cohort import build, members_of
 
-RECORD = Path(__file__).resolve().parent.parent / "autograder" / "recorded_cohort_h100.json"
+AUTOGRADER = Path(__file__).resolve().parent.parent / "autograder"
+RECORDS = sorted(AUTOGRADER.glob("recorded_cohort_*.json"))
 
 
 @pytest.fixture(scope="module")
 def record():
-    if not RECORD.exists():
-        pytest.skip("no cohort graded on an H100 yet (make gpu-test writes autograder/recorded_cohort_h100.json)")
-    return json.loads(RECORD.read_text())
+    """Every cohort graded on a GPU, newest file last: {cohort: its record} (each names its device)."""
+    if not RECORDS:
+        pytest.skip("no cohort graded on a GPU yet (make gpu-test writes autograder/recorded_cohort_<gpu>.json)")
+    out = {}
+    for p in RECORDS:
+        for cohort, rec in json.loads(p.read_text()).items():
+            out[cohort] = rec
+    return out
+
+
+@pytest.mark.parametrize("path", RECORDS, ids=[p.stem for p in RECORDS])
+def test_each_cohort_record_names_the_gpu_of_its_file(path):
+    """recorded_cohort_h100.json holds H100 gradings only, recorded_cohort_h200.json H200 ones: no number under
+    another GPU's name."""
+    from kernels.record import device_tag
+
+    for cohort, rec in json.loads(path.read_text()).items():
+        assert f"recorded_cohort_{device_tag(rec['device'])}.json" == path.name, (cohort, rec["device"])
 
 
 @pytest.mark.parametrize("cohort", ["gpu20", "rest"])
@@ -30,7 +46,7 @@ def test_recorded_cohort_matches_todays_expectations(record, cohort, tmp_path):
     assert set(rows) == set(made), f"stale record: students differ ({set(rows) ^ set(made)})"
     for student, m in made.items():
         r = rows[student]
-        assert r["expected"] == pytest.approx(m.expected_h100), f"{student}: the expectation changed since the run"
+        assert r["expected"] == pytest.approx(m.expected_gpu), f"{student}: the expectation changed since the run"
         assert r["ok"] and r["got"] == pytest.approx(r["expected"]), f"{student}: graded {r['got']}"
         for flag in m.flags + m.gpu_flags:
             assert flag in r["flags"], f"{student}: flag {flag} not raised on the H100"
@@ -48,17 +64,16 @@ def test_gpu20_holds_the_hard_cases(record):
 
 def test_the_integrity_cohort_got_its_true_scores_and_no_secret_reached_feedback(record, tmp_path):
     """The hostile answers (autograder.cohort.INTEGRITY) graded through nbgrader on a Hopper GPU: every score its
-    expectation for that GPU (throughput points only on an H100), every flag raised, the seed in no feedback."""
+    expectation (every part graded on a Hopper GPU), every flag raised, the seed in no feedback."""
     assert "integrity" in record, "the integrity cohort was not graded on a GPU (make gpu-test --cohort integrity)"
     rec = record["integrity"]
     assert rec["device"].startswith("NVIDIA H") and rec["date"] and rec["driver"]
     made = {m.student: m for m in build(tmp_path, "week1", members_of("integrity"))}
     rows = {r["student"]: r for r in rec["rows"]}
     assert set(rows) == set(made), f"stale record: students differ ({set(rows) ^ set(made)})"
-    h100 = rec["device"].startswith("NVIDIA H100")
     for student, m in made.items():
         r = rows[student]
-        assert r["expected"] == pytest.approx(m.expected_h100 if h100 else m.expected_gpu), student
+        assert r["expected"] == pytest.approx(m.expected_gpu), student
         assert r["ok"] and r["got"] == pytest.approx(r["expected"]), f"{student}: graded {r['got']}"
         for flag in m.flags + m.gpu_flags:
             assert flag in r["flags"], f"{student}: flag {flag} not raised on the GPU"

@@ -116,33 +116,62 @@ def test_a_wrong_quiz_answer_shows_the_reason():
     assert result.scores[q1.grade_id].feedback == "q1: correct"
 
 
-def _facts(value, ref_value, output_ok=True):
-    student = {"value": value, "ms": 1.0, "p20_ms": 0.9, "p80_ms": 1.1, "ceilings": {"copy_tbps": 3.0},
+def _facts(value, baseline, gpu="h100", output_ok=True):
+    student = {"value": value, "ms": 1.0, "p20_ms": 0.9, "p80_ms": 1.1, "ceilings": {"copy_tbps": baseline},
                "output_ok": output_ok}
     return {"status": "ok", "flags": [], "compile": {"ok": True}, "path": {"ok": True, "summary": ""},
             "correctness": {"graded": True, "ok": True, "shapes": [{"ok": True}]},
-            "throughput": {"graded": True, "student": student, "reference": {"value": ref_value}}}
+            "throughput": {"graded": True, "student": student, "reference": {"value": value},
+                           "baseline": {"kind": "copy", "what": "D2D copy", "value": baseline}, "gpu": gpu,
+                           "device": {"h100": "NVIDIA H100 80GB HBM3", "h200": "NVIDIA H200"}.get(gpu, gpu)}}
 
 
-def test_bar_scales_down_with_a_slow_machine_never_up():
+def test_the_bar_is_the_gpus_fraction_of_the_baseline_of_the_same_run():
+    """bar = the calibrated fraction of the GPU kind that graded x the baseline that run measured: a slower or
+    faster machine moves the bar with its own baseline; the feedback names the fraction, the baseline and the
+    calibration."""
+    import random
+
     tp = EX.parts["throughput"]
-    slow = tp.reference_value * 0.5
-    bar, scale = score.bar_for(EX, slow)
-    assert scale == pytest.approx(0.5) and bar == pytest.approx(tp.bar * 0.5)
-    bar, scale = score.bar_for(EX, tp.reference_value * 2)
-    assert scale == 1.0 and bar == tp.bar
-    just_under = score.score(EX, _facts(tp.bar * 0.99, tp.reference_value))
-    assert just_under.parts["throughput"].points == 0
-    passing = score.score(EX, _facts(tp.bar * 1.01, tp.reference_value))
-    assert passing.parts["throughput"].points == tp.points
-    on_slow_machine = score.score(EX, _facts(tp.bar * 0.6, tp.reference_value * 0.5))
-    assert on_slow_machine.parts["throughput"].points == tp.points
+    frac = tp.calibration_for("h100").fraction
+    for base in (random.uniform(2.0, 3.2), random.uniform(2.0, 3.2)):
+        bar = frac * base
+        under = score.score(EX, _facts(bar * 0.99, base))
+        over = score.score(EX, _facts(bar * 1.01, base))
+        assert under.parts["throughput"].points == 0 and over.parts["throughput"].points == tp.points
+        assert f"bar {bar:.3f} TB/s = {frac:.3f} x D2D copy in this run ({base:.3f} TB/s; calibrated on NVIDIA H100" \
+            in over.parts["throughput"].feedback, over.parts["throughput"].feedback
+        assert over.facts["throughput"]["bar"] == pytest.approx(bar)
 
 
-def test_figures_above_the_roofline_fail_and_stale_output_fails():
-    s = score.score(EX, _facts(EX.roofline * 1.5, EX.parts["throughput"].reference_value))
+def test_a_hopper_gpu_with_no_calibration_of_its_own_gets_the_h100_fraction_and_is_told():
+    tp = EX.parts["throughput"]
+    assert tp.calibration_for("gh200") is None
+    frac = tp.calibration_for("h100").fraction
+    s = score.score(EX, _facts(frac * 4.0 * 1.01, 4.0, gpu="gh200"))
+    fb = s.parts["throughput"].feedback
+    assert s.parts["throughput"].points == tp.points and s.parts["throughput"].graded, fb
+    assert "no calibration for this GPU (gh200): the H100's fraction" in fb, fb
+    assert score.score(EX, _facts(frac * 4.0 * 0.99, 4.0, gpu="gh200")).parts["throughput"].points == 0
+
+
+def test_no_baseline_measured_means_not_graded_never_a_guess():
+    f = _facts(2.9, 3.0)
+    f["throughput"]["baseline"] = None
+    s = score.score(EX, f)
+    assert s.parts["throughput"].points == 0 and not s.parts["throughput"].graded
+    assert "no baseline" in s.parts["throughput"].feedback
+
+
+def test_figures_above_this_gpus_roofline_fail_and_stale_output_fails():
+    """The roofline is the datasheet peak of the GPU kind that timed it: 3.6 TB/s is impossible on an H100 (HBM3
+    3.35) and possible on an H200 (HBM3e 4.8)."""
+    assert EX.roofline_for("h100") < 3.6 < EX.roofline_for("h200")
+    s = score.score(EX, _facts(3.6, 3.0))
     assert s.parts["throughput"].points == 0 and "ABOVE the roofline" in s.parts["throughput"].feedback
-    s = score.score(EX, _facts(EX.parts["throughput"].bar * 1.1, None, output_ok=False))
+    s = score.score(EX, _facts(3.6, 4.2, gpu="h200"))
+    assert s.parts["throughput"].points == EX.parts["throughput"].points, s.parts["throughput"].feedback
+    s = score.score(EX, _facts(2.9, 3.0, output_ok=False))
     assert s.parts["throughput"].points == 0
 
 
@@ -209,20 +238,22 @@ def test_notebook_grade_functions_survive_every_submodule_import():
         assert callable(getattr(autograder, name)) and not isinstance(getattr(autograder, name), type(autograder)), name
 
 
-def test_every_course_solution_clears_its_bar_by_the_margin():
-    """At calibration the course solution timed at least SOLUTION_MARGIN x its bar: a correct answer at the
-    solution's speed does not fail on a noisy run."""
-    from autograder.cli import SOLUTION_MARGIN
+def test_every_course_solution_clears_its_bar_by_the_margin_on_every_calibrated_gpu():
+    """Each calibration leaves the course solution at least SOLUTION_MARGIN above the bar of its GPU kind, and every
+    exercise is calibrated for every GPU kind its topic has a record of (and for the H100 at least)."""
+    from kernels import record
+    from kernels.spec import SOLUTION_MARGIN
 
     for s in spec.all_specs():
+        recorded = set(record.tags(s.slug))
         for ex in s.exercises.values():
             tp = ex.parts["throughput"]
-            assert tp.bar, (s.slug, ex.name)
-            if tp.reference_value is None:  # not yet calibrated on an H100 (week 2): its tests hold the model's margin
-                assert tp.calibrated is None and s.assignment != "week1", (s.slug, ex.name)
-                continue
-            margin = tp.reference_value / tp.bar
-            assert margin >= SOLUTION_MARGIN - 1e-3, f"{s.slug}.{ex.name}: solution / bar = {margin:.3f}"
+            assert 0 < tp.fraction < 1, (s.slug, ex.name)
+            cals = {c.gpu: c for c in tp.calibration}
+            assert "h100" in cals and recorded <= set(cals), (s.slug, ex.name, sorted(cals), sorted(recorded))
+            for c in cals.values():
+                assert c.fraction <= tp.fraction, (s.slug, ex.name, c.gpu)
+                assert c.margin >= SOLUTION_MARGIN - 1e-6, f"{s.slug}.{ex.name} on {c.gpu}: {c.margin:.4f}"
 
 
 def test_a_compile_error_is_shown_once():
@@ -241,8 +272,9 @@ def test_a_compile_error_is_shown_once():
 
 
 def test_readme_names_every_days_bar_from_its_spec():
-    """The README's day table gives each exercise's bar as its spec has it (calibration rewrites the spec:
-    this test then names the README row to update)."""
+    """The README's day table gives each exercise's bar as its spec has it — the fraction of the baseline and, per
+    calibrated GPU kind, the bar it came to at calibration (calibration rewrites the spec: this test then names the
+    README row to update)."""
     import re
 
     from autograder.release import ROOT
@@ -252,7 +284,15 @@ def test_readme_names_every_days_bar_from_its_spec():
     for s in spec.all_specs():
         day = (s.assignment.removeprefix("week"), re.match(r"day(\d)_", s.notebook).group(1))
         for ex in s.exercises.values():
-            tp = ex.parts["throughput"]
-            want = (f"bar {tp.bar:.3f} TB/s ({tp.copy_fraction:.2f}× copy ceiling" if ex.metric == "tbps" else
-                    f"bar {tp.bar:.1f} TFLOPS ({tp.cublas_fraction:.2f}× cuBLAS bf16")
+            want = readme_bar(ex)
             assert want in rows[day], (s.slug, want, rows[day])
+
+
+def readme_bar(ex) -> str:
+    """The day table's bar text of one exercise, from its spec."""
+    tp = ex.parts["throughput"]
+    unit, fmt = ("TB/s", ".3f") if ex.metric == "tbps" else ("TFLOPS", ".1f")
+    base = "copy ceiling" if tp.baseline_kind == "copy" else ex.workload().VENDOR
+    per = "; ".join(f"{c.device.removeprefix('NVIDIA ').split(' ')[0]} {c.fraction:g}×, {c.bar:{fmt}} {unit} at calibration"
+                    for c in sorted(tp.calibration, key=lambda c: c.gpu))
+    return f"bar {tp.fraction:g}× the {base} of the grading run (calibrated: {per})"

@@ -178,8 +178,8 @@ def test_static_evidence_is_labelled_and_an_unmeasured_gpu_run_is_flagged():
 def test_path_rules_are_data_and_checked():
     base = {"slug": "s", "assignment": "w", "notebook": "n.ipynb", "exercises": {"e": {
         "module": "m", "answer_cell": "a", "answer_var": "A", "kernel": "k", "test_shapes": [[1]],
-        "bench_shape": [1], "metric": "tbps", "roofline": 1.0,
-        "correctness": {"grade_id": "c", "points": 1}, "throughput": {"grade_id": "t", "points": 1},
+        "bench_shape": [1], "metric": "tbps", "roofline": {"h100": 1.0},
+        "correctness": {"grade_id": "c", "points": 1}, "throughput": {"grade_id": "t", "points": 1, "copy_fraction": 0.8},
         "path": {"grade_id": "p", "points": 2, "executed": [
             {"what": "w", "bytes": ["tma_load"], "per": "read", "at_least": 0.9}]}}}}
     assert spec.parse(base).exercises["e"].parts["path"].executed[0].holds(0.95)
@@ -269,8 +269,8 @@ def test_an_instruction_rule_counts_what_ran_per_cta():
     rule = {"what": "w", "opcode": "UTMALDG.2D.MULTICAST", "per": "cta", "at_least": 0.9}
     base = {"slug": "s", "assignment": "w", "notebook": "n.ipynb", "exercises": {"e": {
         "module": "m", "answer_cell": "a", "answer_var": "A", "kernel": "k", "test_shapes": [[1]],
-        "bench_shape": [1], "metric": "tbps", "roofline": 1.0,
-        "correctness": {"grade_id": "c", "points": 1}, "throughput": {"grade_id": "t", "points": 1},
+        "bench_shape": [1], "metric": "tbps", "roofline": {"h100": 1.0},
+        "correctness": {"grade_id": "c", "points": 1}, "throughput": {"grade_id": "t", "points": 1, "copy_fraction": 0.8},
         "path": {"grade_id": "p", "points": 2, "executed": [rule]}}}}
     assert spec.parse(base).exercises["e"].parts["path"].executed[0].holds(0.95)
     for bad, msg in [({"per": "read"}, "per = 'cta'"), ({"bytes": ["tma_load"]}, "no bytes"),

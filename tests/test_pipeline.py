@@ -588,9 +588,9 @@ def test_model_within_band_of_the_h100_run():
         if old.exists():
             cal = next(s for s in __import__("json").loads(old.read_text()) if s["step"] == "calibrate grader bars")
             copy = cal["result"]["calibration"][SLUG]["resample"]["ceilings"]["copy_tbps"]
-        assert tp["reference_value"] == pytest.approx(model.CALIBRATION["tbps"], rel=1e-3)
+        assert tp["calibration"]["h100"]["solution"] == pytest.approx(model.CALIBRATION["tbps"], rel=1e-3)
         pred = model.predict_resample(exercise.BENCH_SHAPE, copy, kind="search_per_target", blocks_per_sm_=5).tbps
-        assert abs(pred / tp["reference_value"] - 1) <= bench.MODEL_BAND
+        assert abs(pred / tp["calibration"]["h100"]["solution"] - 1) <= bench.MODEL_BAND
         checked += 1
     assert checked
 
@@ -611,7 +611,7 @@ def test_spec_matches_the_exercise():
     assert exercise.RACE_SHAPE in shapes and B * S * D * 2 >= 64 * 2**20 and B * T * D * 2 >= 64 * 2**20
     assert T >= S >= 64  # every row needed: every block streams a full window
     tp = ex.parts["throughput"]
-    assert tp.bar is not None and tp.bar < ex.roofline and tp.points > 0
+    assert tp.calibration_for("h100").bar < ex.roofline_for("h100") and tp.points > 0
     assert len(_spec().quiz.questions) >= 4
     spec_toml = tomllib.loads((ROOT / "autograder" / "specs" / "pipeline.toml").read_text())
     # the bench holds the course reference to this bar of its own run's ceiling (bench.solution_checks)
@@ -1041,7 +1041,7 @@ def _measurement_verdicts(res) -> list[str]:
     bar and its margin."""
     measured = set(bench.claims(res["rows"], CEILS))
     return [f for f in res["failures"] if f not in measured and "model off by" not in f
-            and "of the copy ceiling" not in f and "clears the bar" not in f]
+            and "of the copy ceiling" not in f and "clears the bar" not in f and "make the solution faster" not in f]
 
 
 def test_bench_run_plumbing_with_fakes(tmp_path, monkeypatch):

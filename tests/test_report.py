@@ -41,8 +41,8 @@ def _verdict(spec, *, correct: bool, value: float | None, path_ok: bool = True, 
     scores, facts = {}, {}
     for ex in spec.exercises.values():
         p = ex.parts
-        bar = p["throughput"].bar or 1.0
-        fast = value is not None and value >= bar and value <= ex.roofline
+        bar = p["throughput"].calibration_for("h100").bar
+        fast = value is not None and value >= bar and value <= ex.roofline_for("h100")
         got = {"correctness": p["correctness"].points if correct else 0.0,
                "path": p["path"].points if path_ok else 0.0,
                "throughput": p["throughput"].points if (correct and fast) else 0.0}
@@ -51,7 +51,8 @@ def _verdict(spec, *, correct: bool, value: float | None, path_ok: bool = True, 
                                         "feedback": f"{part}: synthetic verdict"}
         tp = ({"graded": True, "student": {"value": value, "ms": 0.2, "p20_ms": 0.19, "p80_ms": 0.21,
                                            "output_ok": True, "ceilings": {"copy_tbps": 3.0}},
-               "reference": {"value": 2.9}} if (correct and value is not None)
+               "reference": {"value": 2.9}, "gpu": "h100", "bar": bar,
+               "baseline": {"kind": "copy", "what": "D2D copy", "value": 3.0}} if (correct and value is not None)
               else {"graded": False, "reason": "a kernel that is not correct is not timed"})
         facts[ex.name] = {"status": "ok", "device": "NVIDIA H100 80GB HBM3", "compile": {"ok": True},
                           "path": {"ok": path_ok, "summary": "LDG.E.128 x2"},
@@ -82,7 +83,7 @@ def make_grading(grading: Path) -> dict:
             (d / s.notebook).write_text("{ this is not a notebook" if student == "mallory" else "{}")
     totals = {}
     for s in specs:
-        bar = next(iter(s.exercises.values())).parts["throughput"].bar or 1.0
+        bar = next(iter(s.exercises.values())).parts["throughput"].calibration_for("h100").bar
         ex = next(iter(s.exercises))
         per = {"alice": _verdict(s, correct=True, value=round(bar * 1.12, 3))}
         if s.slug == "smem_tiling":  # bob's figure is impossible: flagged, never on the leaderboard
@@ -168,8 +169,8 @@ def test_report_has_every_student_plots_leaderboards_and_flags(graded):
     assert all(base64.b64decode(b)[:8] == b"\x89PNG\r\n\x1a\n" for b in imgs)
     from autograder.spec import load
 
-    day1_bar = load("naive_loads").exercises["row_bias"].parts["throughput"].bar
-    assert f"bar {day1_bar:g} TB/s" in html  # the day-1 bar, read from its spec
+    day1_bar = load("naive_loads").exercises["row_bias"].parts["throughput"].calibration_for("h100").bar
+    assert f"bar {day1_bar:.4g} TB/s (median of the bars applied" in html  # the bar the verdicts were graded with
 
     # nothing the trusted side keeps to itself
     for secret_text in ("HIDDEN TESTS", "Traceback", 'File "/course', "derive_seed", SECRET):

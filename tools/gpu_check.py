@@ -1,9 +1,9 @@
-"""Everything that needs the H100, in one run (`make gpu-test`): results and logs under $OUT.
+"""Everything that needs a Hopper GPU, in one run (`make gpu-test`): results and logs under $OUT.
 
 1. self-test and the ceilings of this run (D2D copy, cuBLAS bf16)
 2. every topic's benchmark script: kernels checked against their references, timed, model beside them;
-   recorded_h100.json per topic (copied next to the code when COURSE_RECORD=1)
-3. grader calibration of every spec (the course solution timed beside the ceilings; the spec's bar written)
+   recorded_<gpu>.json per topic (copied next to the code when COURSE_RECORD=1)
+3. grader calibration of every spec for this GPU kind, from the records step 2 wrote (autograder.calibration)
 4. known answers graded on the GPU: every score and flag equal to its expected value
 5. the solution notebooks executed top to bottom
 6. nbgrader autograde of the solutions and of each known answer as a student: full marks / expected scores
@@ -105,28 +105,31 @@ def topic_bench(slug: str, out: Path):
     return res
 
 
-def calibrate_all(slugs):
-    from autograder.cli import calibrate
-    from kernels.device import gpu, is_h100
+def calibrate_all(slugs, out: Path):
+    """Each topic's bars calibrated for this GPU kind from the record its bench step just wrote (out/<slug>/
+    recorded_<gpu>.json): written into the specs (COURSE_RECORD=1) or beside the results."""
+    from autograder.calibration import calibrate
+    from kernels import record
+    from kernels.device import gpu
 
-    if not is_h100():
-        print(f"not an H100 ({gpu()['name']}): the bars are H100 figures, nothing calibrated")
-        return {"ok": False, "skipped": "not an H100"}
-
+    tag = record.device_tag((gpu() or {}).get("name"))
     res, errors = {}, {}
     for s in slugs:
+        rec = out / s / f"recorded_{tag}.json"
         try:
-            res[s] = calibrate(s, write=True)
+            if not rec.exists():
+                raise FileNotFoundError(f"{rec}: the bench step of {s} wrote no record on this GPU")
+            res[s] = calibrate(s, records=[rec], write_spec=os.environ.get("COURSE_RECORD") == "1")
         except Exception as exc:  # noqa: BLE001 - one topic's failure must not leave the others uncalibrated
             errors[s] = repr(exc)
     print(json.dumps({"calibration": res, "errors": errors}, indent=1, default=str))
-    ok = not errors and all(v["solution_over_bar"] >= 1.0 for r in res.values() for v in r.values())
+    ok = not errors and all(c["margin"] >= 1.0799 for r in res.values() for g in r.values() for c in g.values())
     return {"ok": ok, "calibration": res, "errors": errors}
 
 
 def known_all(slugs):
     from autograder.known import check_known, table
-    from kernels.device import is_h100
+    from kernels.device import gpu
 
     out, ok = {}, True
     for slug in slugs:
@@ -137,10 +140,8 @@ def known_all(slugs):
         out[slug] = [{"name": r.answer.name, "ok": r.ok, "mismatches": r.mismatches, "unchecked": r.unchecked,
                       "points": {p: s.points for p, s in next(iter(r.grade.exercises.values())).parts.items()},
                       "flags": r.grade.flags} for r in res]
-        # off an H100 the throughput part is not graded (the bars are H100 figures): everything else must be
-        allowed = set() if is_h100() else {"throughput"}
-        ok &= all(r.ok and set(r.unchecked) <= allowed for r in res)
-    return {"ok": ok, "known": out, "h100": is_h100()}
+        ok &= all(r.ok and not r.unchecked for r in res)  # every part graded on a Hopper GPU
+    return {"ok": ok, "known": out, "gpu": (gpu() or {}).get("name")}
 
 
 def execute_notebooks(out: Path, slugs=None):
@@ -176,8 +177,6 @@ def autograde_cohort(slugs, week="week1", members="gpu20"):
 
     from autograder.cohort import build, members_of
     from autograder.release import grading_dir
-    from kernels.device import is_h100
-
     grading = grading_dir()
     shutil.rmtree(grading, ignore_errors=True)
     made = build(grading / "submitted", week, members_of(members, week))
@@ -203,7 +202,7 @@ def autograde_cohort(slugs, week="week1", members="gpu20"):
                 got = gb.find_submission(week, m.student).score
             except Exception as exc:  # noqa: BLE001
                 got = f"missing: {exc}"
-            want = m.expected_h100 if is_h100() else m.expected_gpu
+            want = m.expected_gpu
             flags = []
             for f in (grading / "verdicts" / m.student / week).glob("*.json"):
                 flags += json.loads(f.read_text())["flags"]
@@ -219,11 +218,8 @@ def autograde_cohort(slugs, week="week1", members="gpu20"):
               f"{row['got']}  {'' if w is None else f'{w:5.1f} s'}  flags {len(row['flags'])}"
               + (f"  MISSING {row['missing_flags']}" if row["missing_flags"] else ""))
     res = {"ok": ok, "rows": rows, "wall_s": wall, "students": len(made), "secret_leaked_into": leaked}
-    # gpu20 / rest are H100 records (their expected scores include throughput points); the integrity cohort's
-    # point is what a hostile kernel gets and what its feedback shows, on any Hopper GPU (its device is recorded).
-    from kernels.device import is_hopper
-
-    if os.environ.get("COURSE_RECORD") == "1" and (is_h100() or (members == "integrity" and is_hopper())):
+    # every Hopper GPU grades every part (bars calibrated per GPU kind); the record names the device
+    if os.environ.get("COURSE_RECORD") == "1":
         record_cohort(members, res)
     return res
 
@@ -236,16 +232,22 @@ def _flag_name(flag: str) -> str:
     return next((p for p in names if "-" in p or p in ("error", "timeout", "crash")), names[0] if names else flag[:40])
 
 
-COHORT_RECORD = ROOT / "autograder" / "recorded_cohort_h100.json"
+def cohort_record_path(device_name: str | None) -> Path:
+    """autograder/recorded_cohort_<gpu>.json: the cohorts graded on one GPU kind."""
+    from kernels.record import device_tag
+
+    return ROOT / "autograder" / f"recorded_cohort_{device_tag(device_name)}.json"
 
 
 def record_cohort(cohort: str, res: dict, device: dict | None = None, date: str | None = None,
-                  path: Path = COHORT_RECORD) -> Path:
-    """The cohort's grading on the H100, next to the grader: per cohort, the batch wall time and every student's
-    expected and graded score, flags and wall time — the numbers the course quotes about grading at scale."""
+                  path: Path | None = None) -> Path:
+    """The cohort's grading on this GPU, next to the grader (one file per GPU kind): per cohort, the batch wall time
+    and every student's expected and graded score, flags and wall time — the numbers the course quotes about grading
+    at scale."""
     from kernels.device import gpu
 
     g = device or gpu() or {}
+    path = path or cohort_record_path(g.get("name"))
     doc = json.loads(path.read_text()) if path.exists() else {}
     doc[cohort] = {"device": g.get("name"), "driver": g.get("driver"), "date": date or time.strftime("%Y-%m-%d"),
                    "students": res["students"], "batch_wall_s": round(res["wall_s"], 1), "ok": res["ok"],
@@ -284,7 +286,7 @@ def main() -> int:
             step(f"bench {slug}", topic_bench, summary, slug, out)
     graded = [s for s in slugs if s in specs]
     if "calibrate" not in args.skip:
-        step("calibrate grader bars", calibrate_all, summary, graded)
+        step("calibrate grader bars", calibrate_all, summary, graded, out)
         for s in graded:  # the calibrated specs come back with the results
             (out / "specs").mkdir(exist_ok=True)
             shutil.copy(ROOT / "autograder" / "specs" / f"{s}.toml", out / "specs" / f"{s}.toml")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# make gpu-test: everything that needs the H100, in one command. Results and logs under $OUT (default build/gpu).
+# make gpu-test: everything that needs a Hopper GPU (H100, H200), in one command. Results and logs under $OUT (default build/gpu).
 #
-# On an H100 with no package index (Python 3.12 with torch, triton, cuda-core) the nbgrader/Jupyter wheels travel
+# On a GPU machine with no package index (Python 3.12 with torch, triton, cuda-core) the nbgrader/Jupyter wheels travel
 # in .whl/ (tools/fetch_gpu_wheels.sh) and are installed into /tmp/site first. Elsewhere (a GPU machine with the
 # course's venv) nothing is installed.
 set -uo pipefail
@@ -29,7 +29,7 @@ rc=${PIPESTATUS[0]}
 # Pack the per-topic results and the recorded numbers into two archives (a handful of files to carry back).
 tar -czf "$OUT/results.tar.gz" -C "$OUT" --exclude results.tar.gz --exclude gpu_check.log . kernels 2>/dev/null || \
   tar -czf "$OUT/results.tar.gz" -C "$OUT" --exclude results.tar.gz --exclude gpu_check.log .
-# autograder/recorded_cohort_h100.json: written by the cohort step (COURSE_RECORD=1, on an H100) when it ran.
-tar -czf "$OUT/recorded.tar.gz" kernels/*/recorded_h100.json autograder/specs/*.toml \
-  $(ls autograder/recorded_cohort_h100.json 2>/dev/null) 2>/dev/null || true
+# autograder/recorded_cohort_<gpu>.json: written by the cohort step (COURSE_RECORD=1) when it ran.
+tar -czf "$OUT/recorded.tar.gz" kernels/*/recorded_*.json autograder/specs/*.toml \
+  $(ls autograder/recorded_cohort_*.json 2>/dev/null) 2>/dev/null || true
 exit $rc

@@ -98,3 +98,21 @@ def bytes_moved(shape) -> int:
 def flops(shape) -> int:
     m, n, k = shape
     return 2 * m * n * k
+
+
+# The trusted baseline of the throughput bar (autograder/specs/gemm.toml, vendor_fraction): cuBLAS on the exercise's
+# own inputs at its bench shape, timed in the grading run (kernels.runner.exercise_baseline). Tensor-core clocks
+# depend on the data, so the bar compares like with like only on the inputs the answer is timed on.
+VENDOR = "cuBLAS bf16 (torch.matmul) on the exercise's inputs"
+
+
+# A record written before the baseline was kept beside the margins: the vendor's row of the same run at the bench
+# shape (autograder.calibration reads it, and says so).
+VENDOR_ROW = ("cublas", "8192x8192x8192")
+
+
+def vendor(inputs: dict, out: torch.Tensor):
+    """A zero-argument call that does the exercise's work with the vendor library (C = A B^T into `out`)."""
+    from .launch import gemm
+
+    return lambda: gemm(inputs["a"], inputs["b"], "cublas", out=out)
