@@ -33,6 +33,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -49,7 +50,7 @@ ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "LD_LIBRARY_
             "XDG_CACHE_HOME", "COURSE_FORCE_CPU", "COURSE_NCU", "COURSE_NO_NCU", "NVIDIA_VISIBLE_DEVICES",
             "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS")
 TEST_HOOKS = ("COURSE_HARNESS_TEST_HANG", "COURSE_HARNESS_TEST_CRASH", "COURSE_HARNESS_TEST_FORGE",
-              "COURSE_HARNESS_TEST_ENV")
+              "COURSE_HARNESS_TEST_ENV", "COURSE_HARNESS_TEST_FLOOD")
 
 
 def child_env() -> dict:
@@ -63,30 +64,66 @@ def child_env() -> dict:
 
 
 # ----------------------------------------------------------------------------------------------------- parent side
+class _Capture(threading.Thread):
+    """Drains one of a child's output pipes as it is written, keeping only the first `head` and the last `tail`
+    bytes and counting all of them: a kernel that printf's on every launch costs the grading disk nothing (the
+    pipe never fills, so the child never blocks on it either)."""
+
+    def __init__(self, pipe, head: int, tail: int):
+        super().__init__(daemon=True)
+        self.pipe, self.head_cap, self.tail_cap = pipe, head, tail
+        self.head, self.tail, self.total = bytearray(), bytearray(), 0
+
+    def run(self) -> None:
+        while chunk := self.pipe.read1(1 << 16) if hasattr(self.pipe, "read1") else self.pipe.read(1 << 16):
+            self.total += len(chunk)
+            room = self.head_cap - len(self.head)
+            if room > 0:
+                self.head += chunk[:room]
+                chunk = chunk[room:]
+            if chunk and self.tail_cap:
+                self.tail = (self.tail + chunk)[-self.tail_cap:]
+
+    def text(self) -> str:
+        """The kept bytes: the head, and where bytes were left out, how many and the tail."""
+        left_out = self.total - len(self.head) - len(self.tail)
+        mid = f"\n... [{left_out} bytes not kept] ...\n".encode() if left_out > 0 else b""
+        return (bytes(self.head) + mid + bytes(self.tail)).decode(errors="replace")
+
+
+STDOUT_HEAD, STDOUT_TAIL = 64 * 1024, 16 * 1024  # a kernel's own printing kept per child (the rest is counted)
+STDERR_HEAD, STDERR_TAIL = 0, 4000
+
+
 def _spawn(mode: str, job: dict, timeout: float, workdir: Path) -> dict:
     """Run one child; its records come back on the private descriptor. Returns {"records": [...], "timed_out",
-    "returncode", "stdout": the first 64 KiB of the child's own stdout (a kernel's printf), "stdout_bytes": all of
-    it, "stderr"}."""
+    "returncode", "stdout": the first 64 KiB and the last 16 KiB of the child's own stdout (a kernel's printf),
+    "stdout_bytes": how much it wrote in all, "stderr": its last 4000 bytes}. Nothing the child prints is written to
+    disk."""
     verdict = tempfile.TemporaryFile()
     job = {**job, "verdict_fd": verdict.fileno()}
-    with open(workdir / f"{mode}_stdout.txt", "w+b") as out, open(workdir / f"{mode}_stderr.txt", "w+b") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "autograder.harness", mode], stdin=subprocess.PIPE,
-                                stdout=out, stderr=err, env=child_env(), cwd=str(workdir), start_new_session=True,
-                                pass_fds=(verdict.fileno(),))
-        try:
-            proc.communicate(json.dumps(job).encode(), timeout=timeout)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            proc.communicate()
-            timed_out = True
-        finally:
-            _kill_group(proc)  # anything the child left behind (forks) goes with its process group
-        out.seek(0)
-        err.seek(0)
-        stdout_bytes = os.fstat(out.fileno()).st_size
-        stdout = out.read(64 * 1024).decode(errors="replace")
-        stderr = err.read().decode(errors="replace")[-4000:]
+    proc = subprocess.Popen([sys.executable, "-m", "autograder.harness", mode], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(), cwd=str(workdir),
+                            start_new_session=True, pass_fds=(verdict.fileno(),))
+    out, err = _Capture(proc.stdout, STDOUT_HEAD, STDOUT_TAIL), _Capture(proc.stderr, STDERR_HEAD, STDERR_TAIL)
+    out.start()
+    err.start()
+    try:
+        proc.stdin.write(json.dumps(job).encode())
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass
+    try:
+        proc.wait(timeout=timeout)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        proc.wait()
+        timed_out = True
+    finally:
+        _kill_group(proc)  # anything the child left behind (forks) goes with its process group
+    out.join(10)
+    err.join(10)
     verdict.seek(0)
     records = []
     for line in verdict.read().decode(errors="replace").splitlines():
@@ -96,8 +133,8 @@ def _spawn(mode: str, job: dict, timeout: float, workdir: Path) -> dict:
         except json.JSONDecodeError:
             continue
     verdict.close()
-    return {"records": records, "timed_out": timed_out, "returncode": proc.returncode, "stdout": stdout,
-            "stdout_bytes": stdout_bytes, "stderr": stderr}
+    return {"records": records, "timed_out": timed_out, "returncode": proc.returncode, "stdout": out.text(),
+            "stdout_bytes": out.total, "stderr": err.text()}
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -110,7 +147,10 @@ def _kill_group(proc: subprocess.Popen) -> None:
 def printed(text: str) -> str:
     """What a kernel printed, made safe to show: control characters out, capped."""
     clean = "".join(c if c.isprintable() or c in "\n\t" else "?" for c in text)
-    return clean if len(clean) <= PRINT_CAP else clean[:PRINT_CAP] + f"\n... ({len(clean) - PRINT_CAP} more characters)"
+    if len(clean) <= PRINT_CAP:
+        return clean
+    head, tail = clean[:PRINT_CAP * 3 // 4], clean[-(PRINT_CAP // 4):]
+    return head + f"\n... ({len(clean) - len(head) - len(tail)} more characters) ...\n" + tail
 
 
 def _wants_gpu(gpu: bool | None) -> bool:
@@ -326,6 +366,12 @@ def main(argv=None) -> int:
             os.write(fd, ("x" * 70000 + "\nVERDICT " + forged + "\nPARTIAL " + forged + "\n").encode())
     if os.environ.get("COURSE_HARNESS_TEST_ENV"):
         os.write(1, json.dumps(dict(os.environ)).encode())
+    if os.environ.get("COURSE_HARNESS_TEST_FLOOD"):  # a kernel that printf's on every launch: N MiB, then a last line
+        line = b"launch says hello " * 3 + b"\n"
+        block = line * (2**20 // len(line))
+        for _ in range(int(os.environ["COURSE_HARNESS_TEST_FLOOD"])):
+            os.write(1, block)
+        os.write(1, b"LAST LINE\n")
     if os.environ.get("COURSE_HARNESS_TEST_HANG"):
         time.sleep(3600)
     if os.environ.get("COURSE_HARNESS_TEST_CRASH"):

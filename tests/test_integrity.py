@@ -43,6 +43,27 @@ def test_what_a_kernel_prints_is_made_safe_and_capped():
     assert len(text) < harness.PRINT_CAP + 60 and "more characters" in text
 
 
+def test_a_kernel_that_prints_on_every_launch_fills_no_disk_and_every_byte_is_counted(monkeypatch, tmp_path):
+    """Issue family 'printing fills the grading disk': 300 MiB printed by the child is drained from a pipe as it
+    comes; the first and last bytes are kept, the rest counted, nothing is written under the grading folder."""
+    import resource
+
+    monkeypatch.setenv("COURSE_HARNESS_TEST_FLOOD", "300")
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    res = harness.run_exercise("naive_loads", "row_bias", SCALAR, seed=5, gpu=False, timeout_s=120)
+    grew_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    line = b"launch says hello " * 3 + b"\n"
+    total = 300 * (2**20 // len(line)) * len(line) + len(b"LAST LINE\n")
+    flag = next(f for f in res["flags"] if f.startswith("kernel-printed"))
+    assert f"printed {total} bytes" in flag, flag
+    out = res["kernel_output"]
+    assert out.startswith("launch says hello") and out.rstrip().endswith("LAST LINE") and "more characters" in out
+    assert len(out) <= harness.PRINT_CAP + 60
+    assert grew_kib < 64 * 1024, f"the parent kept {grew_kib} KiB"  # 300 MiB never held in memory
+    assert sum(f.stat().st_size for f in tmp_path.rglob("*") if f.is_file()) < 2**20  # nor written to disk
+
+
 # ---- 2. the child's environment ------------------------------------------------------------------------------------
 def test_the_harness_child_sees_no_secret_and_no_instructor_variable(monkeypatch):
     monkeypatch.setenv("COURSE_SECRET_SEED", SECRET)
