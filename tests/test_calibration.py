@@ -118,6 +118,7 @@ def test_calibrate_writes_one_table_per_gpu_and_keeps_every_other_line(tmp_path,
     doc["device"], doc["date"] = "NVIDIA GH200 480GB", "2030-01-02"
     doc["exercise_margins"]["tma_add"]["solution"] = 3.5
     doc["ceilings"]["copy_tbps"] = 4.0
+    doc["exercise_margins"]["tma_add"]["baseline"] = {"kind": "copy", "what": "D2D copy (torch, 1 GiB)", "value": 4.0}
     before = path.read_text()
     cals = calibration.from_record(mine, doc, "recorded_gh200.json")
     calibration.write(mine, cals)
