@@ -284,10 +284,13 @@ def test_prediction_hand_computed():
     nc = H100.sm_count * 8 * 8192
     x = nc / (model.TMA_LATENCY_NS + nc / (CEIL * 1e3)) / 1e3
     assert q.bound == "memory" and q.mem_ms == pytest.approx(2 * 4096 * 16896 / (x * 1e3) / 1e6)
-    # the TMA's box rows: 4 boxes of 64 rows per tile for 32-byte rows, 1 for 128-byte rows
-    r32 = model.predict_config(model.Config("colsum", "32B", 32, 1), 4.25)
-    assert r32.rows_ms == pytest.approx(128 * 256 / model.TMA_ROWS_PER_NS / 1e6)
-    assert r32.rows_ms == pytest.approx(4 * model.predict_config(model.Config("colsum", "128B", 128, 1), 4.25).rows_ms)
+    # 32-byte box rows: the same law at ROW32_EFFICIENCY x the ceiling (a memory-side limit: it scales with C)
+    for c in (3.0, 4.25):
+        r32 = model.predict_config(model.Config("colsum", "32B", 32, 1), c)
+        x = nc / (model.TMA_LATENCY_NS + nc / (model.ROW32_EFFICIENCY * c * 1e3)) / 1e3
+        assert r32.bound == "memory (32-byte rows)" and r32.mem_ms == pytest.approx(2 * 4096 * 16896 / (x * 1e3) / 1e6)
+        assert model.predict_config(model.Config("colsum", "none", 32, 1), c).tbps == pytest.approx(r32.tbps)
+        assert model.predict_config(model.Config("colsum", "64B", 64, 1), c).bound == "memory"
     # conflicts scale the shared-memory time; swizzled modes cost the same
     t = {(m, s): model.predict_config(model.Config("colsum", m, s, 32), CEIL).smem_ms for m, s in workload.LAYOUTS}
     assert t[("none", 128)] > t[("none", 64)] > t[("none", 32)] > t[("128B", 128)]
@@ -296,44 +299,77 @@ def test_prediction_hand_computed():
 
 def test_exercise_bar_is_cleared_by_the_model():
     tp = _spec().exercises["swizzle_transpose"].parts["throughput"]
-    assert tp.copy_fraction == 0.75 and tp.bar == pytest.approx(tp.copy_fraction * 3.0)
-    assert tp.reference_value is None and tp.calibrated is None  # not yet calibrated on an H100
+    assert tp.copy_fraction == 0.75 and tp.baseline_kind == "copy"
     sol = model.predict_transpose(3.0)
-    assert sol.tbps / tp.bar >= 1.08, sol.tbps  # SOLUTION_MARGIN, in the model
+    assert sol.tbps / (tp.copy_fraction * 3.0) >= 1.08, sol.tbps  # SOLUTION_MARGIN, in the model
     # fewer stages keep fewer bytes in flight
     assert model.predict_transpose(3.0, stages=2).tbps < sol.tbps < 0.92 * 3.0
 
 
 def test_fit_recovers_the_constants():
-    truth = {"wavefronts_per_ns": 1.5, "rows_per_ns": 0.5, "latency_ns": 900.0}
+    truth = {"wavefronts_per_ns": 1.5, "row32_efficiency": 0.8, "latency_ns": 900.0}
     rows = []
     for c in bench.sweep_configs():
         p = model.predict_config(model.Config(**c["config"]), CEIL, **truth)
         rows.append({"kernel": c["name"], "config": c["config"], "ms": p.ms * (1 + 1e-12), "tbps": p.tbps})
     f = model.fit(rows, CEIL)
     assert f["WAVEFRONTS_PER_NS"] == pytest.approx(1.5) and f["TMA_LATENCY_NS"] == pytest.approx(900.0)
-    # with these constants the 32-byte rows at 1 pass are bound by the TMA's box rows: the fit row sees the rate
-    assert model.predict_config(model.Config("colsum", "32B", 32, 1), CEIL, **truth).bound == "TMA rows"
-    assert f["TMA_ROWS_PER_NS"] == pytest.approx(0.5)
+    assert model.predict_config(model.Config("colsum", "32B", 32, 1), CEIL, **truth).bound == "memory (32-byte rows)"
+    assert f["ROW32_EFFICIENCY"] == pytest.approx(0.8)
     assert f["held_out_band"] < 1e-6
     assert set(f["held_out_errors"]) == {c["name"] for c in bench.sweep_configs()} - set(model.FIT_ROWS)
     with pytest.raises(ValueError, match="fit rows"):
         model.fit([], CEIL)
 
 
-def test_constants_are_the_fit_of_their_run():
-    # The constants were fit once to this run (model.FIT): the fit is reproducible, and the benchmark's held-out rows
-    # (1 and 32 passes, the exercise) are within 10 % of the model in it.
-    doc = json.loads((ROOT / "kernels" / SLUG / "fit_run_h200.json").read_text())
+RECORDS = {p.stem.removeprefix("recorded_"): p for p in sorted((ROOT / "kernels" / SLUG).glob("recorded_*.json"))}
+
+
+def _record(tag: str) -> dict:
+    return json.loads(RECORDS[tag].read_text())
+
+
+def test_constants_are_the_fit_of_the_h100_record():
+    # The constants were fit once to the H100's record (model.FIT): the fit is reproducible from it.
+    doc = _record("h100")
     ceil = doc["ceilings"]["copy_tbps"]
     assert ceil == pytest.approx(model.FIT["copy_tbps"], abs=1e-3)
+    assert (model.FIT["device"], model.FIT["driver"], model.FIT["date"]) == (doc["device"], doc["driver"], doc["date"])
+    assert "NVIDIA H100 80GB HBM3, driver 580.159.04, 2026-11-25, make gpu-test" in model.FIT["source"]
     names = {c["name"] for c in bench.sweep_configs()} | {f"{exercise.NAME} correct"}
     f = model.fit([r for r in doc["rows"] if r["kernel"] in names], ceil)
     assert f["WAVEFRONTS_PER_NS"] == pytest.approx(model.WAVEFRONTS_PER_NS, abs=1e-3)
-    assert f["TMA_ROWS_PER_NS"] == pytest.approx(model.TMA_ROWS_PER_NS, abs=1e-3)
-    assert f["TMA_LATENCY_NS"] == pytest.approx(model.TMA_LATENCY_NS, abs=1)
+    assert f["ROW32_EFFICIENCY"] == pytest.approx(model.ROW32_EFFICIENCY, abs=1e-3)
+    assert f["TMA_LATENCY_NS"] == pytest.approx(model.TMA_LATENCY_NS, abs=0.1)
     assert set(f["held_out_errors"]) == set(model.HELD_OUT) and f["held_out_band"] <= 0.10, f["held_out_errors"]
-    assert not doc["check_failures"] and set(doc["probe_misaligned"].values()) == {"address"}
+
+
+@pytest.mark.parametrize("tag", sorted(RECORDS))
+def test_model_within_band_on_held_out_rows(tag):
+    """Every GPU's held-out rows within 10 % (each with its own run's copy ceiling), or named in FIT."""
+    doc = _record(tag)
+    errs = model.held_out_errors(doc)
+    assert set(errs) == set(model.HELD_OUT)
+    outside = {k: v for k, v in errs.items() if abs(v) > 0.10}
+    assert set(outside) == set(model.FIT["held_out_outside_band"][tag]), errs
+    text = model.held_out_report(doc)
+    assert doc["device"] in text and text.count("<- outside") == len(outside)
+
+
+@pytest.mark.parametrize("tag", sorted(RECORDS))
+def test_claims_hold_on_every_record(tag):
+    doc = _record(tag)
+    assert bench.claims(doc["rows"], doc["ceilings"]) == []
+
+
+def test_old_one_pass_claim_failed_on_the_h200():
+    """Known bad: "at 1 pass the six layouts are within 15 %" failed on the H200 (32-byte rows 2.66 vs 128B 3.16
+    TB/s: 1.19x); the claim now keeps 64/128-byte rows within 10 % and says the 32-byte ones are slower."""
+    def spread(doc):
+        p1 = [r["tbps"] for r in doc["rows"] if r["kernel"].endswith(" p1")]
+        return max(p1) / min(p1)
+
+    assert spread(_record("h100")) <= 1.15 < spread(_record("h200"))
 
 
 def test_fit_and_held_out_rows_are_named_and_disjoint():
@@ -341,30 +377,6 @@ def test_fit_and_held_out_rows_are_named_and_disjoint():
     assert set(model.FIT_ROWS) <= names and set(model.HELD_OUT) <= names
     assert not set(model.FIT_ROWS) & set(model.HELD_OUT)
     assert set(model.FIT_ROWS) | set(model.HELD_OUT) == names
-
-
-def _recorded():
-    for tag in ("h100", "h200"):
-        p = ROOT / "kernels" / SLUG / f"recorded_{tag}.json"
-        if p.exists():
-            return json.loads(p.read_text())
-    return None
-
-
-def test_model_within_band_on_held_out_rows():
-    doc = _recorded()
-    if doc is None:
-        pytest.skip("no recorded run of this topic yet (written by the GPU script)")
-    ceil = doc["ceilings"]["copy_tbps"]
-    bad = []
-    for r in doc["rows"]:
-        if r["kernel"] not in model.HELD_OUT or not r.get("config"):
-            continue
-        p = model.predict_config(model.Config(**r["config"]), ceil)
-        if abs(p.tbps / r["tbps"] - 1) > 0.10:
-            bad.append(f"{r['kernel']}: model {p.tbps:.3f} vs measured {r['tbps']:.3f} TB/s")
-    assert not bad, bad
-    assert {r["kernel"] for r in doc["rows"]} >= set(model.HELD_OUT)
 
 
 def test_explain_and_plots(tmp_path):
@@ -438,7 +450,9 @@ def test_claims_and_plots_on_synthetic_rows(tmp_path):
     assert bench.claims(rows, {"copy_tbps": CEIL}) == []
     flat = [dict(r, tbps=1.0) if r["kernel"].startswith("colsum") else r for r in rows]
     got = bench.claims(flat, {"copy_tbps": CEIL})
-    assert any("< 4x" in g for g in got)
+    assert any("< 4x" in g for g in got) and any("not slower than swz128" in g for g in got)
+    wide = [dict(r, tbps=0.8 * r["tbps"]) if r["kernel"] == "colsum none128 p1" else r for r in rows]
+    assert any("64- and 128-byte rows differ" in g for g in bench.claims(wide, {"copy_tbps": CEIL}))
     slow = [dict(r, tbps=0.5) if r["kernel"].endswith("correct") else r for r in rows]
     assert any("0.167x" in g for g in bench.claims(slow, {"copy_tbps": CEIL}))
     assert any("not timed" in g for g in bench.claims(rows[:-1], {"copy_tbps": CEIL}))

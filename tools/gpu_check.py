@@ -105,6 +105,55 @@ def topic_bench(slug: str, out: Path):
     return res
 
 
+def gemm_ring_dram(out: Path, stages=(2, 4, 6)):
+    """What rung 3's ring depth does to DRAM at 8192^3: one launch per depth measured by Nsight Compute (DRAM bytes
+    read, duration). Four and six stages leave the same one CTA per SM; the model (kernels/gemm/model.py) says a
+    deeper ring lets the CTAs that share a B panel drift apart, so B comes from DRAM more than once. Written to
+    kernels/gemm/counters_<gpu>.json (COURSE_RECORD=1) and out/gemm/ring_dram.json."""
+    from kernels import ncu, record
+    from kernels.device import gpu
+
+    ncu_bin = ncu.find_ncu()
+    if not ncu_bin:
+        return {"ok": False, "error": "no ncu"}
+    code = ("import sys, torch; from kernels.gemm.launch import gemm; from kernels.gemm.exercise import make_inputs; "
+            "x = make_inputs((8192, 8192, 8192), 1); s = int(sys.argv[1]); "
+            "[gemm(x['a'], x['b'], 'pipelined', stages=s) for _ in range(3)]; torch.cuda.synchronize()")
+    res = {}
+    for st in stages:
+        p = subprocess.run([ncu_bin, "--metrics", "dram__bytes_read.sum,gpu__time_duration.sum", "--kernel-name",
+                            "regex:gemm_pipelined", "--launch-skip", "2",
+                            "--launch-count", "1", "--csv", sys.executable, "-c", code, str(st)],
+                           capture_output=True, text=True, cwd=ROOT, timeout=600)
+        vals = {}
+        for line in p.stdout.splitlines():
+            cells = [c.strip('"') for c in line.split('","')]
+            if len(cells) > 3 and cells[-3] in ("dram__bytes_read.sum", "gpu__time_duration.sum"):
+                vals[cells[-3]] = (cells[-2], float(cells[-1].replace(",", "")))
+        if len(vals) < 2:
+            res[st] = {"error": (p.stdout + p.stderr)[-1500:]}
+            continue
+        unit_b, b = vals["dram__bytes_read.sum"]
+        unit_t, t = vals["gpu__time_duration.sum"]
+        scale_b = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12}.get(unit_b, float("nan"))
+        scale_t = {"nsecond": 1e-9, "ns": 1e-9, "usecond": 1e-6, "us": 1e-6, "msecond": 1e-3, "ms": 1e-3,
+                   "second": 1.0, "s": 1.0}.get(unit_t)
+        res[st] = {"dram_read_gb": b * scale_b / 1e9, "duration": f"{t} {unit_t}"}
+        if scale_t:
+            res[st].update(ms=t * scale_t * 1e3, tflops=2 * 8192**3 / (t * scale_t) / 1e12)
+        print(f"  pipelined s{st} 8192^3: DRAM read {res[st]['dram_read_gb']:.2f} GB, {res[st]['duration']} under ncu")
+    g = gpu() or {}
+    doc = {"device": g.get("name"), "driver": g.get("driver"), "date": time.strftime("%Y-%m-%d"),
+           "what": "rung 3 (pipelined) at 8192^3 on the exercise's inputs, one launch per ring depth under ncu",
+           "stages": {str(k): v for k, v in res.items()}}
+    (out / "gemm").mkdir(parents=True, exist_ok=True)
+    (out / "gemm" / "ring_dram.json").write_text(json.dumps(doc, indent=1))
+    if os.environ.get("COURSE_RECORD") == "1":
+        (ROOT / "kernels" / "gemm" / f"counters_{record.device_tag(g.get('name'))}.json").write_text(
+            json.dumps(doc, indent=1) + "\n")
+    return {"ok": all("error" not in v for v in res.values()), **doc}
+
+
 def calibrate_all(slugs, out: Path):
     """Each topic's bars calibrated for this GPU kind from the record its bench step just wrote (out/<slug>/
     recorded_<gpu>.json): written into the specs (COURSE_RECORD=1) or beside the results."""
@@ -176,15 +225,15 @@ def autograde_cohort(slugs, week="week1", members="gpu20"):
     flags equal to their expected values; batch and per-submission wall times."""
     from nbgrader.api import Gradebook
 
-    from autograder.cohort import build, members_of
-    from autograder.release import grading_dir
-    grading = grading_dir()
+    from autograder.cohort import build, cohort_grading_dir, members_of
+    # the cohort's own grading folder (build/grading-cohort), never the class's build/grading
+    grading = cohort_grading_dir()
     shutil.rmtree(grading, ignore_errors=True)
     made = build(grading / "submitted", week, members_of(members, week))
     t0 = time.perf_counter()
     seed = str(int.from_bytes(os.urandom(6), "little"))
     r = subprocess.run([sys.executable, "-m", "autograder.cli", "grade", week, "--seed", seed],
-                       capture_output=True, text=True, cwd=ROOT)
+                       capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, COURSE_GRADING_DIR=str(grading)))
     print(r.stdout[-4000:])
     if r.returncode:
         print(r.stderr[-5000:])
@@ -286,6 +335,8 @@ def main() -> int:
         if (ROOT / "kernels" / slug / "bench.py").exists() and "bench" not in args.skip:
             step(f"bench {slug}", topic_bench, summary, slug, out)
     graded = [s for s in slugs if s in specs]
+    if "gemm" in slugs and "counters" not in args.skip:
+        step("gemm ring depth and DRAM (ncu)", gemm_ring_dram, summary, out)
     if "calibrate" not in args.skip:
         step("calibrate grader bars", calibrate_all, summary, graded, out)
         for s in graded:  # the calibrated specs come back with the results

@@ -1,12 +1,19 @@
 """Week 2, day 5's benchmark: check every attention rung (CUDA at each head dim and ring depth, Triton, cuDNN and
 FlashAttention-2 through torch SDPA) on awkward shapes, then time them at B4 H32 S4096 (D 128, causal, D 64) with the
 model's prediction beside the CUDA rows, and the exercise's known answers timed by the grader's own function — all
-in one run, beside the cuBLAS ceiling of the same run.
+in one run, beside the cuBLAS ceiling of the same run, and all on the exercise's inputs (kernels/attention/workload.py
+make_inputs: odd heads carry large logits), so that every ratio (a rung over cuDNN, the solution over its bar)
+compares like with like. The SM clock is read during every timing (kernels.clock; None where it cannot be read).
+
+One lesson is about the data itself (data_effect): the best CUDA rung and cuDNN at D 128, each timed on the
+exercise's inputs and on plain N(0, 1) q, k, v, rows tagged `data` "exercise" / "normal" and `lesson` "data_effect",
+with the mean SM clock of each timing. Claims, vs_cudnn and the model read only the exercise-data rows (main_rows).
 
     python -m kernels.attention.bench --out build/gpu [--quick]
 
 `check_all()` and `measure()` serve the notebook's Explore section; `run()` also writes the record and the plots.
-Everything here needs an sm_90 GPU except `configs()`, `claims()` and the plots.
+Everything here needs an sm_90 GPU except `configs()`, `claims()`, `main_rows()`, `vs_cudnn()`,
+`data_effect_summary()`, `data_effect_line()` and the plots.
 """
 
 from __future__ import annotations
@@ -14,10 +21,11 @@ from __future__ import annotations
 from .. import record
 from ..bench import bench, ceilings, script_main
 from ..check import compare
+from ..clock import timed
 from ..topic import Topic, answer_row, check_answers, row, shipped, time_answer
 from . import exercise, model
 from .launch import STAGES, attention
-from .workload import BENCH_SHAPE, TEST_SHAPES, flops, make_inputs, reference, shape_name
+from .workload import BENCH_SHAPE, DATA, TEST_SHAPES, flops, inputs_for, make_inputs, reference, shape_name
 
 SLUG = "attention"
 SOLUTION_STAGES = 2            # correct.cu: `constexpr int STAGES = 2` (a test holds them equal)
@@ -29,7 +37,7 @@ LIBS = ("cudnn", "flash", "triton")
 
 def configs(quick: bool = False) -> list[dict]:
     """The timed rows: the CUDA kernel at every ring depth it defines (non-causal D 128 and D 64), the causal D 128
-    kernel at its default depth, and Triton / cuDNN / FA2 at each shape."""
+    kernel at its default depth, and Triton / cuDNN / FA2 at each shape — all on the exercise's inputs."""
     out = []
     for tag, shape in SHAPES.items():
         d, causal = shape[3], shape[4]
@@ -42,14 +50,6 @@ def configs(quick: bool = False) -> list[dict]:
         for lib in LIBS:
             out.append({"name": f"{lib} d{d}" + (" causal" if causal else ""), "variant": lib, "stages": None,
                         "shape": shape, "config": None})
-    # The same kernels on plain N(0, 1) inputs (no large-logit heads): the timings depend on the data (a softmax
-    # that is nearly one-hot feeds the second GEMM mostly zeros), so the table shows both.
-    if not quick:
-        for variant, st in (("cuda", 2), ("cuda", 3), ("cudnn", None)):
-            d = BENCH_SHAPE[3]
-            name = (f"attn_fwd d{d} s{st}" if variant == "cuda" else f"{variant} d{d}") + " plain"
-            out.append({"name": name, "variant": variant, "stages": st, "shape": BENCH_SHAPE, "config": None,
-                        "plain": True})
     return out
 
 
@@ -78,57 +78,152 @@ def _pool(shape, seed):
     return [make_inputs(shape, seed + k) for k in range(2)]
 
 
-def measure(reps: int = 10, seed: int = 0, quick: bool = False):
-    """Time each row (fresh inputs each repetition, L2 flushed) with the model's prediction beside the CUDA rows."""
+def _make_args(pool, shape, data: str, seed: int):
+    """bench()'s make_args: alternate the pool's two buffers, each refilled before its use with a fresh draw of the
+    data's generator (workload.inputs_for: the exercise's make_inputs, or N(0, 1) for the data-effect lesson)."""
+    gen = inputs_for(data)
+    state = {"i": 0}
+
+    def make_args():
+        state["i"] += 1
+        inp = pool[state["i"] % 2]
+        fresh = gen(shape, seed + 100 + state["i"], device=inp["q"].device)
+        for key in ("q", "k", "v"):
+            inp[key].copy_(fresh[key])
+        return (inp,)
+
+    return make_args
+
+
+def _time(variant: str, stages, shape, data: str, pool, clock, reps: int, seed: int):
+    """(BenchResult, mean SM MHz while it ran) of one attention rung or library on `data`'s inputs."""
     import torch
 
+    out = torch.empty_like(pool[0]["q"])
+
+    def fn(inp):
+        attention(inp["q"], inp["k"], inp["v"], bool(inp["causal"]), variant, stages=stages, out=out)
+
+    return timed(clock, lambda: bench(fn, _make_args(pool, shape, data, seed), flops=flops(shape), reps=reps))
+
+
+def measure(reps: int = 10, seed: int = 0, quick: bool = False):
+    """Time each row on the exercise's inputs (fresh each repetition, L2 flushed) with the model's prediction beside
+    the CUDA rows and the SM clock while it ran; then the data-effect lesson (data_effect) and the exercise's known
+    answers (the grader's own timer, the exercise's inputs)."""
+    import torch
+
+    from ..clock import SmClock
+
     rows, pools = [], {}
-    for cfg in configs(quick):
-        shape = cfg["shape"]
-        if shape not in pools:
-            pools.clear()
-            torch.cuda.empty_cache()
-            pools[shape] = _pool(shape, seed)
-        pool = pools[shape]
-        out = torch.empty_like(pool[0]["q"])
-        state = {"i": 0}
-
-        def make_args(pool=pool, cfg=cfg, shape=shape):
-            # fresh values before every repetition: the workload's inputs (large logits on odd heads, as graded),
-            # or plain N(0, 1) for the "plain" rows
-            state["i"] += 1
-            inp = pool[state["i"] % 2]
-            if cfg.get("plain"):
-                for t in (inp["q"], inp["k"], inp["v"]):
-                    t.normal_()
-            else:
-                fresh = make_inputs(shape, seed + 100 + state["i"])
-                for key in ("q", "k", "v"):
-                    inp[key].copy_(fresh[key])
-            return (inp,)
-
-        def fn(inp, cfg=cfg):
-            attention(inp["q"], inp["k"], inp["v"], bool(inp["causal"]), cfg["variant"], stages=cfg["stages"],
-                      out=out)
-
-        res = bench(fn, make_args, flops=flops(shape), reps=reps)
-        pred = model.predict_config(model.Config(**cfg["config"])) if cfg["config"] else None
-        rows.append(row(cfg["name"], shape_name(shape), res, pred, config=cfg["config"], variant=cfg["variant"],
-                        stages=cfg["stages"], inputs="N(0,1)" if cfg.get("plain") else "workload"))
-    pools.clear()
-    torch.cuda.empty_cache()
-    for name in shipped(SLUG, TIMED_ANSWERS):
-        res = {**time_answer(SLUG, name, reps=reps, seed=seed), "bytes": None}  # a TFLOPS row, not a TB/s one
-        st = SOLUTION_STAGES if name == "correct" else 1
-        cfg = {"b": BENCH_SHAPE[0], "h": BENCH_SHAPE[1], "s": BENCH_SHAPE[2], "d": 128, "causal": 0, "stages": st}
-        rows.append(answer_row(SLUG, name, res, model.predict_config(model.Config(**cfg)), config=cfg,
-                               shape=shape_name(BENCH_SHAPE), variant="exercise", inputs="workload"))
+    with SmClock() as clock:
+        for cfg in configs(quick):
+            shape = cfg["shape"]
+            if shape not in pools:
+                pools.clear()
+                torch.cuda.empty_cache()
+                pools[shape] = _pool(shape, seed)
+            res, mhz = _time(cfg["variant"], cfg["stages"], shape, "exercise", pools[shape], clock, reps, seed)
+            pred = model.predict_config(model.Config(**cfg["config"])) if cfg["config"] else None
+            rows.append(row(cfg["name"], shape_name(shape), res, pred, config=cfg["config"], variant=cfg["variant"],
+                            stages=cfg["stages"], data="exercise", sm_mhz=mhz, clock_source=clock.source))
+        pools.clear()
+        torch.cuda.empty_cache()
+        rows += data_effect(rows, clock, reps=reps, seed=seed)
+        for name in shipped(SLUG, TIMED_ANSWERS):
+            res, mhz = timed(clock, lambda name=name: time_answer(SLUG, name, reps=reps, seed=seed))
+            res = {**res, "bytes": None}  # a TFLOPS row, not a TB/s one
+            st = SOLUTION_STAGES if name == "correct" else 1
+            cfg = {"b": BENCH_SHAPE[0], "h": BENCH_SHAPE[1], "s": BENCH_SHAPE[2], "d": 128, "causal": 0, "stages": st}
+            rows.append(answer_row(SLUG, name, res, model.predict_config(model.Config(**cfg)), config=cfg,
+                                   shape=shape_name(BENCH_SHAPE), variant="exercise", data="exercise", sm_mhz=mhz,
+                                   clock_source=clock.source))
     torch.cuda.empty_cache()
     return rows
 
 
+def best_cuda(rows: list[dict], shape=BENCH_SHAPE) -> dict | None:
+    """The fastest CUDA row at `shape` (main rows: the exercise's data)."""
+    pts = [r for r in main_rows(rows) if r.get("variant") == "cuda" and r["shape"] == shape_name(shape)
+           and r.get("tflops")]
+    return max(pts, key=lambda r: r["tflops"]) if pts else None
+
+
+def data_effect(rows: list[dict], clock=None, reps: int = 10, seed: int = 0, shape=BENCH_SHAPE) -> list[dict]:
+    """The day's one data-effect lesson: the best CUDA rung of `rows` at `shape` and cuDNN, each timed on the
+    exercise's inputs and on plain N(0, 1) q, k, v (workload.DATA), back to back, with the mean SM clock of each
+    timing. Rows named "<rung> (<data> data)", `lesson` "data_effect"; claims and the ratios to cuDNN read only
+    the main rows (all on the exercise's data)."""
+    import torch
+
+    best = best_cuda(rows, shape)
+    runs = ([(best["kernel"], "cuda", best["stages"])] if best else []) + [(f"cudnn d{shape[3]}", "cudnn", None)]
+    pool = _pool(shape, seed + 500)
+    out = []
+    for name, variant, stages in runs:
+        for data in DATA:
+            res, mhz = _time(variant, stages, shape, data, pool, clock, reps, seed + 500)
+            out.append(row(f"{name} ({data} data)", shape_name(shape), res, None, config=None, variant=variant,
+                           stages=stages, data=data, lesson="data_effect", rung=name, sm_mhz=mhz,
+                           clock_source=getattr(clock, "source", None)))
+    del pool
+    torch.cuda.empty_cache()
+    return out
+
+
+def _data(r: dict) -> str:
+    """A row's input distribution: its `data` key; records before it said `inputs` ("workload" / "N(0,1)")."""
+    return r.get("data") or {"N(0,1)": "normal"}.get(r.get("inputs"), "exercise")
+
+
+def main_rows(rows: list[dict]) -> list[dict]:
+    """The rows claims, ratios and the model read: every row on the exercise's data, the data-effect lesson's rows
+    (and an older record's "plain" N(0, 1) rows) left out."""
+    return [r for r in rows if not r.get("lesson") and _data(r) == "exercise"]
+
+
+def data_effect_summary(rows: list[dict]) -> dict:
+    """{rung: {"exercise": TFLOPS, "normal": TFLOPS, "normal_over_exercise", "sm_mhz": {data: MHz or None}}} from
+    the data-effect rows; an older record's "plain" rows count as its normal side, beside its same-named rows."""
+    out: dict = {}
+    for r in rows:
+        if not r.get("tflops"):
+            continue
+        if r.get("lesson") == "data_effect":
+            name, data = r.get("rung") or r["kernel"].split(" (")[0], r["data"]
+        elif _data(r) == "normal" and r["kernel"].endswith(" plain"):
+            name, data = r["kernel"][: -len(" plain")], "normal"
+        else:
+            continue
+        d = out.setdefault(name, {"sm_mhz": {}})
+        d[data] = r["tflops"]
+        d["sm_mhz"][data] = r.get("sm_mhz")
+    for name, d in out.items():
+        if "exercise" not in d:  # an older record: the same kernel's main row
+            ex = next((r["tflops"] for r in main_rows(rows) if r["kernel"] == name and r.get("tflops")), None)
+            if ex:
+                d["exercise"] = ex
+        if d.get("exercise") and d.get("normal"):
+            d["normal_over_exercise"] = d["normal"] / d["exercise"]
+    return out
+
+
+def data_effect_line(doc: dict | None) -> str:
+    """The data-effect lesson of a record, one line per timed kernel."""
+    eff = data_effect_summary((doc or {}).get("rows", []))
+    if not eff:
+        return "no data-effect rows in this record: the benchmark writes them"
+    out = []
+    for name, d in eff.items():
+        clk = ", ".join(f"{k} {v:.0f} MHz" for k, v in d["sm_mhz"].items() if v) or "SM clock not read"
+        ratio = f"{d['normal_over_exercise']:.3f}x" if d.get("normal_over_exercise") else "?"
+        out.append(f"{name:<22} exercise data {d.get('exercise', float('nan')):6.1f}  N(0,1) "
+                   f"{d.get('normal', float('nan')):6.1f} TFLOPS  (N(0,1) / exercise {ratio}; {clk})")
+    return f"on {doc['device']}:\n" + "\n".join(out)
+
+
 def _tf(rows, name):
-    return next((r["tflops"] for r in rows if r["kernel"] == name and r.get("tflops")), None)
+    return next((r["tflops"] for r in main_rows(rows) if r["kernel"] == name and r.get("tflops")), None)
 
 
 def claims(rows: list[dict], ceilings: dict) -> list[str]:
@@ -136,7 +231,7 @@ def claims(rows: list[dict], ceilings: dict) -> list[str]:
     (The fraction of cuDNN is reported, not claimed: see extra()["vs_cudnn"].)"""
     bad = []
     for d in (128, 64):
-        pts = {r["stages"]: r["tflops"] for r in rows if r.get("variant") == "cuda" and r.get("config")
+        pts = {r["stages"]: r["tflops"] for r in main_rows(rows) if r.get("variant") == "cuda" and r.get("config")
                and r["config"]["d"] == d and not r["config"]["causal"] and r.get("tflops")}
         if len(pts) > 1 and min(pts, key=pts.get) != 1:
             bad.append(f"D {d}: the one-stage ring is not the slowest ({pts})")
@@ -146,23 +241,27 @@ def claims(rows: list[dict], ceilings: dict) -> list[str]:
 
 
 def vs_cudnn(rows: list[dict]) -> dict:
-    """Each non-library row's TFLOPS over cuDNN's at the same shape."""
+    """Each non-library row's TFLOPS over cuDNN's at the same shape, both on the exercise's data (main rows)."""
     out = {}
+    rows = main_rows(rows)
     for r in rows:
         if r.get("variant") in ("cudnn",) or not r.get("tflops"):
             continue
-        ref = next((c["tflops"] for c in rows if c.get("variant") == "cudnn" and c["shape"] == r["shape"]
-                    and c.get("inputs") == r.get("inputs")), None)
+        ref = next((c["tflops"] for c in rows if c.get("variant") == "cudnn" and c["shape"] == r["shape"]), None)
         if ref:
             out[f"{r['kernel']} | {r['shape']}"] = r["tflops"] / ref
     return out
 
 
 def _extra(rows: list[dict], ceilings: dict, checked: dict | None = None) -> dict:
-    fitted = model.fit(rows)
+    main = main_rows(rows)
+    fitted = model.fit(main)
     return {"model_fitted_on": model.FIT, "model_fit_rows": list(model.FIT_ROWS), "model_refit": fitted,
-            "model_held_out": model.held_out_errors(rows), "model_held_out_refit": model.held_out_errors(rows, fitted),
+            "model_held_out": model.held_out_errors(main), "model_held_out_refit": model.held_out_errors(main, fitted),
             "model_held_out_band": model.HELD_OUT_BAND, "vs_cudnn": vs_cudnn(rows),
+            "data_effect": data_effect_summary(rows),
+            "inputs": "every row but the data-effect lesson's 'normal' ones: the exercise's make_inputs (odd heads "
+                      "with large logits)",
             "flops_definition": "4*B*H*S*S*D, halved for causal (kernels/attention/workload.py)"}
 
 
@@ -172,6 +271,7 @@ def plot_stages(rows: list[dict], ceilings: dict | None = None):
 
     fig = Figure(figsize=(6.5, 4.0), layout="constrained")
     ax = fig.add_subplot()
+    rows = main_rows(rows)
     for i, d in enumerate((128, 64)):
         pts = sorted((r["stages"], r["tflops"]) for r in rows if r.get("variant") == "cuda" and r.get("config")
                      and r["config"]["d"] == d and not r["config"]["causal"] and r.get("tflops"))
@@ -192,8 +292,9 @@ def plot_stages(rows: list[dict], ceilings: dict | None = None):
     return fig
 
 
-def load_record() -> dict | None:
-    return record.load(SLUG, any_hopper=True)
+def load_record(tag: str | None = None) -> dict | None:
+    """The record of GPU `tag`, else of the GPU this runs on, else the H100's (kernels.record.load)."""
+    return record.load(SLUG, tag)
 
 
 TOPIC = Topic(

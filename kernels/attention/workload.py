@@ -49,6 +49,28 @@ def make_inputs(shape, seed: int, device="cuda") -> dict:
     return {"q": q.to(DTYPE), "k": k.to(DTYPE), "v": v.to(DTYPE), "causal": int(causal)}
 
 
+# The one data-effect lesson of the day (kernels/attention/bench.py, data_effect): the best CUDA rung and cuDNN timed
+# on the exercise's inputs (make_inputs: odd heads with large logits, a nearly one-hot softmax there) and on plain
+# N(0, 1) q, k, v, the SM clock read during each. Every other row (rungs, cuDNN, FA2, Triton, the exercise's answers)
+# uses make_inputs, the exercise's generator (kernels/attention/exercise.py re-exports it).
+DATA = ("exercise", "normal")
+
+
+def make_normal_inputs(shape, seed: int, device="cuda") -> dict:
+    """q, k, v with plain N(0, 1) entries on every head (no large logits): the data-effect lesson's other side."""
+    b, h, s, d, causal = shape
+    g = torch.Generator(device=device).manual_seed(seed)
+    q, k, v = (torch.randn(b, h, s, d, generator=g, device=device).to(DTYPE) for _ in range(3))
+    return {"q": q, "k": k, "v": v, "causal": int(causal)}
+
+
+def inputs_for(data: str):
+    """The input generator of a data tag: "exercise" -> make_inputs, "normal" -> make_normal_inputs."""
+    if data not in DATA:
+        raise ValueError(f"data {data!r}: one of {DATA}")
+    return make_inputs if data == "exercise" else make_normal_inputs
+
+
 def reference(inputs: dict) -> torch.Tensor:
     """torch's math SDPA in fp32 on the bf16 inputs, rounded to bf16; one batch at a time (the bench shape's fp32
     score matrix is 2 GiB per batch)."""

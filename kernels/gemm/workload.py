@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import torch
 
-# Inputs, reference, FLOPs and bytes are the graded exercise's, declared once in exercise.py.
+# Inputs, reference, FLOPs and bytes are the graded exercise's, declared once in exercise.py: every rung, Triton,
+# cuBLAS and the exercise's answers are timed on make_inputs' distribution (N(0, 1) / K^0.25 in bf16), so that a ratio
+# between two rows compares like with like.
 from .exercise import ELEMENT_BYTES, bytes_moved, flops, make_inputs, reference  # noqa: F401
 
 DTYPE = torch.bfloat16
@@ -36,6 +38,28 @@ TEST_SHAPES = ((128, 256, 64), (129, 264, 200), (257, 136, 1032), (640, 520, 410
 # The order the benchmark measures them in: light shapes first, while the GPU is cool (the FMA rung's clock-bound
 # rows move by ~ 20 % between a cool and a hot GPU; the table lists SHAPES in their own order).
 MEASURE_ORDER = (SMALL_SHAPE, SKINNY_SHAPE, BENCH_SHAPE)
+
+
+# The one data-effect lesson of the day (kernels/gemm/bench.py, data_effect): the best CUDA rung and cuBLAS timed on
+# the exercise's inputs and on plain N(0, 1) entries, the SM clock read during each. A tensor core's clock follows
+# the power its operands draw, so "the same GEMM" is not one number; every other row uses the exercise's data.
+DATA = ("exercise", "normal")
+
+
+def make_normal_inputs(shape, seed: int, device="cuda") -> dict:
+    """A (M, K) and B (N, K) with plain N(0, 1) bf16 entries (no 1 / K^0.25): the data-effect lesson's other side."""
+    m, n, k = shape
+    g = torch.Generator(device=device).manual_seed(seed)
+    a = torch.randn(m, k, generator=g, device=device).to(DTYPE)
+    b = torch.randn(n, k, generator=g, device=device).to(DTYPE)
+    return {"a": a, "b": b}
+
+
+def inputs_for(data: str):
+    """The input generator of a data tag: "exercise" -> make_inputs, "normal" -> make_normal_inputs."""
+    if data not in DATA:
+        raise ValueError(f"data {data!r}: one of {DATA}")
+    return make_inputs if data == "exercise" else make_normal_inputs
 
 
 def shape_name(shape) -> str:

@@ -22,17 +22,20 @@ then costs (an explicit bank-conflict counter over the real addresses), and the 
        none,  32 B rows            8 (2-way)   rows 4 apart share a bank group
        32B / 64B / 128B swizzle    4           the XOR spreads the 8 rows over 8 bank groups
 
-3. Time of the demo (colsum, `passes` reads of every tile). Three resources of an SM, the slowest sets the time:
+3. Time of the demo (colsum, `passes` reads of every tile). Two resources, the slower sets the time:
 
        t_smem = tiles per SM x (passes x LDS wavefronts per tile + TMA_FILL_WAVEFRONTS) / WAVEFRONTS_PER_NS
-       t_rows = tiles per SM x box rows per tile / TMA_ROWS_PER_NS     (one global request per box row: 64 rows of
-                                                                       128 B, 128 of 64 B or 256 of 32 B per tile)
-       t_mem  = bytes / X,   X = N c / (T0 + N c / C)                  (day 5's TMA law, kernels/tma/model.py)
-       t      = max(t_smem, t_rows, t_mem)
+       t_mem  = bytes / X,   X = N c / (T0 + N c / (e C))              (day 5's TMA law, kernels/tma/model.py)
+       t      = max(t_smem, t_mem)
 
    N = SMs x resident blocks x STAGES tiles in flight, c = 8 KiB, C = the copy ceiling of the same run, T0 =
-   TMA_LATENCY_NS. Where two resources are close the real time is longer than the max (they do not overlap
-   perfectly): the benchmark's configurations sit at the two ends, 1 pass (memory) and 32 passes (shared memory).
+   TMA_LATENCY_NS, e = ROW32_EFFICIENCY for boxes of 32-byte rows (each box row one 32-byte sector request: 256
+   requests per 8 KiB tile against 64 of 128 bytes), 1 for 64- and 128-byte rows. Where two resources are close the
+   real time is longer than the max (they do not overlap perfectly): the benchmark's configurations sit at the two
+   ends, 1 pass (memory) and 32 passes (shared memory).
+   (An earlier model bound 32-byte rows by an SM-side box-row rate, TMA_ROWS_PER_NS. The H100 and the H200 have the
+   same SM, yet their 32-byte-row rows ran 2.10 and 2.66-2.73 TB/s: the limit is on the memory side, and scales with
+   the copy ceiling of each GPU.)
 
 4. Time of the exercise's course solution (swizzle_transpose): day 5's law with the ring of the solution (2 blocks x
    6 stages x 8 KiB read + 8 KiB written per SM), T0 = TMA_LATENCY_NS, drained at day 2's transpose rate,
@@ -40,16 +43,16 @@ then costs (an explicit bank-conflict counter over the real addresses), and the 
    are far from their limits. The plain-load known answer (one tile per block at a time, loading and storing in
    turn) is not modelled.
 
-Constants (named, with their source). No H100 has run this day yet: three constants are fit to an H200 run
-(FIT: kernels/swizzle/fit_run_h200.json, the rows named in FIT_ROWS); every other row of the benchmark is held out
-(HELD_OUT) and must be within 10 % (tests/test_swizzle.py checks the recorded run).
+Constants (named, with their source): three are fit to the H100 run of kernels/swizzle/recorded_h100.json (FIT, the
+rows named in FIT_ROWS); every other row of the benchmark is held out (HELD_OUT) and must be within 10 % on the record
+of every GPU, each with its own run's copy ceiling (tests/test_swizzle.py).
    WAVEFRONTS_PER_NS   shared-memory wavefronts one SM serves per ns: fit to the two 32-pass rows at the ends
                        (8-way conflicted and 128B-swizzled), the value that makes their errors equal and opposite
-                       (their harmonic mean). About 1 per clock at the H200's 1.98 GHz boost on the conflicted row,
-                       10 % less on the conflict-free one (per-tile barriers and waits the counter does not see).
-   TMA_ROWS_PER_NS     box rows (global requests) one SM's TMA unit issues per ns: fit to colsum swz32 p1, the
-                       layout with 4x the rows of 128B boxes for the same bytes (its 1-pass rows are the slowest).
-   TMA_LATENCY_NS      day 5's T0 for this GPU: fit to colsum swz128 p1 (day 5 fit 540 ns on an H100).
+                       (their harmonic mean). About 1 per clock at the 1.98 GHz boost on the conflicted row, 10 % less
+                       on the conflict-free one (per-tile barriers and waits the counter does not see). The same on
+                       the H100 and the H200 (1.858 and 1.866): it is the SM's.
+   ROW32_EFFICIENCY    the fraction of the copy ceiling boxes of 32-byte rows draw: fit to colsum swz32 p1.
+   TMA_LATENCY_NS      day 5's T0 for this kernel: fit to colsum swz128 p1 (day 5 fit 540 ns on an H100).
    TMA_FILL_WAVEFRONTS the TMA's own writes of a tile into shared memory: 8 KiB / 128 B per wavefront = 64. Not fit.
    DRAM_FRACTION_OF_COPY  day 2's transpose DRAM rate (kernels/smem_tiling/model.py, fit on an H100). Not refit.
 """
@@ -67,21 +70,27 @@ from ..tma.model import LATENCY_NS as H100_TMA_LATENCY_NS  # day 5 (an H100): 54
 __all__ = ["MODES", "SPAN", "swizzle_offset", "swizzle_address", "swizzle_bitwise", "swz_chunk", "chunk_layout",
            "repeat_bytes", "colsum_offsets", "lds_wavefronts", "tile_wavefronts", "Config", "predict_config",
            "predict_transpose", "fit", "explain", "plot_layouts", "plot_column_read", "WAVEFRONTS_PER_NS",
-           "TMA_FILL_WAVEFRONTS", "TMA_LATENCY_NS", "TMA_ROWS_PER_NS", "H100_TMA_LATENCY_NS", "DRAM_FRACTION_OF_COPY", "FIT", "FIT_ROWS", "HELD_OUT", "wavefronts"]
+           "TMA_FILL_WAVEFRONTS", "TMA_LATENCY_NS", "ROW32_EFFICIENCY", "held_out_errors", "held_out_report", "H100_TMA_LATENCY_NS", "DRAM_FRACTION_OF_COPY", "FIT", "FIT_ROWS", "HELD_OUT", "wavefronts"]
 
 MODES = ("none", "32B", "64B", "128B")
 SPAN = {"none": None, "32B": 32, "64B": 64, "128B": 128}
 _BITS = {"none": 0, "32B": 1, "64B": 2, "128B": 3}  # B of Swizzle<B, 4, 3>
 
 # ------------------------------------------------------------------------------------------------ named constants
-# Fit by model.fit to kernels/swizzle/fit_run_h200.json (NVIDIA H200, copy ceiling 4.252 TB/s): see the docstring.
-WAVEFRONTS_PER_NS = 1.867
-TMA_ROWS_PER_NS = 0.639
-TMA_LATENCY_NS = 734.0
-FIT = {"source": "kernels/swizzle/fit_run_h200.json", "device": "NVIDIA H200", "copy_tbps": 4.252,
-       "WAVEFRONTS_PER_NS": WAVEFRONTS_PER_NS, "TMA_ROWS_PER_NS": TMA_ROWS_PER_NS, "TMA_LATENCY_NS": TMA_LATENCY_NS}
+# Fit by model.fit to kernels/swizzle/recorded_h100.json (NVIDIA H100 80GB HBM3, copy ceiling 3.004 TB/s): see the
+# docstring. tests/test_swizzle.py refits them from that record.
+WAVEFRONTS_PER_NS = 1.858
+ROW32_EFFICIENCY = 0.869
+TMA_LATENCY_NS = 800.8
+FIT = {"source": "kernels/swizzle/recorded_h100.json: NVIDIA H100 80GB HBM3, driver 580.159.04, 2026-11-25, "
+                 "make gpu-test",
+       "device": "NVIDIA H100 80GB HBM3", "driver": "580.159.04", "date": "2026-11-25", "copy_tbps": 3.0035,
+       "WAVEFRONTS_PER_NS": WAVEFRONTS_PER_NS, "ROW32_EFFICIENCY": ROW32_EFFICIENCY,
+       "TMA_LATENCY_NS": TMA_LATENCY_NS,
+       # held-out rows outside +-10 % on each recorded GPU (with these constants and that run's copy ceiling): none
+       "held_out_outside_band": {"h100": {}, "h200": {}}}
 FIT_SMEM_ROWS = ("colsum none128 p32", "colsum swz128 p32")  # -> WAVEFRONTS_PER_NS
-FIT_ROWS_ROW = "colsum swz32 p1"                             # -> TMA_ROWS_PER_NS
+FIT_ROWS_ROW = "colsum swz32 p1"                             # -> ROW32_EFFICIENCY
 FIT_LATENCY_ROW = "colsum swz128 p1"                         # -> TMA_LATENCY_NS
 FIT_ROWS = FIT_SMEM_ROWS + (FIT_ROWS_ROW, FIT_LATENCY_ROW)
 HELD_OUT = ("colsum none64 p32", "colsum none32 p32", "colsum swz32 p32", "colsum swz64 p32",
@@ -200,7 +209,6 @@ class Prediction:
     bound: str
     smem_ms: float
     mem_ms: float
-    rows_ms: float = 0.0
 
 
 def _tma_law(inflight: float, ceiling_tbps: float, latency_ns: float) -> float:
@@ -213,12 +221,13 @@ def _per_sm_tiles(cfg: Config, n_sm: int) -> int:
     return ceil(ceil(cfg.cols / 64) / n_sm) * ceil(cfg.rows / TILE_ROWS)
 
 
-def _box_rows(cfg: Config) -> int:
-    return TILE_ROWS * (128 // cfg.span)
+def row_efficiency(span: int, row32_efficiency: float | None = None) -> float:
+    """e: the fraction of the copy ceiling a box of `span`-byte rows draws (ROW32_EFFICIENCY for 32-byte rows)."""
+    return (ROW32_EFFICIENCY if row32_efficiency is None else row32_efficiency) if span == 32 else 1.0
 
 
 def predict_config(cfg: Config, ceiling_tbps: float, *, wavefronts_per_ns: float | None = None,
-                   rows_per_ns: float | None = None, latency_ns: float | None = None,
+                   row32_efficiency: float | None = None, latency_ns: float | None = None,
                    n_sm: int = H100.sm_count) -> Prediction | None:
     """Predicted time and TB/s (the row's bytes: read + written) of one configuration; keywords replace the
     named constants."""
@@ -229,18 +238,17 @@ def predict_config(cfg: Config, ceiling_tbps: float, *, wavefronts_per_ns: float
     if cfg.kernel != "colsum":
         return None
     rate = WAVEFRONTS_PER_NS if wavefronts_per_ns is None else wavefronts_per_ns
-    rrate = TMA_ROWS_PER_NS if rows_per_ns is None else rows_per_ns
+    eff = row_efficiency(cfg.span, row32_efficiency)
     per_sm = _per_sm_tiles(cfg, n_sm)
     smem_ns = per_sm * tile_wavefronts(cfg.mode, cfg.span, cfg.passes) / rate
-    rows_ns = per_sm * _box_rows(cfg) / rrate
     resident = min(cfg.blocks_per_sm, ceil(ceil(cfg.cols / 64) / n_sm))
-    x = _tma_law(n_sm * resident * cfg.stages * TILE_BYTES, ceiling_tbps, lat)
+    x = _tma_law(n_sm * resident * cfg.stages * TILE_BYTES, eff * ceiling_tbps, lat)
     read = 2 * cfg.rows * cfg.cols
     mem_ns = read / (x * 1e3)
-    t = max(smem_ns, rows_ns, mem_ns)
-    bound = "shared memory" if t == smem_ns else ("TMA rows" if t == rows_ns else "memory")
+    t = max(smem_ns, mem_ns)
+    bound = "shared memory" if t == smem_ns else ("memory (32-byte rows)" if eff < 1 else "memory")
     nbytes = read + 4 * cfg.cols
-    return Prediction(nbytes / t / 1e3, t / 1e6, bound, smem_ns / 1e6, mem_ns / 1e6, rows_ns / 1e6)
+    return Prediction(nbytes / t / 1e3, t / 1e6, bound, smem_ns / 1e6, mem_ns / 1e6)
 
 
 def predict_transpose(ceiling_tbps: float, *, stages: int = 6, blocks_per_sm: int = 2, shape=(8192, 8192),
@@ -266,29 +274,68 @@ def fit(rows, ceiling_tbps: float, n_sm: int = H100.sm_count) -> dict:
     def cfg(name):
         return Config(**by[name]["config"])
 
+    def inflight(c):
+        return n_sm * min(c.blocks_per_sm, ceil(ceil(c.cols / 64) / n_sm)) * c.stages * TILE_BYTES
+
+    def read_rate(name):  # read bytes per ns
+        c = cfg(name)
+        return 2 * c.rows * c.cols / (by[name]["ms"] * 1e6)
+
     rates = [_per_sm_tiles(cfg(n), n_sm) * tile_wavefronts(cfg(n).mode, cfg(n).span, cfg(n).passes)
              / (by[n]["ms"] * 1e6) for n in FIT_SMEM_ROWS]
     rate = len(rates) / sum(1 / r for r in rates)  # errors equal and opposite on the two rows
-    c = cfg(FIT_ROWS_ROW)
-    rrate = _per_sm_tiles(c, n_sm) * _box_rows(c) / (by[FIT_ROWS_ROW]["ms"] * 1e6)
-    c = cfg(FIT_LATENCY_ROW)
-    resident = min(c.blocks_per_sm, ceil(ceil(c.cols / 64) / n_sm))
-    inflight = n_sm * resident * c.stages * TILE_BYTES
-    x = 2 * c.rows * c.cols / (by[FIT_LATENCY_ROW]["ms"] * 1e6)  # read bytes per ns
-    lat = inflight / x - inflight / (ceiling_tbps * 1e3)
+    nc = inflight(cfg(FIT_LATENCY_ROW))
+    lat = nc / read_rate(FIT_LATENCY_ROW) - nc / (ceiling_tbps * 1e3)
+    nc = inflight(cfg(FIT_ROWS_ROW))
+    eff = nc / ((nc / read_rate(FIT_ROWS_ROW) - lat) * ceiling_tbps * 1e3)
+    kw = dict(wavefronts_per_ns=rate, row32_efficiency=eff, latency_ns=lat, n_sm=n_sm)
     errs = {}
     for name, r in by.items():
         if name in FIT_ROWS or not r.get("tbps"):
             continue
-        p = predict_config(Config(**r["config"]), ceiling_tbps, wavefronts_per_ns=rate, rows_per_ns=rrate,
-                           latency_ns=lat, n_sm=n_sm)
+        p = predict_config(Config(**r["config"]), ceiling_tbps, **kw)
         if p is not None:
             errs[name] = p.tbps / r["tbps"] - 1
     worst = max(errs, key=lambda k: abs(errs[k])) if errs else None
-    return {"WAVEFRONTS_PER_NS": rate, "TMA_ROWS_PER_NS": rrate, "TMA_LATENCY_NS": lat, "fit_rows": list(FIT_ROWS),
-            "fit_errors": {n: (predict_config(cfg(n), ceiling_tbps, wavefronts_per_ns=rate, rows_per_ns=rrate,
-                                              latency_ns=lat, n_sm=n_sm).tbps / by[n]["tbps"] - 1) for n in FIT_ROWS},
+    c32 = cfg(FIT_ROWS_ROW)
+    return {"WAVEFRONTS_PER_NS": rate, "ROW32_EFFICIENCY": eff, "TMA_LATENCY_NS": lat, "fit_rows": list(FIT_ROWS),
+            # not a constant of the model: the box rows per ns per SM the 32-byte-row fit row reached (what the
+            # earlier model called a TMA issue rate), kept for comparison
+            "TMA_ROWS_PER_NS": (_per_sm_tiles(c32, n_sm) * TILE_ROWS * (128 // c32.span)
+                                / (by[FIT_ROWS_ROW]["ms"] * 1e6)),
+            "fit_errors": {n: (predict_config(cfg(n), ceiling_tbps, **kw).tbps / by[n]["tbps"] - 1) for n in FIT_ROWS},
             "held_out_band": abs(errs[worst]) if worst else None, "held_out_worst": worst, "held_out_errors": errs}
+
+
+def held_out_errors(record: dict, **constants) -> dict:
+    """prediction / measurement - 1 for each HELD_OUT row of a record, with the copy ceiling of that record's run
+    (and the named constants unless replaced by keywords)."""
+    c = record["ceilings"]["copy_tbps"]
+    out = {}
+    for r in record["rows"]:
+        if r["kernel"] in HELD_OUT and r.get("config") and r.get("tbps"):
+            p = predict_config(Config(**r["config"]), c, **constants)
+            if p is not None:
+                out[r["kernel"]] = p.tbps / r["tbps"] - 1
+    return out
+
+
+def held_out_report(record: dict) -> str:
+    """A record refit (what its own rows say the constants are) and the model's constants against its held-out rows
+    (its run's copy ceiling), one line each, the GPU named: for the notebook."""
+    c = record["ceilings"]["copy_tbps"]
+    f = fit(record["rows"], c)
+    meas = {r["kernel"]: r["tbps"] for r in record["rows"] if r.get("tbps")}
+    lines = [f"{record['device']} ({record['date']}, copy ceiling {c:.2f} TB/s). Its own rows refit: "
+             f"WAVEFRONTS_PER_NS {f['WAVEFRONTS_PER_NS']:.3f}, ROW32_EFFICIENCY {f['ROW32_EFFICIENCY']:.3f}, "
+             f"TMA_LATENCY_NS {f['TMA_LATENCY_NS']:.0f}; the model's (fit on {FIT['device']}): "
+             f"{WAVEFRONTS_PER_NS:.3f}, {ROW32_EFFICIENCY:.3f}, {TMA_LATENCY_NS:.0f}. Held out:"]
+    for name, err in held_out_errors(record).items():
+        r = next(r for r in record["rows"] if r["kernel"] == name)
+        p = predict_config(Config(**r["config"]), c)
+        lines.append(f"  {name:<28} measured {meas[name]:.3f}  model {p.tbps:.3f} TB/s ({err:+.1%}, {p.bound})"
+                     + ("   <- outside +-10 %" if abs(err) > 0.10 else ""))
+    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------------------------- for the notebook
@@ -304,8 +351,9 @@ def explain(ceiling_tbps: float | None = None) -> str:
         lines.append(f"{mode + f', {span} B rows':<18}{wf:>11}{wf // 4:>9}x{tile_wavefronts(mode, span, 1):>12}"
                      f"{tile_wavefronts(mode, span, 32):>13}{p1.tbps:>9.2f}{p32.tbps:>10.2f}  {p32.bound}")
     t = predict_transpose(ceil_tbps)
-    lines.append(f"WAVEFRONTS_PER_NS = {WAVEFRONTS_PER_NS:.3f}, TMA_ROWS_PER_NS = {TMA_ROWS_PER_NS:.3f} per SM, "
-                 f"TMA_LATENCY_NS = {TMA_LATENCY_NS:.0f} (fit: {FIT['source']}); copy ceiling {ceil_tbps:.2f} TB/s")
+    lines.append(f"WAVEFRONTS_PER_NS = {WAVEFRONTS_PER_NS:.3f} per SM, ROW32_EFFICIENCY = {ROW32_EFFICIENCY:.3f} of "
+                 f"the copy ceiling for 32-byte box rows, TMA_LATENCY_NS = {TMA_LATENCY_NS:.0f} (fit: {FIT['source']});"
+                 f" copy ceiling {ceil_tbps:.2f} TB/s")
     lines.append(f"exercise, course solution (2 blocks x 6 stages x 8 KiB per SM, drained at "
                  f"{DRAM_FRACTION_OF_COPY:.2f} x C): {t.tbps:.2f} TB/s = {t.tbps / ceil_tbps:.2f} x the ceiling")
     return "\n".join(lines)
