@@ -3,12 +3,15 @@
     autograder grade week1 [--seed-file F | --seed N]   nbgrader autograde + feedback + gradebook CSV, every student
                [--gpus all|none|0,1] [--students a,b]      one worker per GPU on this host (autograder.pool)
     autograder slurm submit|collect|resubmit week1       the class as a Slurm job array (autograder.slurm)
+    autograder forget <student>... [--week week1]        remove students (a trial cohort) from gradebook and folder
     autograder known [naive_loads ...] [--cpu]           known answers vs their expected scores (table)
     autograder calibrate naive_loads [--write]           per-GPU bars from the topic's records (or --measure here)
     autograder release [week1]                           weeks/ from solutions/ (nbgrader generate_assignment)
 
 The secret seed is read from --seed-file (default: $COURSE_SECRET_SEED_FILE) or --seed, given at grading time and
-never stored in the course. Submissions live in nbgrader's layout: build/grading/submitted/<student>/<week>/.
+never stored in the course (an empty or unreadable seed is refused; the batch record says where it came from).
+`grade` exits 0 when every student was graded, 2 when some were not, 130 when interrupted, 1 when refused;
+`slurm collect` 0 when every student is graded, 3 when the rest are still queued, 2 when some are not graded. Submissions live in nbgrader's layout: build/grading/submitted/<student>/<week>/.
 """
 
 from __future__ import annotations
@@ -25,25 +28,48 @@ from .release import grading_dir, nbgrader
 
 
 def _secret(args) -> str:
+    return _seed(args)[0]
+
+
+def _seed(args) -> tuple[str, str]:
+    """(the secret seed, where it came from: "--seed", "--seed-file F", "COURSE_SECRET_SEED_FILE=F" or
+    "COURSE_SECRET_SEED"). An empty, blank or unreadable seed is refused in one line."""
+    from .pool import read_seed_file
+
     if args.seed is not None:
-        return str(args.seed)
-    f = args.seed_file or os.environ.get("COURSE_SECRET_SEED_FILE")
+        return str(args.seed), "--seed"
+    if args.seed_file:
+        return read_seed_file(args.seed_file), f"--seed-file {args.seed_file}"
+    f = os.environ.get("COURSE_SECRET_SEED_FILE")
     if f:
-        return Path(f).read_text().strip()
-    if os.environ.get("COURSE_SECRET_SEED"):
-        return os.environ["COURSE_SECRET_SEED"]
+        return read_seed_file(f), f"COURSE_SECRET_SEED_FILE={f}"
+    if "COURSE_SECRET_SEED" in os.environ:
+        if not os.environ["COURSE_SECRET_SEED"].strip():
+            raise SystemExit("COURSE_SECRET_SEED is empty: give the secret seed (grading with no seed could not be "
+                             "reproduced)")
+        return os.environ["COURSE_SECRET_SEED"].strip(), "COURSE_SECRET_SEED"
     raise SystemExit("grading needs the secret seed: --seed-file FILE (kept outside the course), --seed N, or "
                      "COURSE_SECRET_SEED")
 
 
+def _on_sigterm(signum, frame):
+    raise KeyboardInterrupt
+
+
 def cmd_grade(args) -> int:
     """Grade every submission of a week on this host: one worker per GPU lane (autograder.pool), each student in a
-    gradebook of its own, merged into the class's gradebook by this process alone."""
-    from .pool import lanes_for, make_template, run_pool
+    gradebook of its own, merged into the class's gradebook by this process alone.
+
+    Exit status: 0 every student graded; 2 some not graded (the command prints whom and what to run); 130
+    interrupted (what finished is merged); 1 nothing to grade or a refused command."""
+    import signal
+
+    from .pool import grading_lock, lanes_for
 
     week = args.week
-    secret = _secret(args)
-    submitted = grading_dir() / "submitted"
+    secret, seed_source = _seed(args)
+    grading = grading_dir()
+    submitted = grading / "submitted"
     students = sorted(p.parent.name for p in submitted.glob(f"*/{week}") if p.is_dir())
     if args.students:
         wanted = [s.strip() for s in args.students.split(",") if s.strip()]
@@ -56,31 +82,77 @@ def cmd_grade(args) -> int:
         print(f"no submissions under {submitted}/<student>/{week}/")
         return 1
     lanes = lanes_for(args.gpus, dict(os.environ, COURSE_SECRET_SEED=secret))
-    # the gradebook must know the assignment and its checksums: generate the release into the grading folder
-    nbgrader("generate_assignment", week, "--force", f"--CourseDirectory.release_directory={grading_dir() / 'release'}")
-    batch = grading_dir() / "batch" / time.strftime("%Y%m%d-%H%M%S")
-    t0 = time.perf_counter()
-    template = make_template(week, batch)
-    show = _progress(week, students, lanes)
-    per_student, lane_summary = run_pool(week, students, lanes, grading=grading_dir(), batch=batch,
-                                         template=template, task_timeout=args.task_timeout, progress=show)
+    cmdline = f"autograder grade {week}" + (f" --students {args.students}" if args.students else "")
+    with grading_lock(grading, cmdline):
+        old_term = signal.signal(signal.SIGTERM, _on_sigterm)
+        try:
+            return _grade(args, week, secret, seed_source, grading, students, lanes)
+        finally:
+            signal.signal(signal.SIGTERM, old_term)
+
+
+def _grade(args, week, secret, seed_source, grading, students, lanes) -> int:
+    from .pool import (Interrupted, export_week, flag_feedback, make_template, problem_feedback, prune_batches,
+                       run_pool, update_batch_record)
+
+    print(f"autograde {week}: {len(students)} student(s); preparing the batch (nbgrader generate_assignment, "
+          "the gradebook template: about 15 s) ...", flush=True)
+    prune_batches(grading, max(0, args.keep_batches - 1))
+    started = time.time()
+    run_id = time.strftime("%Y%m%d-%H%M%S")
+    batch = grading / "batch" / run_id
+    show = None
+    try:
+        # the gradebook must know the assignment and its checksums: generate the release into the grading folder
+        nbgrader("generate_assignment", week, "--force", f"--CourseDirectory.release_directory={grading / 'release'}")
+        t0 = time.perf_counter()
+        template = make_template(week, batch)
+        show = _progress(week, students, lanes)
+        per_student, lane_summary = run_pool(week, students, lanes, grading=grading, batch=batch,
+                                             template=template, task_timeout=args.task_timeout, progress=show)
+    except (Interrupted, KeyboardInterrupt) as exc:
+        if show is not None:
+            show.close()
+        merged = exc.merged if isinstance(exc, Interrupted) else {}
+        if merged:
+            update_batch_record(grading, week, {"id": run_id, "where": "pool", "started_at": started,
+                                                "wall_s": time.time() - started, "interrupted": True,
+                                                "seed_source": seed_source, "lanes": {}}, merged)
+        rest = [s for s in students if s not in merged]
+        print(f"interrupted: {len(merged)} of {len(students)} merged (kept in the gradebook); the grading processes "
+              f"were stopped. Run the same command to finish" + (f" (or only the rest: autograder grade {week} "
+                                                                  f"--students {','.join(rest)})" if merged and rest
+                                                                  else ""), flush=True)
+        return 130
     show.close()
-    nbgrader("generate_feedback", week, "--force", check=False)
-    out = grading_dir() / f"grades_{week}.csv"
-    nbgrader("export", f"--to={out}", check=False)
-    summary = {"week": week, "students": len(students), "wall_s": time.perf_counter() - t0, "where": "pool",
-               "lanes": lane_summary, "per_student": per_student}
-    (grading_dir() / f"batch_{week}.json").write_text(json.dumps(summary, indent=1))
+    wall = time.perf_counter() - t0
+    run = {"id": run_id, "where": "pool", "started_at": started, "wall_s": wall, "students": students,
+           "seed_source": seed_source, "cpu": all(not lane.figures.get("device") for lane in lanes),
+           "lanes": lane_summary}
+    record = update_batch_record(grading, week, run, per_student)
     from .report import write_report
 
-    report = write_report(week, grading_dir())
+    try:
+        # generate_feedback --force writes every student's pages again: the course's additions go on all of them
+        nbgrader("generate_feedback", week, "--force", check=False)
+        problem_feedback(grading, week, record["per_student"])
+        flag_feedback(grading, week, record["per_student"])
+        out = export_week(week, grading)
+        report = write_report(week, grading)
+    except KeyboardInterrupt:
+        print(f"interrupted: {len(per_student)} of {len(students)} merged (kept in the gradebook); the feedback, "
+              f"the CSV export or the report were not written. Run the same command to finish", flush=True)
+        return 130
     missing = sorted(s for s, e in per_student.items() if e.get("not_graded"))
-    print(f"graded {len(students) - len(missing)} of {len(students)} submissions in {summary['wall_s']:.0f} s on "
-          f"{len(lanes)} lane(s); gradebook CSV: {out}; class report: {report}")
-    if missing:
-        print(f"NOT GRADED ({len(missing)}), retry: autograder grade {week} --students {','.join(missing)}")
-        return 2
-    return 0
+    retry = [s for s in missing if not per_student[s].get("permanent")]
+    stuck = [s for s in missing if per_student[s].get("permanent")]
+    print(f"graded {len(students) - len(missing)} of {len(students)} submissions in {wall:.0f} s on "
+          f"{len(lanes)} lane(s){' (on CPU)' if run['cpu'] else ''}; gradebook CSV: {out}; class report: {report}")
+    if retry:
+        print(f"NOT GRADED ({len(retry)}), retry: autograder grade {week} --students {','.join(retry)}")
+    for s in stuck:
+        print(f"NOT GRADED {s}: {per_student[s]['not_graded'][:400]}")
+    return 2 if missing else 0
 
 
 class _progress:
@@ -139,6 +211,8 @@ class _progress:
                 bar.update(1)
             if entry.get("malformed"):
                 self._say(f"{job.student}: malformed notebook(s) graded 0: " + "; ".join(entry["malformed"]))
+            for note in entry.get("notes") or []:
+                self._say(f"{job.student}: {note}")
             if not self.tty:
                 self._say(f"[{label}] {job.student}: graded in {entry.get('wall_s') or 0:.0f} s "
                           f"({self.done}/{self.n})")
@@ -156,7 +230,7 @@ def cmd_slurm(args) -> int:
     given = {k: getattr(args, k) for k in keys if getattr(args, k) is not None}
     if args.action == "collect":
         res = slurm.collect(args.week)
-        return 2 if res["missing"] else 0
+        return 2 if res["missing"] else 3 if res["queued"] else 0
     secret = None if args.dry_run else (None if args.seed_file else _secret(args))
     if args.action == "resubmit":
         slurm.resubmit(args.week, given, secret=secret, seed_file=args.seed_file, dry_run=args.dry_run)
@@ -170,6 +244,19 @@ def cmd_slurm(args) -> int:
         return 1
     slurm.submit(args.week, students, {**slurm.DEFAULTS, **given}, secret=secret, seed_file=args.seed_file,
                  dry_run=args.dry_run)
+    return 0
+
+
+def cmd_forget(args) -> int:
+    """Remove students from the grading folder: gradebook rows, submitted/autograded/feedback/verdicts folders,
+    Slurm results, batch-record entries; then the week's CSV export and report again."""
+    from .pool import forget, grading_lock
+
+    grading = grading_dir()
+    with grading_lock(grading, f"autograder forget {' '.join(args.students)}"):
+        done = forget(grading, args.students, week=args.week, keep_submission=args.keep_submission)
+    for line in done:
+        print(line)
     return 0
 
 
@@ -219,7 +306,14 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--students", help="grade only these students (comma-separated), e.g. to retry")
     g.add_argument("--task-timeout", type=float, default=None,
                    help="seconds one student's grading may take before it is killed and handed back")
+    g.add_argument("--keep-batches", type=int, default=5,
+                   help="batch folders (build/grading/batch/<time>/, for debugging a run) kept: the newest N (default 5)")
     g.set_defaults(fn=cmd_grade)
+    fg = sub.add_parser("forget", help="remove students (e.g. a trial cohort) from the gradebook and grading folder")
+    fg.add_argument("students", nargs="+")
+    fg.add_argument("--week", help="only this week's grades and files (default: every week)")
+    fg.add_argument("--keep-submission", action="store_true", help="keep submitted/<student>/ (grades only)")
+    fg.set_defaults(fn=cmd_forget)
     sl = sub.add_parser("slurm", help="grade a week as a Slurm job array: submit, collect, resubmit")
     sl.add_argument("action", choices=("submit", "collect", "resubmit"))
     sl.add_argument("week")
@@ -252,6 +346,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("weeks", nargs="*")
     r.set_defaults(fn=cmd_release)
     args = ap.parse_args(argv)
+    if os.environ.get("COURSE_GRADING_DIR"):  # relative to where the command runs; its children run in the course root
+        os.environ["COURSE_GRADING_DIR"] = str(grading_dir())
     return args.fn(args)
 
 

@@ -1,6 +1,6 @@
 """A synthetic cohort: submissions with known scores and flags, to grade the grader at scale.
 
-    python -m autograder.cohort --out build/grading/submitted [--set all|gpu20|gpu9|rest] [--week week1]
+    .venv/bin/python -m autograder.cohort [--out build/grading-cohort/submitted] [--set all|gpu20|gpu9|rest] [--week week1]
 
 Each member is a student folder in nbgrader's layout (<out>/<student>/<week>/*.ipynb) built from the course's own
 material — never hand-written notebooks:
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -54,6 +55,12 @@ GPU9 = ["good", "blank", "malformed", "tamper", "naive_loads-cached_result", "sm
 INTEGRITY = ["good", "naive_loads-forged_verdict", "naive_loads-launch_counter", "naive_loads-dead_branch_vec",
              "naive_loads-include_environ", "naive_loads-include_macro", "ldgsts-dead_branch_ldgsts",
              "ldgsts-zeroes_weights", "tma-generic_loads"]
+
+
+def cohort_grading_dir() -> Path:
+    """The synthetic cohort's own grading folder, never the class's (autograder.release.grading_dir()):
+    $COURSE_COHORT_GRADING_DIR or build/grading-cohort. Grade it with COURSE_GRADING_DIR set to this folder."""
+    return Path(os.environ.get("COURSE_COHORT_GRADING_DIR") or ROOT / "build" / "grading-cohort")
 
 
 def members_of(name: str, week: str = "week1") -> list[str] | None:
@@ -168,12 +175,15 @@ def build(out: Path, week: str = "week1", members: list[str] | None = None) -> l
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=str(ROOT / "build" / "grading" / "submitted"))
+    ap.add_argument("--out", default=str(cohort_grading_dir() / "submitted"),
+                    help="default: build/grading-cohort/submitted (the cohort's own grading folder, not the class's)")
     ap.add_argument("--week", default="week1")
     ap.add_argument("--set", choices=("all", "gpu20", "gpu9", "rest", "integrity"), default="all")
     args = ap.parse_args(argv)
     made = build(Path(args.out), args.week, members_of(args.set, args.week))
     print(f"{len(made)} submissions under {args.out}")
+    grading = Path(args.out).parent
+    print(f"grade them: COURSE_GRADING_DIR={grading} .venv/bin/autograder grade {args.week} --seed 7 --gpus none")
     for m in made:
         print(f"  {m.student:<34} GPU {m.expected_gpu:>5g}  CPU {m.expected_cpu:>5g}  {m.about}")
 

@@ -85,3 +85,13 @@ c.Autograde.autograde_preprocessors = [
 # nbgrader's default feedback shows the hidden tests' source; ClearHiddenTests removes it (a failing hidden
 # assert still shows its own line in the traceback: keep hidden asserts free of secrets).
 c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+# nbgrader's feedback page with one change: its table of contents names each graded part ("row bias path") where
+# nbgrader's says "Test cell" (autograder/feedback_templates/course_feedback/). The flags of the trusted verdict are
+# added to each page after generate_feedback (autograder.pool.flag_feedback).
+import nbgrader as _nbgrader  # noqa: E402
+
+c.HTMLExporter.template_name = "course_feedback"
+c.HTMLExporter.extra_template_basedirs = [
+    str(ROOT / "autograder" / "feedback_templates"),
+    str(Path(_nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates"),
+]

@@ -13,6 +13,11 @@ that `nbgrader generate_assignment` wrote for the batch (the assignment, its not
 nothing but the task writes it, and no task waits on another's lock. The task's last act is `result.json`
 ("state": "done" or "failed"); a task that died before writing it left no result, and its folder is ignored.
 
+The task grades copies (stage_submission): the notebooks the assignment expects, found under their own names or,
+when one candidate stands out, under a browser's or an unzipper's (`day1_naive_loads (1).ipynb`, a sub-folder),
+named in the notes; a notebook that is not valid JSON is left out (scored 0, its parse error kept). The student's
+folder is only read.
+
 A pool worker owns one GPU (CUDA_VISIBLE_DEVICES of its own), measures that GPU's ceilings and the course
 references before its first student (`prepare_lane`, in a process that loads no student code), and grades its
 students one after another. A task that fails — its process crashed, nbgrader failed, the GPU stopped answering —
@@ -25,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -72,31 +78,88 @@ def _crash_hook(lane: str | None, student: str, attempt: int) -> bool:
         or (attempt == 0 and f"first:{student}" in items)
 
 
-def set_aside_malformed(folder: Path) -> list[str]:
-    """Notebooks that are not valid nbformat JSON are renamed <name>.ipynb.malformed (nbgrader skips them, so the
-    student's other notebooks are graded) and reported; the notebook scores 0."""
+def notebook_problem(path: Path) -> str | None:
+    """Why a file is not a valid notebook (nbformat), or None."""
     import nbformat
 
-    problems = []
-    for nb in sorted(folder.glob("*.ipynb")):
-        try:
-            nbformat.validate(nbformat.read(str(nb), as_version=4))
-        except Exception as exc:  # noqa: BLE001 - any reading error is the student's malformed file
-            problems.append(f"{nb.name}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
-            nb.rename(nb.with_name(nb.name + ".malformed"))
-    return problems
+    try:
+        nbformat.validate(nbformat.read(str(path), as_version=4))
+    except Exception as exc:  # noqa: BLE001 - any reading error is the student's malformed file
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+    return None
 
 
-def malformed_notebooks(folder: Path) -> list[str]:
-    """Set aside what is not a notebook (set_aside_malformed) and list every notebook of the folder set aside, now
-    or by an earlier attempt, that no valid notebook of the same name replaced."""
-    found = set_aside_malformed(folder)
-    named = {p.split(":", 1)[0] for p in found}
-    for p in sorted(folder.glob("*.ipynb.malformed")):
-        name = p.name[: -len(".malformed")]
-        if name not in named and not (folder / name).exists():
-            found.append(f"{name}: set aside earlier as malformed (not a notebook)")
-    return found
+def set_aside_malformed(folder: Path) -> list[str]:
+    """The notebooks of `folder` that are not valid nbformat JSON, as "<name>: why". Nothing is renamed (the grader
+    never touches a student's files: it grades copies, autograder.pool.stage_submission)."""
+    return [f"{nb.name}: {why}" for nb in sorted(Path(folder).glob("*.ipynb")) if (why := notebook_problem(nb))]
+
+
+malformed_notebooks = set_aside_malformed
+
+_COPY_SUFFIX = re.compile(r"(\s*\(\d+\)|[\s_-]*-?\s*copy\d*|-Copy\d+)+$", re.I)
+
+
+def _base_name(name: str) -> str:
+    """`day1_naive_loads (1).ipynb`, `day1_naive_loads-Copy1.ipynb`, `Day1_naive_loads copy.ipynb` -> day1_naive_loads"""
+    stem = name[:-len(".ipynb")] if name.lower().endswith(".ipynb") else name
+    while stem.lower().endswith(".ipynb"):
+        stem = stem[:-len(".ipynb")]
+    return _COPY_SUFFIX.sub("", stem.strip()).strip().lower()
+
+
+def expected_notebooks(template: Path, week: str) -> list[str]:
+    """The notebook file names of `week` in a gradebook (the batch's template)."""
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{template}?mode=ro", uri=True)
+    try:
+        rows = con.execute("select n.name from notebook n join assignment a on n.assignment_id = a.id "
+                           "where a.name = ?", (week,)).fetchall()
+    finally:
+        con.close()
+    return sorted(f"{r[0]}.ipynb" for r in rows)
+
+
+def stage_submission(folder: Path, dest: Path, expected: list[str], week: str) -> tuple[list[str], list[str]]:
+    """Copy what nbgrader grades of a student's hand-in into `dest`, under the names the assignment expects; the
+    student's folder is only read. A notebook missing at the top of the folder is looked for under another name
+    (`day1_naive_loads (1).ipynb`, `...-Copy1.ipynb`) and in sub-folders (an unzipped hand-in): one candidate is
+    graded in its place and named in the notes; several are named and none graded. Returns (notes, malformed):
+    malformed = "<name>: why" for each notebook that is not valid nbformat (scored 0, the parse error kept)."""
+    folder, dest = Path(folder), Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    notes, malformed, used = [], [], set()
+    every = [p for p in sorted(folder.rglob("*.ipynb*")) if p.is_file() and ".ipynb_checkpoints" not in p.parts
+             and p.name.lower().endswith(".ipynb")]
+    for name in expected:
+        src = folder / name
+        if not src.is_file():
+            want = _base_name(name)
+            cands = [p for p in every if _base_name(p.name) == want and p not in used]
+            if not cands:
+                continue
+            rel = lambda p: str(p.relative_to(folder.parent))  # noqa: E731 - "week1/course-week1/x.ipynb"
+            if len(cands) > 1:
+                notes.append(f"no {name}; found several candidates ({', '.join(repr(rel(p)) for p in cands)}): "
+                             f"none graded — hand in one, named {name}, at the top of {week}/")
+                continue
+            src = cands[0]
+            where = f"found {rel(src)!r}" if src.parent == folder else f"found it under {rel(src)}"
+            notes.append(f"no {name}; {where} — graded it as {name}; rename it / move it to the top of {week}/ "
+                         "next time")
+        used.add(src)
+        why = notebook_problem(src)
+        if why:
+            malformed.append(f"{name}: {why}")
+            continue
+        shutil.copy2(src, dest / name)
+    for p in sorted(folder.iterdir()):
+        if p.is_file() and not p.name.lower().endswith(".ipynb"):
+            shutil.copy2(p, dest / p.name)  # timestamp.txt and the like
+        elif p.is_file() and p not in used and p.name not in expected:
+            notes.append(f"{p.name}: not a notebook of {week} (expected: {', '.join(expected)}); ignored")
+    return notes, malformed
 
 
 def grade_task(week: str, student: str, out: Path, *, submitted: Path, template: Path, lane: str | None = None,
@@ -118,7 +181,10 @@ def grade_task(week: str, student: str, out: Path, *, submitted: Path, template:
     if _crash_hook(lane, student, attempt):
         os.kill(os.getpid(), signal.SIGKILL)
     folder = Path(submitted) / student / week
-    malformed = malformed_notebooks(folder) if folder.is_dir() else []
+    staged = out / "submitted"
+    notes, malformed = [], []
+    if folder.is_dir():
+        notes, malformed = stage_submission(folder, staged / student / week, expected_notebooks(template, week), week)
     shutil.copy(template, out / "gradebook.db")
     url = f"sqlite:///{out / 'gradebook.db'}"
     log = ""
@@ -126,7 +192,7 @@ def grade_task(week: str, student: str, out: Path, *, submitted: Path, template:
         rc, log = 1, "CUDA error: the GPU does not answer (test hook: wedged lane)"
     elif not folder.is_dir():
         rc, log = 1, f"no submission folder {folder}"
-    elif not any(folder.glob("*.ipynb")):  # every notebook malformed: an honest 0, without starting nbgrader
+    elif not any((staged / student / week).glob("*.ipynb")):  # nothing gradable: an honest 0, no nbgrader
         import warnings
 
         from sqlalchemy.exc import SAWarning
@@ -135,12 +201,12 @@ def grade_task(week: str, student: str, out: Path, *, submitted: Path, template:
             warnings.simplefilter("ignore", SAWarning)
             gb.update_or_create_student(student)
             gb.add_submission(week, student)
-        rc, log = 0, "no notebook left to grade (every one malformed): scored 0"
+        rc, log = 0, "no notebook to grade (none handed in, or every one malformed): scored 0"
     else:
         env = dict(os.environ, COURSE_GRADING_DIR=str(out), COURSE_BATCH_DIR=str(batch_dir or out / "batch"))
         try:
             res = nbgrader("autograde", week, f"--student={student}", "--force",
-                           f"--CourseDirectory.submitted_directory={Path(submitted).resolve()}", env=env,
+                           f"--CourseDirectory.submitted_directory={staged.resolve()}", env=env,
                            check=False, timeout=timeout)
             rc, log = res.returncode, (res.stderr or "")[-4000:]
         except subprocess.TimeoutExpired:
@@ -153,7 +219,7 @@ def grade_task(week: str, student: str, out: Path, *, submitted: Path, template:
                 rc, log = 1, log + "\nnbgrader exited 0 but wrote no submission for the student"
     result = {**info, "state": "done" if rc == 0 else "failed", "returncode": rc,
               "wall_s": time.perf_counter() - t0, "finished_at": time.time(), "malformed": malformed,
-              "log_tail": log[-1500:]}
+              "notes": notes, "permanent": not folder.is_dir(), "log_tail": log[-1500:]}
     _atomic_json(out / RESULT, result)
     return result
 
@@ -262,8 +328,7 @@ def prepare_lane(week: str, batch_dir: Path, env: dict | None = None) -> dict:
     {"device", "ceilings"} ({} on a machine that grades on CPU)."""
     e = dict(os.environ if env is None else env, COURSE_BATCH_DIR=str(batch_dir))
     e["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, e.get("PYTHONPATH", "").split(os.pathsep))])
-    r = subprocess.run([sys.executable, "-m", "autograder.pool", "prepare", week], env=e, cwd=ROOT,
-                       capture_output=True, text=True, timeout=1800)
+    r = run_child([sys.executable, "-m", "autograder.pool", "prepare", week], env=e, timeout=1800)
     if r.returncode != 0:
         raise RuntimeError(f"the trusted baseline failed: {(r.stderr or r.stdout)[-1500:]}")
     return lane_figures(batch_dir)
@@ -311,6 +376,300 @@ def gpu_healthy(lane: str | None, env: dict, timeout: float = 120.0) -> tuple[bo
     return True, ""
 
 
+
+# ------------------------------------------------------------------------------------------ children, interrupts
+STOP = threading.Event()
+_CHILDREN: set = set()
+_CHILDREN_LOCK = threading.Lock()
+
+
+class Interrupted(Exception):
+    """Ctrl-C (or SIGTERM) during run_pool: every grading child was stopped; `merged` were merged before."""
+
+    def __init__(self, merged: dict, lanes: list):
+        super().__init__("interrupted")
+        self.merged, self.lanes = merged, lanes
+
+
+def run_child(cmd: list[str], env: dict, timeout: float | None = None) -> subprocess.CompletedProcess:
+    """subprocess.run in a session of its own (a terminal's Ctrl-C reaches this process only; stop_children ends
+    the child and everything it started)."""
+    p = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    with _CHILDREN_LOCK:
+        _CHILDREN.add(p)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(p)
+        p.communicate()
+        raise
+    finally:
+        with _CHILDREN_LOCK:
+            _CHILDREN.discard(p)
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
+
+
+def _kill_group(p, sig=signal.SIGKILL) -> None:
+    try:
+        os.killpg(p.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def stop_children(grace: float = 5.0) -> None:
+    """SIGTERM every grading child's process group, SIGKILL what is left after `grace` seconds."""
+    with _CHILDREN_LOCK:
+        kids = list(_CHILDREN)
+    for p in kids:
+        _kill_group(p, signal.SIGTERM)
+    t0 = time.time()
+    while time.time() - t0 < grace and any(p.poll() is None for p in kids):
+        time.sleep(0.1)
+    for p in kids:
+        _kill_group(p, signal.SIGKILL)
+
+
+# ------------------------------------------------------------------------------------------- the seed, the lock
+def read_seed_file(path: str | os.PathLike) -> str:
+    """The secret seed in a file: refused (one line, SystemExit) when the file cannot be read or holds nothing."""
+    f = Path(path).expanduser()
+    try:
+        text = f.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SystemExit(f"the seed file {f} cannot be read ({type(exc).__name__}: "
+                         f"{getattr(exc, 'strerror', None) or exc})") from None
+    if not text.strip():
+        raise SystemExit(f"the seed file {f} is empty: write the secret seed into it (e.g. a number); grading "
+                         "with no seed could not be reproduced")
+    return text.strip()
+
+
+class grading_lock:
+    """One grading command at a time per grading folder (`autograder grade`, `slurm collect`, `forget`): a second
+    one is refused with who holds it. An flock: a process that dies releases it."""
+
+    def __init__(self, grading: Path, what: str):
+        self.path = Path(grading) / ".autograder.lock"
+        self.what = what
+        self.f = None
+
+    def __enter__(self):
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.f = open(self.path, "a+")
+        try:
+            fcntl.flock(self.f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self.f.seek(0)
+            held = self.f.read().strip() or "another process"
+            self.f.close()
+            raise SystemExit(f"{self.path.parent} is busy: {held}. Wait for it to finish (or stop it), then run "
+                             "this again; two grading runs at once would overwrite each other's record") from None
+        self.f.seek(0)
+        self.f.truncate()
+        self.f.write(f"`{self.what}` (pid {os.getpid()} on {socket.gethostname()}, since "
+                     f"{time.strftime('%Y-%m-%d %H:%M:%S')}) holds it\n")
+        self.f.flush()
+        return self
+
+    def __exit__(self, *exc):
+        import fcntl
+
+        self.f.seek(0)
+        self.f.truncate()
+        fcntl.flock(self.f, fcntl.LOCK_UN)
+        self.f.close()
+        return False
+
+
+# -------------------------------------------------------------------------------------------- the batch record
+def update_batch_record(grading: Path, week: str, run: dict, per_student: dict) -> dict:
+    """Merge one run into <grading>/batch_<week>.json: its students' entries replace theirs, every other student's
+    entry is kept (a re-grade of one student leaves the class as it was). A student this run could not grade keeps
+    an earlier run's result, with a note. `run` ("id", "where", "lanes", "wall_s", "seed_source", ...) replaces a
+    run of the same id. The report reads the newest verdict per student and notebook from it."""
+    f = Path(grading) / f"batch_{week}.json"
+    try:
+        old = json.loads(f.read_text())
+    except (OSError, ValueError):
+        old = {}
+    runs = [r for r in old.get("runs") or [] if isinstance(r, dict) and r.get("id") != run["id"]]
+    per = dict(old.get("per_student") or {})
+    if old and not old.get("runs"):  # a record of one run, written before runs were kept
+        start = f.stat().st_mtime - float(old.get("wall_s") or 0) - 60
+        runs.append({"id": "earlier", "where": old.get("where"), "lanes": old.get("lanes") or {},
+                     "wall_s": old.get("wall_s"), "started_at": start})
+        per = {k: dict(v, run="earlier", started_at=v.get("started_at") or start) for k, v in per.items()
+               if isinstance(v, dict)}
+    for student, e in per_student.items():
+        e = dict(e, run=run["id"])
+        if not e.get("started_at"):
+            e["started_at"] = run.get("started_at")
+        prev = per.get(student)
+        if e.get("not_graded") and prev and not prev.get("not_graded"):
+            what = "is queued" if e.get("queued") else "failed"
+            e = dict(prev, later_failure=f"a later grading ({run['id']}) {what}: {e['not_graded'][:300]}")
+        per[student] = e
+    runs.append(run)
+    lanes = {}
+    for r in runs:
+        latest = r is run
+        for label, lane in (r.get("lanes") or {}).items():
+            mine = [s for s in lane.get("students") or [] if (per.get(s) or {}).get("run") == r["id"]]
+            if mine or latest:
+                lanes[label if latest else f"{label} ({r['id']})"] = dict(lane, students=mine, run=r["id"])
+    record = {"week": week, "students": len(per), "wall_s": run.get("wall_s"), "where": run.get("where"),
+              "started_at": run.get("started_at"), "seed_source": run.get("seed_source"),
+              "runs": runs[-50:], "lanes": lanes, "per_student": dict(sorted(per.items()))}
+    f.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_json(f, record)
+    return record
+
+
+def prune_batches(grading: Path, keep: int) -> list[Path]:
+    """Keep the newest `keep` batch folders (<grading>/batch/<yyyymmdd-hhmmss>/: templates, task folders,
+    baselines, only read to debug a run); remove the others. Returns what was removed."""
+    folders = sorted(p for p in (Path(grading) / "batch").glob("*") if p.is_dir())
+    gone = folders[:-keep] if keep > 0 else folders
+    for p in gone:
+        shutil.rmtree(p, ignore_errors=True)
+    return gone
+
+
+def export_week(week: str, grading: Path) -> Path:
+    """grades_<week>.csv: nbgrader's export of this week only (the gradebook holds every released week)."""
+    out = Path(grading) / f"grades_{week}.csv"
+    nbgrader("export", f"--to={out}", f"--assignment={week}", check=False,
+             env=dict(os.environ, COURSE_GRADING_DIR=str(grading)))
+    return out
+
+
+def flag_feedback(grading: Path, week: str, students) -> int:
+    """Put the flags of each trusted verdict (deleted-cell, torch-instead-of-kernel, ...) at the top of the student's
+    feedback page for that notebook (nbgrader's page shows the grade cells only). Returns how many pages."""
+    import html
+
+    from .report import _clean, _secrets
+
+    secrets, n = _secrets(), 0
+    for student in students:
+        for v in sorted((Path(grading) / "verdicts" / student / week).glob("*.json")):
+            page = Path(grading) / "feedback" / student / week / f"{v.stem}.html"
+            try:
+                flags = json.loads(v.read_text()).get("flags") or []
+                text = page.read_text()
+            except (OSError, ValueError):
+                continue
+            if not flags or "id='course-flags'" in text:
+                continue
+            box = ("<div id='course-flags' style='margin:1em auto;max-width:60em;padding:.6em 1em;border:1px solid "
+                   "#e0c36a;background:#fff3cd'><strong>What the grader noticed in this notebook</strong><ul>"
+                   + "".join(f"<li><code>{html.escape(_clean(f, secrets))}</code></li>" for f in flags)
+                   + "</ul></div>")
+            at = text.find("<body")
+            at = text.find(">", at) + 1 if at >= 0 else 0
+            page.write_text(text[:at] + box + text[at:])
+            n += 1
+    return n
+
+
+def problem_feedback(grading: Path, week: str, per_student: dict) -> list[Path]:
+    """Feedback for what nbgrader has none for: a notebook set aside as malformed, a hand-in noted (renamed,
+    misplaced). One small HTML page per such notebook, beside nbgrader's, in feedback/<student>/<week>/."""
+    import html
+
+    written = []
+    for student, e in per_student.items():
+        if not isinstance(e, dict):
+            continue
+        d = Path(grading) / "feedback" / student / week
+        for m in e.get("malformed") or []:
+            name, _, why = str(m).partition(":")
+            stem = Path(name.strip()).stem
+            page = d / f"{stem}.html"
+            if page.exists():
+                continue
+            d.mkdir(parents=True, exist_ok=True)
+            notes = "".join(f"<li>{html.escape(str(n))}</li>" for n in e.get("notes") or [])
+            page.write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(stem)}</title>"
+                            f"</head><body><h1>{html.escape(name.strip())}: not graded (0 points)</h1><p>The file "
+                            f"you handed in is not a notebook that can be read: {html.escape(why.strip())}</p>"
+                            f"<p>Open it in JupyterLab, save it again, and hand it in.</p>"
+                            + (f"<ul>{notes}</ul>" if notes else "") + "</body></html>\n")
+            written.append(page)
+    return written
+
+
+def forget(grading: Path, students: list[str], week: str | None = None, keep_submission: bool = False) -> list[str]:
+    """Remove students from a grading folder (a trial cohort graded in the class's folder, a student who left):
+    their gradebook rows (nbgrader's Gradebook.remove_submission / remove_student), their folders under
+    submitted/ (unless keep_submission), autograded/, feedback/, verdicts/, slurm/<week>/results/, and their
+    entries in batch_<week>.json; then each affected week's CSV export and report are written again."""
+    import warnings
+
+    from nbgrader.api import Gradebook, MissingEntry
+    from sqlalchemy.exc import SAWarning
+
+    grading = Path(grading)
+    said, weeks = [], set()
+    db = grading / "gradebook.db"
+    for student in students:
+        if db.exists():
+            with warnings.catch_warnings(), Gradebook(f"sqlite:///{db}") as gb:
+                warnings.simplefilter("ignore", SAWarning)
+                try:
+                    subs = [sb.assignment.name for sb in gb.find_student(student).submissions]
+                except MissingEntry:
+                    subs = []
+                for w in subs:
+                    if week is None or w == week:
+                        gb.remove_submission(w, student)
+                        weeks.add(w)
+                        said.append(f"{student}: {w} removed from the gradebook")
+                if week is None and subs is not None:
+                    try:
+                        gb.remove_student(student)
+                    except MissingEntry:
+                        pass
+        kinds = ["autograded", "feedback", "verdicts"] + ([] if keep_submission else ["submitted"])
+        for kind in kinds:
+            d = grading / kind / student
+            target = d / week if week else d
+            if target.exists():
+                shutil.rmtree(target)
+                said.append(f"{student}: {target} removed")
+                if week and d.exists() and not any(d.iterdir()):
+                    d.rmdir()
+        for res in grading.glob(f"slurm/{week or '*'}/results/{student}"):
+            shutil.rmtree(res)
+            said.append(f"{student}: {res} removed")
+        for bf in grading.glob(f"batch_{week or '*'}.json"):
+            try:
+                rec = json.loads(bf.read_text())
+            except (OSError, ValueError):
+                continue
+            if student in (rec.get("per_student") or {}):
+                del rec["per_student"][student]
+                for lane in (rec.get("lanes") or {}).values():
+                    if isinstance(lane, dict) and student in (lane.get("students") or []):
+                        lane["students"] = [x for x in lane["students"] if x != student]
+                rec["students"] = len(rec["per_student"])
+                _atomic_json(bf, rec)
+                weeks.add(rec.get("week") or bf.stem[len("batch_"):])
+        if not any(student in x for x in said):
+            said.append(f"{student}: nothing to forget in {grading}")
+    from .report import write_report
+
+    for w in sorted(weeks):
+        if (grading / f"grades_{w}.csv").exists():
+            export_week(w, grading)
+        write_report(w, grading)
+        said.append(f"{w}: gradebook CSV and report written again")
+    return said
+
+
 # ------------------------------------------------------------------------------------------------ the pool
 @dataclass
 class Job:
@@ -342,8 +701,12 @@ def lanes_for(gpus: str, env: dict | None = None) -> list[Lane]:
     env = dict(os.environ if env is None else env)
     visible = [v.strip() for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
     count = _gpu_count() if not env.get("COURSE_FORCE_CPU") else 0
+    if gpus == "all" and count == 0 and not env.get("COURSE_FORCE_CPU"):
+        raise SystemExit(f"--gpus all: no GPU here ({no_gpu_diagnosis(env)}). Grade on a GPU machine, or on CPU on "
+                         "purpose with --gpus none (compile, SASS and quiz points only: no correctness on the GPU, "
+                         "no throughput, no hardware-path measurement)")
     if gpus == "none" or (gpus == "all" and count == 0):
-        return [Lane(None, dict(env), "cpu" if gpus == "none" or not count else "gpu")]
+        return [Lane(None, dict(env), "cpu")]
     ids = [str(i) for i in range(count)] if gpus == "all" else [g.strip() for g in gpus.split(",") if g.strip()]
     if not ids or len(set(ids)) != len(ids):
         raise SystemExit(f"--gpus {gpus!r}: give all, none, or distinct GPU ids like 0,1")
@@ -356,6 +719,35 @@ def lanes_for(gpus: str, env: dict | None = None) -> list[Lane]:
         phys = visible[int(i)] if visible and i.isdigit() and int(i) < len(visible) else i
         lanes.append(Lane(i, dict(env, CUDA_VISIBLE_DEVICES=phys, COURSE_POOL_LANE=i), f"GPU {i}"))
     return lanes
+
+
+def no_gpu_diagnosis(env: dict | None = None) -> str:
+    """What was found when torch sees no GPU: torch's build, the driver (nvidia-smi), CUDA_VISIBLE_DEVICES."""
+    env = dict(os.environ if env is None else env)
+    parts = []
+    try:
+        import torch
+
+        cuda = getattr(torch.version, "cuda", None)
+        parts.append(f"torch {torch.__version__} is a CPU-only build (no CUDA)" if not cuda else
+                     f"torch {torch.__version__} (built for CUDA {cuda}) sees no CUDA device")
+    except Exception as exc:  # noqa: BLE001
+        parts.append(f"torch cannot be imported ({type(exc).__name__})")
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        parts.append("no nvidia-smi on PATH (no NVIDIA driver?)")
+    else:
+        try:
+            r = subprocess.run([smi, "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                               capture_output=True, text=True, timeout=30)
+            found = "; ".join(x.strip() for x in r.stdout.splitlines() if x.strip())
+            parts.append(f"nvidia-smi lists {found}" if r.returncode == 0 and found else
+                         f"nvidia-smi fails: {(r.stderr or r.stdout).strip()[:200] or f'exit {r.returncode}'}")
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            parts.append(f"nvidia-smi fails ({type(exc).__name__})")
+    if "CUDA_VISIBLE_DEVICES" in env:
+        parts.append(f"CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']!r}")
+    return "; ".join(parts)
 
 
 def _gpu_count() -> int:
@@ -380,6 +772,8 @@ class _Queue:
     def take(self, lane: Lane) -> Job | None:
         with self.cond:
             while True:
+                if STOP.is_set():
+                    return None
                 others_live = self.live - {id(lane)}
                 for j in self.pending:
                     if id(lane) not in j.avoid or not others_live:
@@ -448,10 +842,12 @@ def run_pool(week: str, students: list[str], lanes: list[Lane], *, grading: Path
             env = dict(lane.env)
             env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))])
             try:
-                r = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=task_timeout)
+                r = run_child(cmd, env=env, timeout=task_timeout)
                 code, tail = r.returncode, (r.stderr or "")[-1500:]
             except subprocess.TimeoutExpired:
                 code, tail = 124, f"the task did not finish in {task_timeout:.0f} s: killed"
+            if STOP.is_set():
+                break
             res = read_result(out)
             if res is not None and res.get("state") == "done":
                 lane.failures_in_a_row = 0
@@ -486,28 +882,43 @@ def run_pool(week: str, students: list[str], lanes: list[Lane], *, grading: Path
                 todo.finish()
             if lane.state != "grading":
                 break
+        if STOP.is_set():
+            lane.state, lane.why = "interrupted", "interrupted"
         if lane.state == "grading":
             lane.state = "done"
         lane.wall_s = time.perf_counter() - t0
         events.put(("lane", lane, None, None))
 
     per_student: dict[str, dict] = {}
+    STOP.clear()
     threads = [threading.Thread(target=work, args=(lane,), daemon=True) for lane in lanes]
     for t in threads:
         t.start()
     show = progress or (lambda *a: None)
-    while any(t.is_alive() for t in threads) or not events.empty():
-        try:
-            kind, lane, job, data = events.get(timeout=0.2)
-        except queue_mod.Empty:
-            continue
-        if kind == "done":
-            out, res = data
-            merge_result(out, grading)  # the single writer
-            per_student[job.student] = _entry(res, lane, job)
-        elif kind == "failed":
-            per_student[job.student] = _not_graded(job, "failed twice")
-        show(kind, lane, job, per_student.get(job.student) if job else None)
+    try:
+        while any(t.is_alive() for t in threads) or not events.empty():
+            try:
+                kind, lane, job, data = events.get(timeout=0.2)
+            except queue_mod.Empty:
+                continue
+            if kind == "done":
+                out, res = data
+                merge_result(out, grading)  # the single writer
+                per_student[job.student] = _entry(res, lane, job)
+            elif kind == "failed":
+                per_student[job.student] = _not_graded(job, "failed twice")
+            show(kind, lane, job, per_student.get(job.student) if job else None)
+    except KeyboardInterrupt:
+        STOP.set()
+        stop_children()
+        for t in threads:
+            t.join(timeout=10)
+        while not events.empty():  # results that finished before the interrupt are kept
+            kind, lane, job, data = events.get()
+            if kind == "done":
+                merge_result(data[0], grading)
+                per_student[job.student] = _entry(data[1], lane, job)
+        raise Interrupted(per_student, lanes) from None
     for job in todo.left():  # every lane stopped before these were graded
         job.attempts.append({"label": "—", "why": "no working GPU lane was left"})
         per_student[job.student] = _not_graded(job, "no working lane left")
@@ -520,15 +931,23 @@ def run_pool(week: str, students: list[str], lanes: list[Lane], *, grading: Path
 
 
 def _entry(res: dict, lane: Lane | None, job: Job) -> dict:
+    device = (res.get("figures") or {}).get("device") or (lane.figures.get("device") if lane else None)
     return {"returncode": res.get("returncode"), "wall_s": res.get("wall_s"), "gpu": lane.id if lane else None,
-            "lane": lane.label if lane else res.get("lane"), "host": res.get("host"),
-            "malformed": res.get("malformed") or [], "log_tail": res.get("log_tail", ""),
+            "lane": lane.label if lane else res.get("lane"), "host": res.get("host"), "device": device,
+            "cpu": not device, "started_at": res.get("started_at"), "finished_at": res.get("finished_at"),
+            "malformed": res.get("malformed") or [], "notes": res.get("notes") or [],
+            "log_tail": res.get("log_tail", ""),
             "attempts": [{"lane": a.get("label"), "why": a.get("why")} for a in job.attempts]}
 
 
 def _not_graded(job: Job, what: str) -> dict:
     last = job.attempts[-1]["why"] if job.attempts else ""
-    return {"returncode": None, "gpu": None, "lane": None, "not_graded": f"not graded, retry ({what}): {last[:300]}",
+    # nbgrader failing on the same hand-in twice (no process died): retrying the same files will fail the same way
+    permanent = len(job.attempts) >= 2 and all(a.get("why", "").startswith("nbgrader autograde exited")
+                                                for a in job.attempts)
+    text = (f"not graded (nbgrader failed on this hand-in twice; retrying as is will fail again — look at the "
+            f"notebook): {last[:300]}" if permanent else f"not graded, retry ({what}): {last[:300]}")
+    return {"returncode": None, "gpu": None, "lane": None, "not_graded": text, "permanent": permanent,
             "attempts": [{"lane": a.get("label"), "why": a.get("why")} for a in job.attempts]}
 
 

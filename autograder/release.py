@@ -23,8 +23,9 @@ CONFIG = ROOT / "autograder" / "nbgrader_config.py"
 
 
 def grading_dir() -> Path:
-    """Where grading state lives (submissions, gradebook, feedback): $COURSE_GRADING_DIR or build/grading."""
-    return Path(os.environ.get("COURSE_GRADING_DIR") or ROOT / "build" / "grading")
+    """Where grading state lives (submissions, gradebook, feedback): $COURSE_GRADING_DIR (a relative path is taken
+    from the current folder) or build/grading."""
+    return Path(os.environ.get("COURSE_GRADING_DIR") or ROOT / "build" / "grading").expanduser().resolve()
 
 
 def nbgrader(*args: str, cwd: Path = ROOT, env: dict | None = None, check: bool = True,
@@ -62,6 +63,7 @@ INSTRUCTOR_ONLY = {
     "autograder/nbgrader_config.py": "the instructors' nbgrader set-up (autograde, feedback)",
     "autograder/nbgrader_plugin.py": "nbgrader's autograde step",
     "autograder/report.py": "the class report of a graded batch",
+    "autograder/feedback_templates": "the feedback page's template (nbgrader generate_feedback)",
     "kernels/smem_tiling/transpose.cu": "its tiled rungs (padded, XOR-swizzled) are day 2's exercise answered",
 }
 # What it carries: the notebooks of the week come from weeks/<week>/.

@@ -8,8 +8,10 @@ It reads what grading left in the grading folder (default: autograder.release.gr
     submitted/<student>/<week>/                 the roster: every student here gets a row, graded or not
     verdicts/<student>/<week>/<notebook>.json   the trusted verdicts (autograder.grading.NotebookGrade.as_dict)
     grades_<week>.csv                           nbgrader's gradebook export, if present (the official total)
-    batch_<week>.json                           the batch: wall time, per-student return codes and notes, which
-                                                GPU lane (or Slurm task) graded whom, each lane's ceilings
+    batch_<week>.json                           the batch record (autograder.pool.update_batch_record): every
+                                                run, and per student the newest run's entry (return code, notes,
+                                                start time, which GPU lane or Slurm task graded them, CPU or GPU),
+                                                each lane's ceilings, where the seed came from (never the seed)
 
 The page (self-contained: CSS inline, plots inline as base64 PNG drawn with matplotlib's Agg canvas) has a summary,
 per exercise a score histogram, a throughput distribution against the spec's bar and a leaderboard (correct
@@ -119,7 +121,12 @@ class Student:
     @property
     def retry(self) -> bool:
         """The batch could not grade this student (its grading crashed twice, or its Slurm task did not finish)."""
-        return bool((self.batch or {}).get("not_graded"))
+        return bool((self.batch or {}).get("not_graded")) and not (self.batch or {}).get("permanent")
+
+    @property
+    def on_cpu(self) -> bool:
+        """Graded on CPU (no GPU in the lane that graded them): no correctness on the GPU, no throughput."""
+        return bool((self.batch or {}).get("cpu")) and not (self.batch or {}).get("not_graded")
 
 
 def _num(x, default: float | None = 0.0) -> float | None:
@@ -203,6 +210,8 @@ def _batch_notes(entry: dict, secrets: list[str]) -> list[str]:
     elif entry.get("attempts"):
         notes += [f"handed back once: not graded on {a.get('lane')}: {_clean(a.get('why'), secrets)}"
                   for a in entry["attempts"] if isinstance(a, dict)]
+    if entry.get("later_failure"):
+        notes.append(_clean(entry["later_failure"], secrets))
     for key in ("malformed", "notes", "note", "problems", "errors", "error", "message"):
         if key not in entry or entry[key] in (None, "", [], {}, False):
             continue
@@ -308,15 +317,22 @@ def collect(week: str, grading: Path) -> tuple[dict, list[str], list[ExerciseInf
     batch_file = grading / f"batch_{week}.json"
     batch, err = _read_json(batch_file) if batch_file.exists() else ({}, None)
     batch = batch or {}
-    # A verdict older than the batch's start is left over from an earlier run (its notebook was since removed or
-    # broke before the plugin ran): showing it would credit work this batch did not grade.
+    # The newest verdict per student and notebook, whichever run wrote it. A verdict older than the start of the run
+    # that last graded its student (batch_<week>.json's per-student "started_at") is left over from an earlier run
+    # (its notebook was since removed or broke before the plugin ran): showing it would credit work not graded.
+    # A record of one run, written before per-student times were kept: its start stands for every student.
+    per = batch.get("per_student") if isinstance(batch.get("per_student"), dict) else {}
     started = None
-    if _num(batch.get("wall_s"), None) is not None:
+    if _num(batch.get("wall_s"), None) is not None and not batch.get("runs"):
         started = batch_file.stat().st_mtime - _num(batch["wall_s"]) - STALE_SLACK_S
     verdicts = []
     for f in sorted((grading / "verdicts").glob(f"*/{week}/*.json")):
-        st = get(f.parent.parent.name)
-        if started is not None and f.stat().st_mtime < started:
+        name = f.parent.parent.name
+        st = get(name)
+        entry = per.get(name) if isinstance(per.get(name), dict) else {}
+        since = _num(entry.get("started_at"), None)
+        since = since - STALE_SLACK_S if since is not None else started
+        if since is not None and f.stat().st_mtime < since:
             st.notes.append(f"{f.stem}: verdict left over from an earlier grading run, ignored")
             continue
         data, err_v = _read_json(f)
@@ -356,15 +372,19 @@ def collect(week: str, grading: Path) -> tuple[dict, list[str], list[ExerciseInf
     lanes = batch.get("lanes") if isinstance(batch.get("lanes"), dict) else {}
     meta = {"week": week, "grading": str(grading), "batch_wall_s": _num(batch.get("wall_s"), None),
             "batch_error": err, "has_gradebook": bool(gradebook), "secrets": secrets, "lanes": lanes,
-            "where": batch.get("where")}
+            "where": batch.get("where"), "seed_source": batch.get("seed_source")}
     return meta, notebooks, exercises, roster
 
 
 def status_of(s: Student, notebooks: list[str]) -> str:
     if not s.submitted:
         return "no submission"
+    if (s.batch or {}).get("queued"):
+        return "queued (Slurm)"
     if s.retry:
         return "not graded, retry"
+    if (s.batch or {}).get("not_graded"):
+        return "not graded"
     rc = (s.batch or {}).get("returncode")
     if not s.verdicts:
         return "not graded"
@@ -475,6 +495,8 @@ th,td{border:1px solid #ddd;padding:.25em .6em;text-align:left;vertical-align:to
 th{background:#f3f3f3} td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .plots{display:flex;flex-wrap:wrap;gap:1em} .plots img{border:1px solid #eee}
 .muted{color:#777} .bad{color:#b00020} .ok{color:#1b7f3b} .flag{color:#b00020;font-family:monospace}
+.wide{overflow-x:auto;max-width:100%} .wide td:last-child{min-width:18em;max-width:40em;overflow-wrap:anywhere}
+.banner{background:#fff3cd;border:1px solid #e0c36a;padding:.6em 1em}
 dl.summary{display:grid;grid-template-columns:max-content auto;gap:.2em 1.2em} dl.summary dt{font-weight:600}
 """
 
@@ -512,6 +534,15 @@ def render_html(meta: dict, notebooks: list[str], exercises: list[ExerciseInfo],
              f"{', gradebook export' if meta['has_gradebook'] else ''} and batch record. Totals are the gradebook's "
              "where it has the student, else the sum of the trusted verdicts.</p>"]
 
+    cpu = [s.name for s in roster if s.on_cpu]
+    if cpu:
+        parts.append("<p class='banner'><strong>Graded on CPU</strong>: "
+                     f"{len(cpu)} of {sum(s.submitted for s in roster)} students ({_e(', '.join(cpu[:20]))}"
+                     f"{', ...' if len(cpu) > 20 else ''}) were graded without a GPU (<code>--gpus none</code>). "
+                     "Their scores hold the compile, SASS and quiz points only: correctness on the GPU, throughput "
+                     "and the measured hardware path were not graded, so their totals are not comparable with a GPU "
+                     "grading. Grade them again on a Hopper GPU for the real score.</p>")
+
     # --- summary
     wall = meta["batch_wall_s"]
     n_flags = sum(len(s.flags) for s in roster)
@@ -519,7 +550,8 @@ def render_html(meta: dict, notebooks: list[str], exercises: list[ExerciseInfo],
     median = statistics.median(totals) if totals else None
     status = [status_of(s, notebooks) for s in roster]
     counts = ", ".join(f"{status.count(k)} {k}" for k in ("graded", "partly graded", "not graded",
-                                                          "not graded, retry", "no submission") if status.count(k))
+                                                          "not graded, retry", "queued (Slurm)", "no submission")
+                       if status.count(k))
     summary = [("students", f"{sum(s.submitted for s in roster)} submitted ({counts})"),
                ("notebooks", ", ".join(notebooks) or "—"),
                ("mean score", f"{_fmt(mean)} / {top:g}" if mean is not None else "—"),
@@ -527,6 +559,8 @@ def render_html(meta: dict, notebooks: list[str], exercises: list[ExerciseInfo],
                ("flags", str(n_flags)),
                ("batch wall time", f"{wall:.1f} s" + (f" ({wall / max(1, len(totals)):.1f} s per student)"
                                                       if totals else "") if wall is not None else "—")]
+    if meta.get("seed_source"):
+        summary.append(("secret seed from", str(meta["seed_source"])))
     if meta.get("batch_error"):
         summary.append(("batch record", _clean(meta["batch_error"], secrets)))
     parts.append("<h2 id='summary'>Summary</h2><dl class='summary'>"
@@ -594,8 +628,8 @@ def render_html(meta: dict, notebooks: list[str], exercises: list[ExerciseInfo],
         cells += [str(len(s.flags)), _fmt(s.wall_s, 3), _e(s.lane) or "—",
                   "<br>".join(_e(_clean(n, secrets)) for n in s.notes)]
         srows.append(cells)
-    parts.append(_table(head, srows, {2, *range(3, 3 + len(notebooks)), 3 + len(notebooks),
-                                      4 + len(notebooks)}))
+    parts.append("<div class='wide'>" + _table(head, srows, {2, *range(3, 3 + len(notebooks)), 3 + len(notebooks),
+                                                             4 + len(notebooks)}) + "</div>")
     parts.append("</body></html>\n")
     return "\n".join(parts)
 

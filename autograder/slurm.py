@@ -6,7 +6,7 @@
 
 Slurm schedules; the course does not. Each array task runs `python -m autograder.slurm task`, which grades its
 students one by one with autograder.pool.grade_task — the same code a pool worker runs — each into a folder of its
-own under the shared folder <grading>/slurm/<week>/results/<student>/ (its own gradebook.db, autograded notebooks,
+own under the shared folder <grading>/slurm/<week>/results/<student>/<array job>_<task>/ (its own gradebook.db, autograded notebooks,
 verdicts, and result.json written last). Nothing but `collect` writes the class's gradebook: it merges every
 finished result with autograder.pool.merge_result (replacing, keyed by student, notebook and cell), so running it
 twice changes nothing and a task that failed, timed out or never ran costs only its own students.
@@ -100,15 +100,19 @@ def submit(week: str, students: list[str], opts: dict, *, secret: str | None, se
         out(text.rstrip("\n"))
         out(f"# roster {roster} ({len(groups)} task(s)):")
         for i, g in enumerate(groups):
-            out(f"#   {i}: {' '.join(g)}")
+            out(f"#   {i}: {' '.join(shlex.quote(x) for x in g)}")
         return None
     for d in ("logs", "results"):
         (sdir / d).mkdir(parents=True, exist_ok=True)
-    # The class's gradebook knows the assignment; every task's gradebook starts from a template that knows it too.
-    nbgrader("generate_assignment", week, "--force", f"--CourseDirectory.release_directory={grading_dir() / 'release'}")
-    if not (sdir / "template.db").exists():
-        make_template(week, sdir)
-    roster.write_text("".join(" ".join(g) + "\n" for g in groups))
+    from .pool import grading_lock
+
+    with grading_lock(grading_dir(), f"autograder slurm submit {week}"):
+        # The class's gradebook knows the assignment; every task's gradebook starts from a template that knows it.
+        nbgrader("generate_assignment", week, "--force",
+                 f"--CourseDirectory.release_directory={grading_dir() / 'release'}")
+        if not (sdir / "template.db").exists():
+            make_template(week, sdir)
+    roster.write_text("".join(json.dumps(g, ensure_ascii=False) + "\n" for g in groups), encoding="utf-8")
     path = sdir / f"job_{n}.sbatch"
     path.write_text(text)
     env = dict(os.environ)
@@ -132,14 +136,20 @@ def run_task(week: str, roster: Path, index: int) -> int:
     """One array task: measure this node's GPU (if any) once, then grade each student of line `index`."""
     from .pool import _prepare_here
 
-    students = Path(roster).read_text().splitlines()[index].split()
+    students = roster_line(roster, index)
     sdir = shared_dir(week)
-    if not os.environ.get("COURSE_SECRET_SEED"):
+    if not os.environ.get("COURSE_SECRET_SEED", "").strip():
         f = os.environ.get("COURSE_SECRET_SEED_FILE")
         if not f:
             print("no secret seed: COURSE_SECRET_SEED or COURSE_SECRET_SEED_FILE", file=sys.stderr)
             return 2
-        os.environ["COURSE_SECRET_SEED"] = Path(f).read_text().strip()
+        from .pool import read_seed_file
+
+        try:
+            os.environ["COURSE_SECRET_SEED"] = read_seed_file(f)
+        except SystemExit as exc:
+            print(exc, file=sys.stderr)
+            return 2
     task = f"{os.environ.get('SLURM_ARRAY_JOB_ID', 'local')}_{os.environ.get('SLURM_ARRAY_TASK_ID', index)}"
     batch_dir = sdir / "baselines" / task
     batch_dir.mkdir(parents=True, exist_ok=True)
@@ -147,11 +157,37 @@ def run_task(week: str, roster: Path, index: int) -> int:
     _prepare_here(week)  # this process loads no student code: students are graded in processes of their own
     bad = 0
     for student in students:
-        res = grade_task(week, student, sdir / "results" / student, submitted=grading_dir() / "submitted",
+        res = grade_task(week, student, sdir / "results" / student / task, submitted=grading_dir() / "submitted",
                          template=sdir / "template.db", batch_dir=batch_dir, figures=lane_figures(batch_dir))
         print(f"{student}: {res['state']} in {res['wall_s']:.0f} s (exit {res['returncode']})", flush=True)
         bad += res["state"] != "done"
     return 1 if bad else 0
+
+
+def roster_line(roster: Path, index: int) -> list[str]:
+    """The students of line `index` of a roster: a JSON list (any id: spaces, quotes, non-ASCII); a roster written
+    before (ids separated by spaces) is still read."""
+    line = Path(roster).read_text(encoding="utf-8").splitlines()[index]
+    return json.loads(line) if line.lstrip().startswith("[") else line.split()
+
+
+def results_of(sdir: Path, student: str) -> list[Path]:
+    """Every result folder of a student: results/<student>/<array job>_<task>/ (one per array task that graded
+    them; an earlier layout's results/<student>/ too)."""
+    base = Path(sdir) / "results" / student
+    return [p for p in [base, *sorted(base.glob("*"))] if p.is_dir() and (p / "result.json").exists()
+            or p.is_dir() and (p / STARTED).exists()]
+
+
+def best_result(sdir: Path, student: str) -> tuple[Path | None, dict | None]:
+    """The newest finished result of a student (by its finish time), whichever array task wrote it."""
+    best = (None, None)
+    for p in results_of(sdir, student):
+        res = read_result(p)
+        if res is not None and res.get("state") == "done" and \
+                (best[1] is None or (res.get("finished_at") or 0) > (best[1].get("finished_at") or 0)):
+            best = (p, res)
+    return best
 
 
 # --------------------------------------------------------------------------------------------- Slurm's word
@@ -209,9 +245,19 @@ def _owners(state: dict) -> dict[str, tuple[str, int]]:
 
 
 def collect(week: str, out=print) -> dict:
-    """Merge every finished result into the class's gradebook (once: a result already merged is skipped), list the
-    students with none and their tasks' Slurm state, regenerate feedback, the CSV export and the report when
-    something new was merged. Returns {"merged": [...], "missing": {student: why}, "changed": bool}."""
+    """Merge every finished result into the class's gradebook (once: a result already merged is skipped), say per
+    student which array task its result came from, list who is still queued (not an error) and who has no result
+    with its task's Slurm state; regenerate feedback, the CSV export and the report when something changed.
+    Returns {"merged": [...], "missing": {student: why}, "queued": {student: why}, "changed": bool}."""
+    from .pool import grading_lock
+
+    with grading_lock(grading_dir(), f"autograder slurm collect {week}"):
+        return _collect(week, out)
+
+
+def _collect(week: str, out=print) -> dict:
+    from .pool import export_week, flag_feedback, problem_feedback, update_batch_record
+
     sdir = shared_dir(week)
     state = _load_state(sdir)
     if not state["submissions"]:
@@ -220,77 +266,102 @@ def collect(week: str, out=print) -> dict:
     merged_f = sdir / "merged.json"
     merged = json.loads(merged_f.read_text()) if merged_f.exists() else {}
     q = queued(sorted({j for j, _ in owners.values()}))
-    per_student, lanes, missing, new = {}, {}, {}, []
+    per_student, lanes, missing, waiting, new, lines = {}, {}, {}, {}, [], []
     for student in sorted(owners):
         job, idx = owners[student]
-        rdir = sdir / "results" / student
-        res = read_result(rdir)
-        if res is not None and res.get("state") == "done":
+        tid = f"{job}_{idx}"
+        rdir, res = best_result(sdir, student)
+        if res is not None:
             digest = result_digest(rdir)
             if merged.get(student) != digest:
                 merge_result(rdir, grading_dir())
                 merged[student] = digest
                 new.append(student)
             slurm = res.get("slurm") or {}
-            label = f"{res.get('host')} task {slurm.get('array_job', job)}_{slurm.get('array_task', idx)}" \
-                    + (f" GPU {res['gpu']}" if res.get("gpu") else "")
+            src = f"{slurm.get('array_job', '?')}_{slurm.get('array_task', '?')}" if slurm else "a task outside Slurm"
+            label = f"{res.get('host')} task {src}" + (f" GPU {res['gpu']}" if res.get("gpu") else "")
             lane = lanes.setdefault(label, {"gpu": res.get("gpu"), "host": res.get("host"), "state": "done",
                                             "students": [], "device": (res.get("figures") or {}).get("device"),
                                             "ceilings": (res.get("figures") or {}).get("ceilings"),
                                             "wall_s": 0.0})
             lane["students"].append(student)
             lane["wall_s"] += res.get("wall_s") or 0.0
+            device = (res.get("figures") or {}).get("device")
+            note = []
+            if src != tid:  # a later array includes the student: say what became of it
+                later = f"Slurm task {tid} (submitted later) is {q[tid]}" if tid in q else \
+                    f"Slurm task {tid} (submitted later): {(finished_state(job, idx, None) or ('no record', ''))[0]}"
+                note.append(f"result from array task {src}; {later}")
             per_student[student] = {"returncode": 0, "wall_s": res.get("wall_s"), "gpu": res.get("gpu"),
-                                    "lane": label, "host": res.get("host"), "malformed": res.get("malformed") or [],
-                                    "log_tail": res.get("log_tail", ""), "slurm": f"{job}_{idx}"}
+                                    "lane": label, "host": res.get("host"), "device": device, "cpu": not device,
+                                    "started_at": res.get("started_at"), "finished_at": res.get("finished_at"),
+                                    "malformed": res.get("malformed") or [],
+                                    "notes": (res.get("notes") or []) + note,
+                                    "log_tail": res.get("log_tail", ""), "slurm": src}
+            lines.append(f"  {student}: graded by array task {src}" + (f" ({note[0].split('; ', 1)[1]})" if note
+                                                                          else ""))
             continue
-        started = {}
-        try:
-            started = json.loads((rdir / STARTED).read_text())
-        except (OSError, ValueError):
-            pass
-        tid = f"{job}_{idx}"
+        started, failed = {}, None
+        for p in results_of(sdir, student):
+            try:
+                st = json.loads((p / STARTED).read_text())
+            except (OSError, ValueError):
+                continue
+            if (st.get("slurm") or {}).get("array_job") == job:
+                started, failed = st, read_result(p)
         st_info = started.get("slurm") or {}
         raw = st_info.get("job") if st_info.get("array_job") == job else None
         if tid in q:
             why = f"Slurm task {tid} is {q[tid]} (squeue)"
-        else:
-            fin = finished_state(job, idx, raw)
-            if fin:
-                why = f"Slurm task {tid}: {fin[0]} ({fin[1]})"
-            else:
-                why = f"Slurm task {tid} never started, or left no record (not in squeue, sacct or scontrol)"
-            if res is not None:  # the task ran and nbgrader failed
-                why += f"; nbgrader autograde exited {res.get('returncode')}: {str(res.get('log_tail'))[-300:]}"
-            elif started:
-                why += f"; it started on {started.get('host')} and wrote no result (killed, timed out or crashed)"
+            waiting[student] = why
+            per_student[student] = {"returncode": None, "not_graded": f"queued: {why}", "queued": True,
+                                    "slurm": tid}
+            continue
+        fin = finished_state(job, idx, raw)
+        why = f"Slurm task {tid}: {fin[0]} ({fin[1]})" if fin else \
+            f"Slurm task {tid} never started, or left no record (not in squeue, sacct or scontrol)"
+        if failed is not None:  # the task ran and nbgrader failed
+            why += f"; nbgrader autograde exited {failed.get('returncode')}: {str(failed.get('log_tail'))[-300:]}"
+        elif started:
+            why += f"; it started on {started.get('host')} and wrote no result (killed, timed out or crashed)"
         missing[student] = why
         per_student[student] = {"returncode": None, "not_graded": f"not graded, retry: {why}", "slurm": tid}
     _save_json(merged_f, merged)
     grading = grading_dir()
     first = state.get("first_submitted_at") or min(s["submitted_at"] for s in state["submissions"])
     batch_f = grading / f"batch_{week}.json"
-    old = json.loads(batch_f.read_text()) if batch_f.exists() else {}
-    summary = {"week": week, "students": len(owners), "where": "slurm",
-               "jobs": [s["job"] for s in state["submissions"]], "lanes": lanes, "per_student": per_student}
-    changed = bool(new) or {k: v for k, v in old.items() if k != "wall_s"} != summary
+    try:
+        old = json.loads(batch_f.read_text())
+    except (OSError, ValueError):
+        old = {}
+    strip = lambda d: {k: v for k, v in (d or {}).items() if k not in ("run", "started_at")}  # noqa: E731
+    changed = bool(new) or any(strip((old.get("per_student") or {}).get(s)) != strip(e)
+                               for s, e in per_student.items())
     if changed or not (grading / f"grades_{week}.csv").exists():
-        # wall_s: from the first submission to this collect (the report reads a verdict older than the batch's
-        # start as left over from an earlier run)
-        summary["wall_s"] = time.time() - first
+        run = {"id": "slurm", "where": "slurm", "started_at": first, "wall_s": time.time() - first,
+               "jobs": [s["job"] for s in state["submissions"]], "lanes": lanes,
+               "cpu": all(not e.get("device") for e in per_student.values() if not e.get("not_graded"))}
+        record = update_batch_record(grading, week, run, per_student)
         nbgrader("generate_feedback", week, "--force", check=False)
-        nbgrader("export", f"--to={grading / f'grades_{week}.csv'}", check=False)
-        batch_f.write_text(json.dumps(summary, indent=1))
+        problem_feedback(grading, week, record["per_student"])
+        flag_feedback(grading, week, record["per_student"])
+        export_week(week, grading)
         from .report import write_report
 
         write_report(week, grading)
-    out(f"{week}: {len(owners) - len(missing)} of {len(owners)} student(s) graded"
-        + (f", {len(new)} merged now" if new else ", nothing new to merge") + f"; report: {grading / f'report_{week}.html'}")
+    graded = len(owners) - len(missing) - len(waiting)
+    out(f"{week}: {graded} of {len(owners)} student(s) graded"
+        + (f", {len(new)} merged now" if new else ", nothing new to merge")
+        + (f", {len(waiting)} still queued" if waiting else "") + f"; report: {grading / f'report_{week}.html'}")
+    for line in lines:
+        out(line)
+    for student, why in sorted(waiting.items()):
+        out(f"  queued {student}: {why} (collect again later)")
     for student, why in sorted(missing.items()):
         out(f"  NOT GRADED {student}: {why}")
     if missing:
         out(f"  then: autograder slurm resubmit {week}")
-    return {"merged": new, "missing": missing, "changed": changed}
+    return {"merged": new, "missing": missing, "queued": waiting, "changed": changed}
 
 
 def resubmit(week: str, opts: dict | None, *, secret: str | None, seed_file: str | None = None,
@@ -304,8 +375,7 @@ def resubmit(week: str, opts: dict | None, *, secret: str | None, seed_file: str
     q = queued(sorted({j for j, _ in owners.values()}))
     todo = []
     for student, (job, idx) in sorted(owners.items()):
-        res = read_result(sdir / "results" / student)
-        if (res is None or res.get("state") != "done") and f"{job}_{idx}" not in q:
+        if best_result(sdir, student)[1] is None and f"{job}_{idx}" not in q:
             todo.append(student)
     if not todo:
         out(f"{week}: every student has a result or a task in the queue: nothing to resubmit")

@@ -44,8 +44,8 @@ def _can_install() -> bool:
 
 @pytest.fixture(scope="module")
 def slurm():
-    """A running single-node Slurm; SLURM_CONF set for the client commands. Left running afterwards (another test
-    session may be using it; the next start is instant): `bash tools/slurm_local.sh stop` stops it."""
+    """A running single-node Slurm; SLURM_CONF set for the client commands. Stopped afterwards when this fixture
+    started it (one that was already running, another session's, is left as it was)."""
     conf_dir = Path(os.environ.get("COURSE_SLURM_DIR", "/tmp/course-slurm"))
     env = dict(os.environ, COURSE_SLURM_DIR=str(conf_dir), SLURM_CONF=str(conf_dir / "slurm.conf"))
     was_up = subprocess.run(["bash", str(SCRIPT), "status"], env=env, capture_output=True).returncode == 0
@@ -59,11 +59,15 @@ def slurm():
     print(f"single-node Slurm up in {time.perf_counter() - t0:.1f} s ({'already running' if was_up else 'started'})")
     old = os.environ.get("SLURM_CONF")
     os.environ["SLURM_CONF"] = env["SLURM_CONF"]
-    yield env
-    if old is None:
-        os.environ.pop("SLURM_CONF", None)
-    else:
-        os.environ["SLURM_CONF"] = old
+    try:
+        yield env
+    finally:
+        if old is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = old
+        if not was_up:
+            subprocess.run(["bash", str(SCRIPT), "stop"], env=env, capture_output=True, timeout=120)
 
 
 def _cli(env, *args, timeout=600):
@@ -125,7 +129,7 @@ def test_slurm_array_cancel_one_task_collect_resubmit(slurm, tmp_path):
     victim = "tamper"
     idx = roster.index(victim)
     # cancel the victim's task while it runs (its own result folder says it started)
-    _wait(f"{victim}'s task to start", lambda: (sdir / "results" / victim / "started.json").exists(), 300)
+    _wait(f"{victim}'s task to start", lambda: any((sdir / "results" / victim).glob("*/started.json")), 300)
     subprocess.run(["scancel", f"{job}_{idx}"], check=True, env=env)
     _wait("the array to leave the queue", lambda: _queue_empty(job), 600)
     first = time.perf_counter() - t0
@@ -162,3 +166,68 @@ def test_slurm_array_cancel_one_task_collect_resubmit(slurm, tmp_path):
     assert scores == pytest.approx({s: m.expected_cpu for s, m in made.items()})
     print(f"Slurm (1 node, {os.cpu_count()} CPUs, CPU grading): {len(made)} students as an array in {first:.0f} s "
           f"(one task cancelled); resubmit of 1 in {time.perf_counter() - t1:.0f} s")
+
+
+# ------------------------------------------------------------------------------------- ids, queue, provenance
+FAKE = {
+    "sbatch": 'n=$(( $(cat "$FAKE_SLURM/next" 2>/dev/null || echo 41) + 1 )); echo $n > "$FAKE_SLURM/next"; '
+              'cp "${@: -1}" "$FAKE_SLURM/job_$n.sbatch"; echo "$n"',
+    "squeue": 'cat "$FAKE_SLURM/queue" 2>/dev/null; true',
+    "sacct": "exit 1",
+    "scontrol": "exit 1",
+}
+
+
+def test_ids_with_spaces_quotes_and_accents_queue_and_provenance(tmp_path):
+    """No Slurm needed: sbatch, squeue, sacct and scontrol are stand-ins; the array's tasks are run here, by the
+    script sbatch was handed. Ids with a space, a quote and non-ASCII letters are graded as themselves; a student
+    still queued is said to be queued (exit 3, not an error); a student re-submitted in an array that has not run
+    keeps the earlier array's result, and collect says which task it came from."""
+    from autograder.cohort import build
+
+    grading = tmp_path / "grading"
+    build(grading / "submitted", WEEK, ["malformed"])  # no nbgrader run: fast
+    ids = ["ann lee", "o'neil", "zoë ø"]
+    for s in ids:
+        shutil.copytree(grading / "submitted" / "malformed", grading / "submitted" / s)
+    shutil.rmtree(grading / "submitted" / "malformed")
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    for name, body in FAKE.items():
+        (fake / name).write_text("#!/bin/bash\n" + body + "\n")
+        (fake / name).chmod(0o755)
+    env = dict(os.environ, COURSE_GRADING_DIR=str(grading), PYTHONPATH=str(ROOT), COURSE_FORCE_CPU="1",
+               FAKE_SLURM=str(fake), PATH=f"{fake}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}"
+                                         f"{os.environ['PATH']}", MPLCONFIGDIR=str(tmp_path / "mpl"))
+    r = _cli(env, "slurm", "submit", WEEK, "--seed", "7", "--gres", "", timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    sdir = grading / "slurm" / WEEK
+    state = json.loads((sdir / "jobs.json").read_text())
+    assert state["submissions"][0]["students"] == [[s] for s in sorted(ids)]
+
+    def run_task(job: str, i: int):
+        # what sbatch --export=ALL hands the task: the environment of `submit`, the seed among it
+        e = dict(env, SLURM_ARRAY_JOB_ID=job, SLURM_ARRAY_TASK_ID=str(i), SLURM_JOB_ID=f"{int(job) + 100 + i}",
+                 COURSE_SECRET_SEED="7")
+        t = subprocess.run(["bash", str(fake / f"job_{job}.sbatch")], env=e, capture_output=True, text=True,
+                           timeout=300)
+        assert t.returncode == 0, t.stdout[-2000:] + t.stderr[-2000:]
+
+    order = sorted(ids)
+    run_task("42", order.index("ann lee"))
+    run_task("42", order.index("o'neil"))
+    (fake / "queue").write_text(f"42_{order.index('zoë ø')}|PENDING\n")
+    r = _cli(env, "slurm", "collect", WEEK, timeout=300)
+    assert r.returncode == 3, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "NOT GRADED" not in r.stdout and "queued zoë ø: Slurm task 42_2 is PENDING" in r.stdout, r.stdout
+    assert _scores(grading) == {"ann lee": 0.0, "o'neil": 0.0}
+    report = {row.split(",")[0].strip('"'): row for row in (grading / f"report_{WEEK}.csv").read_text().splitlines()}
+    assert "queued" in report["zoë ø"] and "NotJSONError" in report["ann lee"]
+
+    # ann lee again, in a new array that is still queued: the earlier result stands, and collect says so
+    r = _cli(env, "slurm", "submit", WEEK, "--seed", "7", "--gres", "", "--students", "ann lee", timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    (fake / "queue").write_text("42_2|PENDING\n43_0|PENDING\n")
+    r = _cli(env, "slurm", "collect", WEEK, timeout=300)
+    assert r.returncode == 3, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "ann lee: graded by array task 42_0 (Slurm task 43_0 (submitted later) is PENDING)" in r.stdout, r.stdout
