@@ -181,9 +181,11 @@ def test_record_held_out_rows_and_margin(tag):
     rows = rec["rows"]
     errs = model.held_out_errors(bench.main_rows(rows))
     assert set(errs) == set(model.HELD_OUT)
-    # the demo kernel's held-out rows hold the +-10 % band; the exercise's one-stage row is a named miss
-    for name in ("attn_fwd d128 s3", "attn_fwd d64 s1", "attn_fwd d64 s4", "attn_kv (correct)"):
+    # the demo kernel's held-out rows hold the +-10 % band; the exercise's kernel (attn_kv: its own producer loop,
+    # faster than attn_fwd at the same depth on the 2026-11-25 runs) is a named miss where it falls outside
+    for name in ("attn_fwd d128 s3", "attn_fwd d64 s1", "attn_fwd d64 s4"):
         assert abs(errs[name]) <= model.HELD_OUT_BAND, (name, errs[name])
+    assert all(k.startswith("attn_kv") for k in model.FIT["held_out_outside_band"][tag])
     assert set(model.FIT["held_out_outside_band"][tag]) == {k for k, v in errs.items()
                                                             if abs(v) > model.HELD_OUT_BAND}
     for k, v in model.FIT["held_out"][tag].items():
@@ -238,15 +240,26 @@ def test_one_input_generator_and_the_data_effect_lesson():
     assert first is pool[1] and second is pool[0]
     assert torch.equal(first["q"], workload.make_normal_inputs(shape, 101, device="cpu")["q"])
     assert not any(c.get("plain") for c in bench.configs()) and all(" plain" not in c["name"] for c in bench.configs())
-    # the H100 record's "plain" rows (its data lesson before the `data` key) are its normal side
+    # the H100 record's lesson rows (`data`, `lesson` "data_effect") and the older H200 record's "plain" rows (its
+    # data lesson before the `data` key: the normal side) are summarised from the rows themselves
+    for tag in sorted(RECORDS):
+        r_ = _record(tag)
+        main = bench.main_rows(r_["rows"])
+        assert not any(r["kernel"].endswith(" plain") or r.get("lesson") for r in main)
+        eff = bench.data_effect_summary(r_["rows"])
+        assert "cudnn d128" in eff, tag
+        for name, d in eff.items():
+            lesson_rows = {r["data"]: r["tflops"] for r in r_["rows"] if r.get("lesson") == "data_effect"
+                           and (r.get("rung") or r["kernel"].split(" (")[0]) == name}
+            plain = next((r["tflops"] for r in r_["rows"] if r["kernel"] == f"{name} plain"), None)
+            same = next((r["tflops"] for r in main if r["kernel"] == name), None)
+            assert d["normal"] == pytest.approx(lesson_rows.get("normal", plain)), (tag, name)
+            assert d["exercise"] == pytest.approx(lesson_rows.get("exercise", same)), (tag, name)
+            assert d["normal_over_exercise"] == pytest.approx(d["normal"] / d["exercise"])
+        assert set(bench.vs_cudnn(r_["rows"])) == {f"{r['kernel']} | {r['shape']}" for r in main
+                                                   if r["variant"] != "cudnn"}
     rec = _record("h100")
-    main = bench.main_rows(rec["rows"])
-    assert not any(r["kernel"].endswith(" plain") for r in main)
-    eff = bench.data_effect_summary(rec["rows"])
-    assert eff["cudnn d128"]["exercise"] == pytest.approx(651.759, abs=0.01)
-    assert eff["cudnn d128"]["normal"] == pytest.approx(624.654, abs=0.01)
-    assert set(bench.vs_cudnn(rec["rows"])) == {f"{r['kernel']} | {r['shape']}" for r in main
-                                                if r["variant"] != "cudnn"}
+    assert any(r.get("lesson") == "data_effect" for r in rec["rows"])
     lesson = [{"kernel": f"{n} ({d} data)", "shape": "B4 H32 S4096 D128", "variant": v, "stages": st,
                "tflops": t, "tbps": None, "config": None, "data": d, "lesson": "data_effect", "rung": n, "sm_mhz": m}
               for n, v, st, d, t, m in (("attn_fwd d128 s3", "cuda", 3, "exercise", 540.0, 1700.0),

@@ -42,28 +42,31 @@ __all__ = ["Config", "predict_config", "predict", "fit", "held_out_errors", "FIT
 P_SM_TFLOPS = H100.bf16_dense_tflops / H100.sm_count   # 7.49 TFLOP/s per SM (datasheet peak / 132)
 L2_TBPS = 10.0        # L2 -> SM bandwidth, all SMs (order of magnitude of published Hopper L2 measurements)
 # Fitted constants (fit() on the FIT_ROWS of kernels/attention/recorded_h100.json; see FIT).
-TC_EFF = 0.6          # fraction of the tensor peak one HGMMA stream reaches
+TC_EFF = 0.55         # fraction of the tensor peak one HGMMA stream reaches
 SOFTMAX_NS = 816.0    # one warpgroup's softmax of a 64 x 128 score tile, ns
 LOAD_NS = 172.8       # a K/V tile's TMA round trip with nothing queued, ns (on top of its transfer at L2_TBPS)
-BLOCK_NS = 2304.0     # a block's fixed cost (Q load, first tile, epilogue), ns
+BLOCK_NS = 691.2      # a block's fixed cost (Q load, first tile, epilogue), ns
+
 FIT: dict = {"source": "kernels/attention/recorded_h100.json: NVIDIA H100 80GB HBM3, driver 580.159.04, 2026-11-25, "
                        "make gpu-test",
              "device": "NVIDIA H100 80GB HBM3", "driver": "580.159.04", "date": "2026-11-25",
              "fit_rows": list(("attn_fwd d128 s1", "attn_fwd d128 s2", "attn_fwd d64 s2", "attn_fwd d128 s2 causal")),
-             "rms_rel_err_fit_rows": 0.065,
+             "rms_rel_err_fit_rows": 0.086,
              # prediction / measurement - 1 on the rows not used to fit, per recorded GPU (rows timed on the
              # exercise's inputs: large logits on odd heads), these constants: held_out_errors(record rows)
-             "held_out": {"h100": {"attn_fwd d128 s3": +0.054, "attn_fwd d64 s1": -0.036, "attn_fwd d64 s4": +0.018,
-                                   "attn_kv (correct)": -0.073, "attn_kv (one_stage)": -0.116},
-                          "h200": {"attn_fwd d128 s3": +0.015, "attn_fwd d64 s1": -0.017, "attn_fwd d64 s4": +0.022,
-                                   "attn_kv (correct)": -0.068, "attn_kv (one_stage)": -0.105}},
-             "held_out_outside_band": {"h100": ["attn_kv (one_stage)"], "h200": ["attn_kv (one_stage)"]},
-             "known_miss": "the exercise's one-stage answer (-12 % on the H100, -11 % on the H200): attn_kv is not "
-                           "attn_fwd (its own producer loop and barriers), and with one stage nothing hides the load; "
-                           "and the fit rows d128 s1 (-10 %) and s2 (+8 %): the model's ring law max(P_c, (t_ld + "
-                           "P_c) / stages) says two stages already hide the load at D = 128, the measurement says "
+             "held_out": {"h100": {"attn_fwd d128 s3": -0.049, "attn_fwd d64 s1": -0.013, "attn_fwd d64 s4": +0.008,
+                                   "attn_kv (correct)": -0.129, "attn_kv (one_stage)": -0.142},
+                          "h200": {"attn_fwd d128 s3": -0.043, "attn_fwd d64 s1": -0.012, "attn_fwd d64 s4": +0.029,
+                                   "attn_kv (correct)": -0.121, "attn_kv (one_stage)": -0.139}},
+             "held_out_outside_band": {"h100": ["attn_kv (correct)", "attn_kv (one_stage)"],
+                                       "h200": ["attn_kv (correct)", "attn_kv (one_stage)"]},
+             "known_miss": "the exercise's two answers (correct: -13 % on the H100, -12 % on the H200; one_stage: -14 "
+                           "% on both): attn_kv is not attn_fwd (its own producer loop and barriers) and runs faster "
+                           "than the attn_fwd ring of the same depth (the H100 run: 617 TFLOPS against attn_fwd d128 "
+                           "s3's 566), which the model, predicting both alike, does not see; and the fit rows d128 s1 "
+                           "(-14 %) and s2 (+10 % on the H100, +6 % on the H200): the model's ring law max(P_c, (t_ld "
+                           "+ P_c) / stages) says two stages already hide the load at D = 128, the measurement says "
                            "three"}
-
 FIT_ROWS = ("attn_fwd d128 s1", "attn_fwd d128 s2", "attn_fwd d64 s2", "attn_fwd d128 s2 causal")
 HELD_OUT = ("attn_fwd d128 s3", "attn_fwd d64 s1", "attn_fwd d64 s4", "attn_kv (correct)", "attn_kv (one_stage)")
 HELD_OUT_BAND = 0.10

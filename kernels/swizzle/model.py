@@ -50,7 +50,7 @@ of every GPU, each with its own run's copy ceiling (tests/test_swizzle.py).
                        (8-way conflicted and 128B-swizzled), the value that makes their errors equal and opposite
                        (their harmonic mean). About 1 per clock at the 1.98 GHz boost on the conflicted row, 10 % less
                        on the conflict-free one (per-tile barriers and waits the counter does not see). The same on
-                       the H100 and the H200 (1.858 and 1.866): it is the SM's.
+                       the H100 and the H200 (1.865 and 1.866): it is the SM's.
    ROW32_EFFICIENCY    the fraction of the copy ceiling boxes of 32-byte rows draw: fit to colsum swz32 p1.
    TMA_LATENCY_NS      day 5's T0 for this kernel: fit to colsum swz128 p1 (day 5 fit 540 ns on an H100).
    TMA_FILL_WAVEFRONTS the TMA's own writes of a tile into shared memory: 8 KiB / 128 B per wavefront = 64. Not fit.
@@ -77,14 +77,14 @@ SPAN = {"none": None, "32B": 32, "64B": 64, "128B": 128}
 _BITS = {"none": 0, "32B": 1, "64B": 2, "128B": 3}  # B of Swizzle<B, 4, 3>
 
 # ------------------------------------------------------------------------------------------------ named constants
-# Fit by model.fit to kernels/swizzle/recorded_h100.json (NVIDIA H100 80GB HBM3, copy ceiling 3.004 TB/s): see the
+# Fit by model.fit to kernels/swizzle/recorded_h100.json (NVIDIA H100 80GB HBM3, copy ceiling 3.005 TB/s): see the
 # docstring. tests/test_swizzle.py refits them from that record.
-WAVEFRONTS_PER_NS = 1.858
-ROW32_EFFICIENCY = 0.869
-TMA_LATENCY_NS = 800.8
+WAVEFRONTS_PER_NS = 1.865
+ROW32_EFFICIENCY = 0.866
+TMA_LATENCY_NS = 805.0
 FIT = {"source": "kernels/swizzle/recorded_h100.json: NVIDIA H100 80GB HBM3, driver 580.159.04, 2026-11-25, "
                  "make gpu-test",
-       "device": "NVIDIA H100 80GB HBM3", "driver": "580.159.04", "date": "2026-11-25", "copy_tbps": 3.0035,
+       "device": "NVIDIA H100 80GB HBM3", "driver": "580.159.04", "date": "2026-11-25", "copy_tbps": 3.0048,
        "WAVEFRONTS_PER_NS": WAVEFRONTS_PER_NS, "ROW32_EFFICIENCY": ROW32_EFFICIENCY,
        "TMA_LATENCY_NS": TMA_LATENCY_NS,
        # held-out rows outside +-10 % on each recorded GPU (with these constants and that run's copy ceiling): none
