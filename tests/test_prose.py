@@ -38,11 +38,9 @@ ALLOWED = {
     # labelled as one, not a measurement. The cell is the model-fit section (kept as its author wrote it).
     r"the datasheet's 989 TFLOPS\s+of an H100": "datasheet dense bf16 peak of the H100 SXM",
 }
-# Cells another change rewrites (a refit of the week-2 models and their stage-depth claims), exempt from the figure
-# check until it lands: (notebook, cell id) -> the typed figure left in them. Nothing else may use this list.
-PENDING = {
-    ("day2_warp_specialization.ipynb", "4ee6a384"): "the row-sum demo at a 3.0 TB/s ceiling (the model's input)",
-}
+# Cells exempt from the figure check while another change rewrites them: (notebook, cell id) -> the typed figure
+# left in them. Empty: nothing may stay exempt.
+PENDING: dict[tuple[str, str], str] = {}
 
 
 # ----------------------------------------------------------------------------------------------- reading the text
