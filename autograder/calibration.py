@@ -16,26 +16,19 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import math
 import os
 import re
 from pathlib import Path
 
 from kernels import record
-from kernels.spec import SOLUTION_MARGIN, Calibration, Spec
+from kernels.spec import Calibration, Spec
+from kernels.spec import calibrated_fraction as fraction_for  # the one formula (kernels.spec)
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 class CalibrationError(RuntimeError):
     pass
-
-
-def fraction_for(spec_fraction: float, solution: float, baseline: float) -> float:
-    """The spec's fraction, or the largest fraction (4 decimals, rounded down) that leaves the solution
-    SOLUTION_MARGIN above the bar."""
-    most = math.floor(solution / baseline / SOLUTION_MARGIN * 1e4) / 1e4
-    return min(spec_fraction, most)
 
 
 def _vendor_from_rows(ex, doc: dict) -> tuple[float, str] | None:

@@ -41,12 +41,13 @@ def bar_for(ex: Exercise, tp_facts: dict) -> tuple[float | None, str]:
     the baseline measured in that run."""
     tp = ex.parts["throughput"]
     base = (tp_facts.get("baseline") or {}).get("value")
-    fraction, _cal, how = tp.fraction_for(tp_facts.get("gpu"))
-    if fraction is None or not base:
+    bar = tp.bar_on(tp_facts.get("gpu"), base)
+    if bar is None:
         return None, "no baseline was measured"
+    fraction, _cal, how = tp.fraction_for(tp_facts.get("gpu"))
     unit = "TB/s" if ex.metric == "tbps" else "TFLOPS"
     what = (tp_facts.get("baseline") or {}).get("what", "the baseline")
-    return fraction * base, f"{fraction:.3f} x {what} in this run ({base:.3f} {unit}; {how})"
+    return bar, f"{fraction:.3f} x {what} in this run ({base:.3f} {unit}; {how})"
 
 
 def score(ex: Exercise, facts: dict, extra_flags: list[str] = ()) -> ExerciseScore:

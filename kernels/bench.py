@@ -250,6 +250,24 @@ def rotating_inputs(pool: list, refresh: Callable[[object], None] | None = None)
     return make_args
 
 
+def refill(generate: Callable, shape, seed: int) -> Callable[[dict], None]:
+    """A `rotating_inputs` refresh for an exercise's input dict: its n-th call draws `generate(shape, seed + n)` on
+    the buffer's device and copies every tensor of that draw into the buffer, in place (n = 1, 2, ...)."""
+    import torch
+
+    state = {"n": 0}
+
+    def refresh(inputs: dict) -> None:
+        state["n"] += 1
+        device = next(v.device for v in inputs.values() if isinstance(v, torch.Tensor))
+        fresh = generate(shape, seed + state["n"], device=device)
+        for key, value in fresh.items():
+            if isinstance(value, torch.Tensor):
+                inputs[key].copy_(value)
+
+    return refresh
+
+
 def script_main(slug: str, run: Callable, doc: str | None = None) -> None:
     """The command line of a topic's benchmark script: `python -m kernels.<slug>.bench [--out DIR] [--quick]`."""
     import argparse

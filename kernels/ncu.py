@@ -124,10 +124,11 @@ class Profile:
         return {"kernel": self.kernel, "bytes": self.bytes, "executed": self.memory_summary()}
 
 
-def profile(cmd: list[str], *, kernel: str, launch_skip: int = 0, workdir: Path, timeout_s: float = 300,
-            env: dict | None = None, stdin_text: str | None = None, cwd: str | None = None) -> Profile:
-    """Run `cmd` under ncu and measure the (launch_skip + 1)-th launch of `kernel`. The command's own output goes to
-    files in `workdir` (never parsed); the measurement comes from ncu's report."""
+def _record(cmd: list[str], *, kernel: str, launch_skip: int, workdir: Path, timeout_s: float, measure: list[str],
+            env: dict | None = None, stdin_text: str | None = None, cwd: str | None = None) -> tuple[str, Path]:
+    """Run `cmd` under ncu, measuring the (launch_skip + 1)-th launch of `kernel` with `measure` (ncu's section /
+    metric options) into a report in `workdir`. Returns (ncu, the report). The command's own output goes to files in
+    `workdir` (never parsed)."""
     ncu = find_ncu()
     if ncu is None:
         raise ProfilerUnavailable("Nsight Compute (ncu) is not installed on this machine")
@@ -135,8 +136,7 @@ def profile(cmd: list[str], *, kernel: str, launch_skip: int = 0, workdir: Path,
     workdir.mkdir(parents=True, exist_ok=True)
     report = workdir / "probe"
     args = [ncu, "--clock-control", "none", "--target-processes", "all", "--kernel-name", kernel,
-            "--launch-skip", str(int(launch_skip)), "--launch-count", "1", "--section", "SourceCounters",
-            "--metrics", ",".join(m for ms in METRICS.values() for m in ms),
+            "--launch-skip", str(int(launch_skip)), "--launch-count", "1", *measure,
             "--export", str(report), "--force-overwrite", *cmd]
     with open(workdir / "probe_stdout.txt", "wb") as out, open(workdir / "probe_stderr.txt", "wb") as err:
         proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=out, stderr=err, env=env, cwd=cwd,
@@ -157,9 +157,29 @@ def profile(cmd: list[str], *, kernel: str, launch_skip: int = 0, workdir: Path,
                                "driver option NVreg_RestrictProfilingToAdminUsers=0)")
         ncu_lines = [ln for ln in log.splitlines() if ln.startswith("==")][-4:]
         raise ProfileError("ncu measured no launch of " + kernel + (": " + " | ".join(ncu_lines) if ncu_lines else ""))
+    return ncu, rep
+
+
+def profile(cmd: list[str], *, kernel: str, launch_skip: int = 0, workdir: Path, timeout_s: float = 300,
+            env: dict | None = None, stdin_text: str | None = None, cwd: str | None = None) -> Profile:
+    """Run `cmd` under ncu and measure the (launch_skip + 1)-th launch of `kernel`: the bytes of every memory path
+    (METRICS) and the SourceCounters section."""
+    ncu, rep = _record(cmd, kernel=kernel, launch_skip=launch_skip, workdir=workdir, timeout_s=timeout_s,
+                       measure=["--section", "SourceCounters", "--metrics",
+                                ",".join(m for ms in METRICS.values() for m in ms)],
+                       env=env, stdin_text=stdin_text, cwd=cwd)
     raw = _import(ncu, rep, ["--page", "raw", "--csv", "--print-units", "base"])
     src = _import(ncu, rep, ["--page", "source", "--csv", "--print-source", "sass"])
     return Profile(kernel, parse_raw(raw), parse_source(src))
+
+
+def metrics(cmd: list[str], names: list[str], *, kernel: str, launch_skip: int = 0, workdir: Path,
+            timeout_s: float = 300, env: dict | None = None, cwd: str | None = None) -> dict[str, float]:
+    """Any ncu metrics of the (launch_skip + 1)-th launch of `kernel` in `cmd`, in base units (bytes, ns):
+    e.g. metrics(cmd, ["dram__bytes_read.sum", "gpu__time_duration.sum"], kernel="regex:gemm_pipelined")."""
+    ncu, rep = _record(cmd, kernel=kernel, launch_skip=launch_skip, workdir=workdir, timeout_s=timeout_s,
+                       measure=["--metrics", ",".join(names)], env=env, cwd=cwd)
+    return parse_raw(_import(ncu, rep, ["--page", "raw", "--csv", "--print-units", "base"]), names)
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -184,14 +204,15 @@ def _number(text: str) -> float:
         return 0.0
 
 
-def parse_raw(text: str) -> dict[str, float]:
-    """ncu --page raw --csv (--print-units base): the metric values of the one profiled launch."""
+def parse_raw(text: str, wanted=None) -> dict[str, float]:
+    """ncu --page raw --csv (--print-units base): the values of the `wanted` metrics (default: every METRICS
+    counter) of the one profiled launch."""
     rows = list(csv.reader(io.StringIO(text)))
     rows = [r for r in rows if r and not r[0].startswith("==")]
     if len(rows) < 3:
         raise ProfileError("ncu's report holds no profiled launch")
     header, values = rows[0], rows[2]  # row 1: units
-    wanted = {m for ms in METRICS.values() for m in ms}
+    wanted = set(wanted) if wanted is not None else {m for ms in METRICS.values() for m in ms}
     return {h: _number(v) for h, v in zip(header, values) if h in wanted}
 
 

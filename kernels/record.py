@@ -51,12 +51,10 @@ def load_all(slug: str) -> dict[str, dict]:
     return {t: json.loads(path(slug, t).read_text()) for t in tags(slug)}
 
 
-def load(slug: str, tag: str | None = None, *, any_hopper: bool = True) -> dict | None:
+def load(slug: str, tag: str | None = None) -> dict | None:
     """The record of GPU `tag` if given (None if it has none); else the record of the GPU this process runs on if
     the topic has one, else the H100's, else another GPU's (the first tag in sorted order); None if there is none.
-    Its "device" names the GPU its numbers came from: print it beside them (`table` does).
-
-    `any_hopper` is kept for the callers that pass it: every record is a candidate now (it has no effect)."""
+    Its "device" names the GPU its numbers came from: print it beside them (`table` does)."""
     if tag is not None:
         p = path(slug, tag)
         return json.loads(p.read_text()) if p.exists() else None
@@ -123,4 +121,3 @@ def table(doc: dict | None, title: str = "") -> str:
         lines.append(f"{r['kernel']:<28}{r['shape']:<22}{f(r['ms'], 3):>9}{f(r['tbps'], 2):>8}"
                      f"{f(r['tflops'], 1):>9}{f(r['fraction_of_ceiling'], 2):>9}{f(r['model_prediction'], 2):>8}")
     return "\n".join(lines)
-

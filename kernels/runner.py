@@ -124,8 +124,6 @@ def time_exercise(ex, wl, cubin, seed: int, tag: str, ceilings: dict | None = No
             "plan": {"warmup": warmup, "reps": reps, "wall_calls": wall}, "bytes": nbytes, "flops": nflops}
 
 
-
-
 _baselines: dict = {}
 
 

@@ -60,6 +60,14 @@ class Rule:
         return sum(v for k, v in executed.items() if k == self.opcode or k.startswith(self.opcode + "."))
 
 
+def calibrated_fraction(spec_fraction: float, solution: float, baseline: float) -> float:
+    """A GPU kind's fraction of the baseline: the spec's, or the largest fraction (4 decimals, rounded down) that
+    leaves the course solution SOLUTION_MARGIN above the bar on that GPU."""
+    import math
+
+    return min(spec_fraction, math.floor(solution / baseline / SOLUTION_MARGIN * 1e4) / 1e4)
+
+
 @dataclass(frozen=True)
 class Calibration:
     """One GPU kind's calibration of a throughput bar, written by `autograder calibrate` from a record (never typed):
@@ -123,7 +131,7 @@ class Part:
         if h100 is not None:
             return h100.fraction, h100, (f"no calibration for this GPU ({tag or 'unknown'}): the H100's fraction "
                                          f"of this run's baseline ({h100.date})")
-        return self.fraction, None, f"not calibrated on any GPU yet: the spec's fraction of this run's baseline"
+        return self.fraction, None, "not calibrated on any GPU yet: the spec's fraction of this run's baseline"
 
     def ceiling_bar(self, ceilings: dict, tag: str | None = "here") -> float | None:
         """A copy-class bar under a run's `ceilings` (kernels.bench.ceilings()) on GPU kind `tag` (default: the GPU

@@ -210,7 +210,7 @@ def exercise_margins(slug: str, rows: list[dict], ceilings: dict, device: str | 
     fraction_for). `autograder calibrate` turns these into the spec's per-GPU calibration; a solution that could not
     clear SOLUTION_MARGIN over the spec's own fraction on this GPU is reported (the calibration lowers the bar)."""
     from .runner import exercise_baseline
-    from .spec import SOLUTION_MARGIN, load
+    from .spec import SOLUTION_MARGIN, calibrated_fraction, load
 
     spec = load(slug)
     out, problems = {}, []
@@ -225,7 +225,7 @@ def exercise_margins(slug: str, rows: list[dict], ceilings: dict, device: str | 
         if not base:
             continue
         fraction, cal, how = tp.fraction_for(tag)
-        most = value / base["value"] / SOLUTION_MARGIN  # the largest fraction calibration could give this GPU
+        most = calibrated_fraction(1.0, value, base["value"])  # the largest fraction calibration could give this GPU
         out[ex.name] = {"solution": value, "baseline": base, "solution_fraction": value / base["value"],
                         "spec_fraction": tp.fraction, "fraction_graded_here": fraction, "how": how,
                         "over_bar_here": value / (fraction * base["value"]), "required": SOLUTION_MARGIN}
@@ -240,6 +240,18 @@ def exercise_margins(slug: str, rows: list[dict], ceilings: dict, device: str | 
 # Calibration may lower a spec's fraction on a GPU kind (the solution must clear its bar there by SOLUTION_MARGIN),
 # but by at most this factor: below it the course solution is far slower than the course says it is on that GPU.
 CALIBRATION_FLOOR = 0.90
+
+
+def held_out_line(name: str, measured_: float, err: float, *, band: float, unit: str, named=(), width: int = 22,
+                  fmt: str = ".3f", note: str = "") -> str:
+    """One row of a model's held-out report (every topic's `held_out_report` prints these): measured, the model's
+    figure (measured x (1 + err)), the error, and — outside `band` — whether the model's FIT names the miss."""
+    flag = ""
+    if abs(err) > band:
+        flag = f"   <- outside +-{band:.0%}" + (": named in model.FIT" if name in named else ": NOT named in model.FIT")
+        flag += note
+    return (f"  {name:<{width}} measured {measured_:{fmt}}  model {measured_ * (1 + err):{fmt}} {unit} "
+            f"({err:+.1%}){flag}")
 
 
 def plot_rows(rows: list[dict], ceilings: dict | None, title: str, bar: float | None = None):

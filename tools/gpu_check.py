@@ -113,35 +113,22 @@ def gemm_ring_dram(out: Path, stages=(2, 4, 6)):
     from kernels import ncu, record
     from kernels.device import gpu
 
-    ncu_bin = ncu.find_ncu()
-    if not ncu_bin:
-        return {"ok": False, "error": "no ncu"}
     code = ("import sys, torch; from kernels.gemm.launch import gemm; from kernels.gemm.exercise import make_inputs; "
             "x = make_inputs((8192, 8192, 8192), 1); s = int(sys.argv[1]); "
             "[gemm(x['a'], x['b'], 'pipelined', stages=s) for _ in range(3)]; torch.cuda.synchronize()")
+    names = ["dram__bytes_read.sum", "gpu__time_duration.sum"]
     res = {}
     for st in stages:
-        p = subprocess.run([ncu_bin, "--metrics", "dram__bytes_read.sum,gpu__time_duration.sum", "--kernel-name",
-                            "regex:gemm_pipelined", "--launch-skip", "2",
-                            "--launch-count", "1", "--csv", sys.executable, "-c", code, str(st)],
-                           capture_output=True, text=True, cwd=ROOT, timeout=600)
-        vals = {}
-        for line in p.stdout.splitlines():
-            cells = [c.strip('"') for c in line.split('","')]
-            if len(cells) > 3 and cells[-3] in ("dram__bytes_read.sum", "gpu__time_duration.sum"):
-                vals[cells[-3]] = (cells[-2], float(cells[-1].replace(",", "")))
-        if len(vals) < 2:
-            res[st] = {"error": (p.stdout + p.stderr)[-1500:]}
+        try:
+            m = ncu.metrics([sys.executable, "-c", code, str(st)], names, kernel="regex:gemm_pipelined",
+                            launch_skip=2, workdir=out / "gemm" / f"ncu_s{st}", timeout_s=600, cwd=str(ROOT))
+        except (ncu.ProfileError, ncu.ProfilerUnavailable) as exc:
+            res[st] = {"error": str(exc)[-1500:]}
             continue
-        unit_b, b = vals["dram__bytes_read.sum"]
-        unit_t, t = vals["gpu__time_duration.sum"]
-        scale_b = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12}.get(unit_b, float("nan"))
-        scale_t = {"nsecond": 1e-9, "ns": 1e-9, "usecond": 1e-6, "us": 1e-6, "msecond": 1e-3, "ms": 1e-3,
-                   "second": 1.0, "s": 1.0}.get(unit_t)
-        res[st] = {"dram_read_gb": b * scale_b / 1e9, "duration": f"{t} {unit_t}"}
-        if scale_t:
-            res[st].update(ms=t * scale_t * 1e3, tflops=2 * 8192**3 / (t * scale_t) / 1e12)
-        print(f"  pipelined s{st} 8192^3: DRAM read {res[st]['dram_read_gb']:.2f} GB, {res[st]['duration']} under ncu")
+        ns = m["gpu__time_duration.sum"]
+        res[st] = {"dram_read_gb": m["dram__bytes_read.sum"] / 1e9, "ms": ns * 1e-6, "tflops": 2 * 8192**3 / ns / 1e3}
+        print(f"  pipelined s{st} 8192^3: DRAM read {res[st]['dram_read_gb']:.2f} GB, {res[st]['ms']:.3f} ms "
+              f"({res[st]['tflops']:.1f} TFLOPS under ncu)")
     g = gpu() or {}
     doc = {"device": g.get("name"), "driver": g.get("driver"), "date": time.strftime("%Y-%m-%d"),
            "what": "rung 3 (pipelined) at 8192^3 on the exercise's inputs, one launch per ring depth under ncu",

@@ -19,7 +19,7 @@ Everything here needs an sm_90 GPU except `configs()`, `claims()`, `main_rows()`
 from __future__ import annotations
 
 from .. import record
-from ..bench import bench, ceilings, script_main
+from ..bench import bench, ceilings, refill, rotating_inputs, script_main
 from ..check import compare
 from ..clock import timed
 from ..topic import Topic, answer_row, check_answers, row, shipped, time_answer
@@ -78,23 +78,6 @@ def _pool(shape, seed):
     return [make_inputs(shape, seed + k) for k in range(2)]
 
 
-def _make_args(pool, shape, data: str, seed: int):
-    """bench()'s make_args: alternate the pool's two buffers, each refilled before its use with a fresh draw of the
-    data's generator (workload.inputs_for: the exercise's make_inputs, or N(0, 1) for the data-effect lesson)."""
-    gen = inputs_for(data)
-    state = {"i": 0}
-
-    def make_args():
-        state["i"] += 1
-        inp = pool[state["i"] % 2]
-        fresh = gen(shape, seed + 100 + state["i"], device=inp["q"].device)
-        for key in ("q", "k", "v"):
-            inp[key].copy_(fresh[key])
-        return (inp,)
-
-    return make_args
-
-
 def _time(variant: str, stages, shape, data: str, pool, clock, reps: int, seed: int):
     """(BenchResult, mean SM MHz while it ran) of one attention rung or library on `data`'s inputs."""
     import torch
@@ -104,7 +87,8 @@ def _time(variant: str, stages, shape, data: str, pool, clock, reps: int, seed: 
     def fn(inp):
         attention(inp["q"], inp["k"], inp["v"], bool(inp["causal"]), variant, stages=stages, out=out)
 
-    return timed(clock, lambda: bench(fn, _make_args(pool, shape, data, seed), flops=flops(shape), reps=reps))
+    args = rotating_inputs(pool, refill(inputs_for(data), shape, seed + 100))  # fresh draws of `data` per repetition
+    return timed(clock, lambda: bench(fn, args, flops=flops(shape), reps=reps))
 
 
 def measure(reps: int = 10, seed: int = 0, quick: bool = False):

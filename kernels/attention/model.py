@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..sim import H100
+from ..topic import held_out_line
 from .workload import BM, BN, flops
 
 __all__ = ["Config", "predict_config", "predict", "fit", "held_out_errors", "FIT_ROWS", "HELD_OUT", "HELD_OUT_BAND",
@@ -165,11 +166,8 @@ def held_out_report(record: dict) -> str:
     meas = {r["kernel"]: r["tflops"] for r in rows if r.get("tflops")}
     lines = [f"constants fit on {FIT['source']} (rows {', '.join(FIT_ROWS)}); held-out rows of {record['device']} "
              f"({record['date']}), band +-{HELD_OUT_BAND:.0%}:"]
-    for name, err in held_out_errors(rows).items():
-        flag = "" if abs(err) <= HELD_OUT_BAND else ("   <- outside: named in model.FIT" if name in named
-                                                     else "   <- outside")
-        lines.append(f"  {name:<22} measured {meas[name]:6.1f}  model {meas[name] * (1 + err):6.1f} TFLOPS "
-                     f"({err:+.1%}){flag}")
+    lines += [held_out_line(name, meas[name], err, band=HELD_OUT_BAND, unit="TFLOPS", named=named, fmt="6.1f")
+              for name, err in held_out_errors(rows).items()]
     lines.append(f"known: {FIT['known_miss']}")
     return "\n".join(lines)
 

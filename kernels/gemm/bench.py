@@ -19,7 +19,7 @@ Everything here needs an sm_90 GPU except `claims()`, `best_cuda()`, `main_rows(
 from __future__ import annotations
 
 from .. import record
-from ..bench import bench, script_main
+from ..bench import bench, refill, rotating_inputs, script_main
 from ..check import compare, poison
 from ..clock import timed
 from ..topic import Topic, answer_row, check_answers, row, shipped, time_answer
@@ -71,23 +71,6 @@ def check_all(seed: int = 1) -> list[str]:
     return failures + check_answers(SLUG, TIMED_ANSWERS, seed=seed + 200)
 
 
-def _make_args(shape, data: str, seed: int, pool: list):
-    """bench()'s make_args: alternate the pool's two buffers, each refilled before its use with a fresh draw of the
-    data's generator (workload.inputs_for: the exercise's make_inputs, or N(0, 1) for the data-effect lesson)."""
-    gen = inputs_for(data)
-    state = {"i": 0}
-
-    def make_args():
-        state["i"] += 1
-        inp = pool[state["i"] % 2]
-        fresh = gen(shape, seed + 1000 + state["i"], device=inp["a"].device)
-        inp["a"].copy_(fresh["a"])
-        inp["b"].copy_(fresh["b"])
-        return (inp,)
-
-    return make_args
-
-
 def _time_rung(variant: str, stages, shape, data: str, pool, clock, reps: int, seed: int):
     """(BenchResult, mean SM MHz while it ran) of one rung at one shape on `data`'s inputs."""
     import torch
@@ -98,7 +81,8 @@ def _time_rung(variant: str, stages, shape, data: str, pool, clock, reps: int, s
         gemm(inp["a"], inp["b"], variant, out=out, stages=stages)
 
     slow = variant == "tiled" and shape[0] * shape[1] * shape[2] > 2048 ** 3
-    return timed(clock, lambda: bench(fn, _make_args(shape, data, seed, pool), flops=flops(shape),
+    args = rotating_inputs(pool, refill(inputs_for(data), shape, seed + 1000))  # fresh draws of `data` per repetition
+    return timed(clock, lambda: bench(fn, args, flops=flops(shape),
                                       reps=3 if slow else reps, warmup=1 if slow else 3))
 
 

@@ -60,6 +60,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from ..sim import H100
+from ..topic import held_out_line
 
 __all__ = ["Config", "Prediction", "CONSTANTS", "FIT", "FIT_ROWS", "HELD_OUT", "BAND", "KNOWN_MISSES", "configs_for",
            "predict_config", "predict", "fit", "check_held_out", "held_out", "resident_ctas", "explain", "bound_table",
@@ -429,14 +430,9 @@ def held_out_report(record: dict) -> str:
     meas = {_name(r): r["tflops"] for r in record["rows"] if r.get("tflops")}
     lines = [f"constants fit on {FIT['source']} ({FIT['rows']} rows, worst {FIT['band']:.1%}); held-out rows of "
              f"{record['device']} ({record['date']}, copy ceiling {record['ceilings']['copy_tbps']:.2f} TB/s):"]
-    for name, err in held_out(record).items():
-        flag = ""
-        if abs(err) > BAND:
-            flag = "   <- outside +-10 %" + (": named in model.FIT" if name in named else ": NOT named in model.FIT")
-            if name in KNOWN_MISSES:
-                flag += " (model.KNOWN_MISSES: stage_depth_story)"
-        lines.append(f"  {name:<34} measured {meas[name]:6.1f}  model {meas[name] * (1 + err):6.1f} TFLOPS "
-                     f"({err:+.1%}){flag}")
+    lines += [held_out_line(name, meas[name], err, band=BAND, unit="TFLOPS", named=named, width=34, fmt="6.1f",
+                            note=" (model.KNOWN_MISSES: stage_depth_story)" if name in KNOWN_MISSES else "")
+              for name, err in held_out(record).items()]
     return "\n".join(lines)
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..sim import H100
+from ..topic import held_out_line
 from ..tma.model import LATENCY_NS as H100_TMA_LATENCY_NS
 
 __all__ = ["L2_TBPS", "SUM_T0_NS", "EX_LATENCY_NS", "FIT", "FIT_ROWS", "HELD_OUT", "HELD_OUT_BAND", "Config",
@@ -187,11 +188,8 @@ def held_out_report(record: dict) -> str:
     f = fit(record["rows"], c)
     lines = [f"constants fit on {FIT['source']}: L2_TBPS {L2_TBPS}, SUM_T0_NS {SUM_T0_NS}, EX_LATENCY_NS "
              f"{EX_LATENCY_NS}; {record['device']} ({record['date']}, copy ceiling {c:.2f} TB/s), held out:"]
-    for name, err in held_out(record).items():
-        flag = "" if abs(err) <= HELD_OUT_BAND else ("   <- outside +-10 %: named in model.FIT" if name in named
-                                                     else "   <- outside +-10 %")
-        lines.append(f"  {name:<22} measured {meas[name]:.3f}  model {meas[name] * (1 + err):.3f} TB/s "
-                     f"({err:+.1%}){flag}")
+    lines += [held_out_line(name, meas[name], err, band=HELD_OUT_BAND, unit="TB/s", named=named)
+              for name, err in held_out(record).items()]
     lines.append(f"its own fit rows refit: L2_TBPS {f['L2_TBPS']}, SUM_T0_NS {f['SUM_T0_NS']}, EX_LATENCY_NS "
                  f"{f['EX_LATENCY_NS']} (held-out band {f['band']:.1%})")
     return "\n".join(lines)

@@ -52,6 +52,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..sim import H100, EventSim
+from ..topic import held_out_line
 
 __all__ = ["LATENCY_NS", "COMPUTE_NS", "ISSUE_NS", "SYNC_NS", "FIT", "FIT_ROWS", "HELD_OUT", "BAND", "Config",
            "simulate", "predict_config", "predict", "fit", "check_held_out", "MBarrier", "handover",
@@ -313,11 +314,8 @@ def held_out_report(record: dict) -> str:
     meas = {r["kernel"]: r["tbps"] for r in record["rows"] if r.get("tbps")}
     lines = [f"constants fit on {FIT['source']} (rows {', '.join(FIT_ROWS)}; worst {FIT['band']:.1%}); held-out "
              f"rows of {record['device']} ({record['date']}, copy ceiling {record['ceilings']['copy_tbps']:.2f} TB/s):"]
-    for name, err in held_out(record).items():
-        flag = "" if abs(err) <= BAND else ("   <- outside +-10 %: named in model.FIT" if name in named
-                                            else "   <- outside +-10 %")
-        lines.append(f"  {name:<22} measured {meas[name]:.3f}  model {meas[name] * (1 + err):.3f} TB/s "
-                     f"({err:+.1%}){flag}")
+    lines += [held_out_line(name, meas[name], err, band=BAND, unit="TB/s", named=named)
+              for name, err in held_out(record).items()]
     return "\n".join(lines)
 
 
