@@ -51,10 +51,11 @@ GPU9 = ["good", "blank", "malformed", "tamper", "naive_loads-cached_result", "sm
 
 # The grader-integrity cohort: the solutions beside one hostile answer per family (a kernel that prints a verdict,
 # counts its launches, rewrites its inputs, hides its path in a dead branch or in generic loads, includes the
-# environment file), graded through nbgrader so that their feedback can be read for the secret.
+# environment file, runs TMA only while young — the profiled process — or holds its whole path behind a return every
+# launch takes), graded through nbgrader so that their feedback can be read for the secret.
 INTEGRITY = ["good", "naive_loads-forged_verdict", "naive_loads-launch_counter", "naive_loads-dead_branch_vec",
              "naive_loads-include_environ", "naive_loads-include_macro", "ldgsts-dead_branch_ldgsts",
-             "ldgsts-zeroes_weights", "tma-generic_loads"]
+             "ldgsts-zeroes_weights", "tma-generic_loads", "tma-watched_only", "tma-dead_path"]
 
 
 def cohort_grading_dir() -> Path:
@@ -87,7 +88,7 @@ class Member:
     student: str
     kind: str
     expected_gpu: float  # points on a Hopper GPU (every part graded; bars calibrated per GPU kind)
-    expected_cpu: float  # points with no GPU (path and quiz only)
+    expected_cpu: float  # points with no GPU (the quiz only: correctness, path and throughput need a Hopper GPU)
     flags: list[str] = field(default_factory=list)
     gpu_flags: list[str] = field(default_factory=list)
     about: str = ""
@@ -140,7 +141,7 @@ def build(out: Path, week: str = "week1", members: list[str] | None = None) -> l
             nbformat.write(solution_notebook(s), str(d / s.notebook))
         made.append(Member("good", "good", sum(_parts(s, ("correctness", "path", "throughput")) + _quiz(s)
                                                for s in specs),
-                           sum(_parts(s, ("path",)) + _quiz(s) for s in specs), about="every solution notebook"))
+                           sum(_quiz(s) for s in specs), about="every solution notebook"))
     if want("blank"):
         d = folder("blank")
         for s in specs:
@@ -166,8 +167,8 @@ def build(out: Path, week: str = "week1", members: list[str] | None = None) -> l
             nbformat.write(submission_notebook(s.slug, ka), str(d / s.notebook))
             e = ka.expected
             q = _quiz(s)
-            static = e.get("path", 0) if ka.path_static is None else ka.path_static
-            made.append(Member(name.replace("_", "-"), "known", sum(e.values()) + q, static + q,
+            # no GPU: only the quiz is graded (correctness, path and throughput need a Hopper GPU)
+            made.append(Member(name.replace("_", "-"), "known", sum(e.values()) + q, q,
                                list(ka.flags), list(ka.gpu_flags), ka.about))
     (out / "expected.json").write_text(json.dumps([asdict(m) for m in made], indent=1))
     return made

@@ -11,7 +11,10 @@ Parent side (trusted, never runs student code): `run_exercise(slug, exercise, so
    SASS (static evidence), checks the kernel on inputs from a per-job seed (awkward shapes, poisoned outputs, shape
    order and run counts drawn from the seed), and times it with the course timer, **verifying the output of every
    launch** — warm-ups, timed repetitions and every call of the wall-clock check, whose counts are drawn from the
-   seed too. A kernel that counts its launches and skips work on some cannot pass.
+   seed too. A kernel that counts its launches and skips work on some cannot pass. While the timed repetitions run,
+   CUPTI's range profiler counts the mechanism's own counter (TMA bytes, cp.async instructions) in one range per
+   timed launch, one pass, nothing replayed (`_timed`, kernels.rangeprof): the path part holds every timed launch to
+   the rule the profiled launch met, so a kernel cannot run the mechanism only while it is watched.
 3. **Probe** (`probe` child, under Nsight Compute): one untimed launch at the bench shape after a seeded number of
    verified launches, measured by counters: which memory path carried the bytes (`kernels.ncu`). The spec's
    `[[...path.executed]]` rules turn that into path points (autograder.score).
@@ -453,6 +456,32 @@ def _probe_child(job: dict) -> None:
     Path(job["result_path"]).write_text(json.dumps(res))
 
 
+def _timed(ex, wl, cubin, seed: int, ceilings, facts: dict) -> dict:
+    """Time the kernel (kernels.runner.time_exercise) with the mechanism's counters taken over the very launches that
+    are timed: one CUPTI range per timed repetition, every counter in one pass, nothing replayed
+    (kernels.rangeprof). facts["path"]["timed"] = the counts per timed launch, or why there are none."""
+    from kernels import rangeprof
+
+    wanted = {r.bytes[0] for r in ex.parts["path"].executed
+              if not r.opcode and r.at_least is not None and len(r.bytes) == 1 and r.bytes[0] in rangeprof.TIMED}
+    path = facts.setdefault("path", {})
+    if not wanted:
+        return time_exercise(ex, wl, cubin, seed, "student", ceilings)
+    order = [q for q in rangeprof.TIMED if q in wanted]
+    try:
+        with rangeprof.RangeCounters({q: (rangeprof.TIMED[q][0],) for q in order}) as rc:
+            mine = time_exercise(ex, wl, cubin, seed, "student", ceilings, ranges=rc)
+    except rangeprof.RangeUnavailable as exc:
+        path["timed"] = {"measured": False, "reason": str(exc)[:500]}
+        return time_exercise(ex, wl, cubin, seed, "student", ceilings)
+    written = mine.get("written_bytes") or 0
+    path["timed"] = {"measured": True, "launches": mine["plan"]["reps"], "skipped": rc.skipped,
+                     "per_launch": {q: [v * rangeprof.TIMED[q][1] for v in vals] for q, vals in rc.values.items()},
+                     "den": {"read": mine["bytes"] - written, "written": written},
+                     "what": {q: rangeprof.TIMED[q][2] for q in rc.values}}
+    return mine
+
+
 def _run(job: dict, facts: dict) -> None:
     from kernels import device
     from kernels.compile import CompileError, ForbiddenInclude, NotAttempted, compile_cuda
@@ -517,7 +546,7 @@ def _run(job: dict, facts: dict) -> None:
         facts["throughput"] = {"graded": False, "reason": "a kernel that is not correct is not timed"}
         return
     base = job.get("baseline") or {}
-    mine = time_exercise(ex, wl, cubin, seed, "student", base.get("ceilings"))
+    mine = _timed(ex, wl, cubin, seed, base.get("ceilings"), facts)
     tag = record.device_tag(g["name"])
     facts["throughput"] = {"graded": bool(base.get("baseline")), "student": mine, "reference": base.get("reference"),
                            "baseline": base.get("baseline"), "gpu": tag, "device": g["name"],

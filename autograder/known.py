@@ -64,11 +64,17 @@ def check_known(slug: str, *, seed: int = 12345, gpu: bool | None = None, names=
         es = g.exercises[ex.name]
         mism, unchecked = [], []
         measured = bool(((es.facts.get("path") or {}).get("executed") or {}).get("measured"))
+        ran_ok = bool(es.facts.get("gpu")) and bool((es.facts.get("correctness") or {}).get("ok"))
         for part, want in ka.expected.items():
             got = es.parts[part]
-            if part == "path" and ka.path_static is not None and not measured:
+            if part == "path" and ka.path_static is not None and not measured and ran_ok:
                 want = ka.path_static  # the SASS holds what never ran: static evidence cannot tell
             if not got.graded:
+                if part == "path" and not es.facts.get("gpu"):  # no GPU: the static verdict is what can be checked
+                    static = (es.facts.get("path") or {}).get("static_points")
+                    want_static = want if ka.path_static is None else ka.path_static
+                    if static is not None and abs(static - want_static) > 1e-9:
+                        mism.append(f"path (static verdict): got {static:g}, expected {want_static:g}")
                 unchecked.append(part)
                 continue
             if abs(got.points - want) > 1e-9:
@@ -96,7 +102,9 @@ def table(results: list[KnownResult]) -> str:
     lines = [f"{'answer':<16}{'correct.':>9}{'path':>6}{'thru.':>7}  {'ok':<4} notes"]
     for r in results:
         ex = next(iter(r.grade.exercises.values()))
-        cell = lambda p: (f"{ex.parts[p].points:g}" if ex.parts[p].graded else "-")  # noqa: E731
+        static = (ex.facts.get("path") or {}).get("static_points")
+        cell = lambda p: (f"{ex.parts[p].points:g}" if ex.parts[p].graded else  # noqa: E731
+                          f"({static:g})" if p == "path" and static is not None else "-")
         note = "; ".join(r.mismatches) or (f"not graded here: {', '.join(r.unchecked)}" if r.unchecked else "")
         lines.append(f"{r.answer.name:<16}{cell('correctness'):>9}{cell('path'):>6}{cell('throughput'):>7}  "
                      f"{'yes' if r.ok else 'NO':<4} {note}")

@@ -78,7 +78,7 @@ def score(ex: Exercise, facts: dict, extra_flags: list[str] = ()) -> ExerciseSco
         return ExerciseScore(ex.name, out, flags, status, facts)
 
     pts, text, flag = path_points(ex, facts)
-    put("path", pts, text)
+    put("path", pts, text, graded=bool(facts.get("gpu")))
     if flag:
         flags.append(flag)
 
@@ -130,6 +130,11 @@ def score(ex: Exercise, facts: dict, extra_flags: list[str] = ()) -> ExerciseSco
     elif not mine.get("output_ok", True):
         put("throughput", 0, text + f"; {mine.get('wrong_launches', 'some')} of {mine.get('verified', 'the')} verified "
             "launches left a wrong output (stale, skipped or cached work): no throughput points")
+    elif value >= bar and parts["throughput"].requires_path and out["path"].points < parts["path"].points:
+        share = out["path"].points / parts["path"].points
+        put("throughput", parts["throughput"].points * share, text + f"; bar {bar:.3f} {unit} = {how}: passed, but "
+            f"speed counts only through the mechanism: the path part scored {out['path'].points:g} of "
+            f"{parts['path'].points:g}, so {share:.0%} of the throughput points")
     elif value >= bar:
         put("throughput", parts["throughput"].points, text + f"; bar {bar:.3f} {unit} = {how}: passed")
     else:
@@ -148,29 +153,37 @@ def _printed(facts: dict) -> str:
 def path_points(ex: Exercise, facts: dict) -> tuple[float, str, str | None]:
     """(points, feedback, flag) of the hardware-path part.
 
-    Static evidence (the kernel's SASS) is necessary: a required instruction missing or a forbidden one present
-    scores 0. Where the kernel ran on a Hopper GPU and was correct, what one untimed launch *executed* decides
-    (the spec's `executed` rules on the bytes each memory path carried): every rule at its bound scores full,
-    every rule at its partial bound (the mechanism carried at least half of what it must, other paths at most half)
-    scores `partial_points`, anything else 0. Where no measurement can be made (no GPU, no ncu, no permission) the
-    static evidence stands and the feedback says it is static; where the profiler works but the kernel's profiled
-    launch does not complete (a hang or a crash under measurement), the path scores 0."""
+    Path points need a kernel that is correct on a Hopper GPU. Where no GPU ran it, the part is not graded here (the
+    static verdict is reported, as correctness is, and kept in facts["path"]["static_points"]). Static evidence (the
+    kernel's SASS) is necessary: a required instruction missing or a forbidden one present scores 0. Then what ran
+    decides: one untimed launch profiled by Nsight Compute (the spec's `executed` rules on the bytes each memory
+    path carried; every rule at its bound scores full, every rule at its partial bound scores `partial_points`,
+    anything else 0), and the launches that were timed, counted by CUPTI's range profiler while they ran
+    (autograder.harness: the mechanism's own counter per timed launch, held to the same rule). A kernel whose timed
+    launches did not run what its profiled launch ran gets no path points and the flag "timed-path"."""
     pp = ex.parts["path"]
     path = facts.get("path", {}) or {}
     summary = path.get("summary", "")
+    static = pp.points if path.get("ok") else 0.0
+    path["static_points"] = static
+    if not facts.get("gpu"):
+        verdict = ("the required instructions are in the SASS" if static else
+                   "required instructions missing from (or forbidden ones present in) the SASS: 0 on a GPU too")
+        return 0.0, ("not graded here (no sm_90 GPU ran the kernel; path points need a kernel that is correct on "
+                     f"a GPU): {verdict}\n" + summary), None
     if not path.get("ok"):
         return 0.0, "required instructions missing from (or forbidden ones present in) the kernel's SASS:\n" + summary, None
+    corr = facts.get("correctness") or {}
+    if facts.get("status", "ok") != "ok" or not (corr.get("graded") and corr.get("ok")):
+        why = facts.get("error") or ("it was not correct" if corr.get("graded") else "it did not run to completion")
+        return 0.0, ("no path points: they need a kernel that is correct on the GPU, and this one was not ("
+                     + str(why).splitlines()[0][:300] + "); the SASS alone proves nothing about what runs\n" + summary), None
     dyn = path.get("executed")
     if not pp.executed:
         return pp.points, "hardware path (static evidence: the kernel's SASS):\n" + summary, None
     if dyn is None:
-        if not facts.get("gpu"):
-            why = "no sm_90 GPU ran the kernel here"
-        elif (facts.get("correctness") or {}).get("ok"):
-            why = "the executed path was not measured"
-        else:
-            why = "the kernel was not correct, so what it executed was not measured"
-        return pp.points, f"static evidence only ({why}): the required instructions are in the SASS\n" + summary, None
+        return pp.points, "static evidence only (the executed path was not measured): the required instructions " \
+            "are in the SASS\n" + summary, "path-not-measured: no profile of the kernel was taken"
     if not dyn.get("measured") and not dyn.get("unavailable", True):
         # The profiler works here but the kernel's profiled launch did not complete: a kernel that behaves
         # differently when measured must not fall back to its SASS.
@@ -182,12 +195,14 @@ def path_points(ex: Exercise, facts: dict) -> tuple[float, str, str | None]:
     if not dyn.get("output_ok"):
         return 0.0, f"the profiled launch's output was wrong ({dyn.get('output_message')}): no path points", None
     b = dyn.get("bytes", {})
+    loaded = sum(b.get(q, 0.0) for q in LOADED)
     lines, full, partial = [], True, True
     for rule in pp.executed:
         if rule.opcode:  # an instruction rule: executed count per CTA of the launch
             num, den = rule.count(dyn.get("executed_counts") or {}), dyn.get("ctas") or 0
         else:
-            num, den = sum(b.get(q, 0.0) for q in rule.bytes), dyn.get(f"{rule.per}_bytes") or 0
+            num = sum(b.get(q, 0.0) for q in rule.bytes)
+            den = loaded if rule.per == "loaded" else dyn.get(f"{rule.per}_bytes") or 0
         frac = num / den if den else 0.0
         ok = rule.holds(frac)
         full &= ok
@@ -195,14 +210,55 @@ def path_points(ex: Exercise, facts: dict) -> tuple[float, str, str | None]:
         if rule.opcode:
             seen = f"{rule.opcode} executed {frac:.2f} times per CTA ({rule.bound()}; {num} in {den} CTAs)"
         else:
-            seen = (f"{frac:.0%} of the bytes it must {'read' if rule.per == 'read' else 'write'} ({rule.bound()}; "
-                    f"{num / 1e6:.1f} of {den / 1e6:.1f} MB)")
+            what = {"read": "the bytes it must read", "written": "the bytes it must write",
+                    "loaded": "all the bytes it loaded from global memory"}[rule.per]
+            seen = f"{frac:.0%} of {what} ({rule.bound()}; {num / 1e6:.1f} of {den / 1e6:.1f} MB)"
         lines.append(f"  {'ok ' if ok else 'NO '} {rule.what}: {seen}")
     head = (f"measured on the GPU (one untimed launch at shape {tuple(dyn.get('shape', ()))}, launch "
             f"{dyn.get('launch')}): executed {', '.join(dyn.get('executed', [])[:6]) or 'no memory instruction'}")
     body = head + "\n" + "\n".join(lines)
+    if not (full or (partial and pp.partial_points)):
+        return 0.0, "the hardware path did not carry the work, " + body, None
+    held, tline, flag = timed_check(pp, path.get("timed"), partial=not full)
+    body += "\n" + tline
+    if not held:
+        return 0.0, "the timed launches did not run the path the profiled launch proved: no path points; " + body, flag
     if full:
-        return pp.points, "hardware path used and carrying the work, " + body, None
-    if partial and pp.partial_points:
-        return pp.partial_points, f"partial use of the hardware path ({pp.partial_points:g} of {pp.points:g}), " + body, None
-    return 0.0, "the hardware path did not carry the work, " + body, None
+        return pp.points, "hardware path used and carrying the work, " + body, flag
+    return pp.partial_points, \
+        f"partial use of the hardware path ({pp.partial_points:g} of {pp.points:g}), " + body, flag
+
+
+LOADED = ("tma_load", "global_load", "ldgsts", "global_atomic")  # every path a launch loads global memory by
+
+
+def timed_check(pp, timed: dict | None, partial: bool) -> tuple[bool, str, str | None]:
+    """(held, feedback line, flag) of the counters taken over the timed launches (autograder.harness: one CUPTI range
+    per timed launch). Each rule with `at_least` on one quantity the ranges counted is held by *every* timed launch
+    at the level the profiled launch earned (full, or partial); where nothing was counted, the line says why."""
+    if not timed:
+        return True, "  (the timed launches: no counter of this exercise's mechanism fits one profiling pass)", None
+    if not timed.get("measured"):
+        why = timed.get("reason", "not measured")
+        return True, f"  (the timed launches were not counted: {why})", f"timed-path-not-measured: {why}"
+    per_launch, den = timed.get("per_launch") or {}, timed.get("den") or {}
+    lines, held = [], True
+    for rule in pp.executed:
+        if (rule.opcode or rule.at_least is None or len(rule.bytes) != 1 or rule.bytes[0] not in per_launch
+                or rule.per not in den):
+            continue
+        q = rule.bytes[0]
+        d = den.get(rule.per) or 0
+        fracs = [v / d if d else 0.0 for v in per_launch[q]]
+        worst = min(fracs) if fracs else 0.0
+        ok = rule.holds(worst, partial=partial)
+        held &= ok
+        lines.append(f"  {'ok ' if ok else 'NO '} every timed launch: {rule.what}: the lowest of {len(fracs)} timed "
+                     f"launches {worst:.0%} ({rule.bound()}{', partial bound' if partial else ''}; "
+                     f"{timed.get('what', {}).get(q, q)})")
+    if not lines:
+        return True, "  (the timed launches: none of this exercise's rules has a counter that fits one pass)", None
+    text = "counted over the timed launches (CUPTI range profiler, one range per timed launch):\n" + "\n".join(lines)
+    flag = None if held else ("timed-path: the launches that were timed did not carry the work by the path the "
+                              "profiled launch proved")
+    return held, text, flag

@@ -122,6 +122,7 @@ def bench(
     verify: Callable[[tuple], str | None] | None = None,
     wall_calls: int | None = None,
     make_wall_args: Callable[[int], list] | None = None,
+    ranges=None,
 ) -> BenchResult:
     """Time `fn(*make_args())` with the course's method. Needs a CUDA GPU. `verify`, `wall_calls` and
     `make_wall_args`: see the module docstring."""
@@ -153,12 +154,16 @@ def bench(
         args = make_args()
         if flush:
             _flush()
+        if ranges is not None:  # one counter range per timed repetition (kernels.rangeprof), the flush left outside
+            ranges.push()
         # A short GPU spin before the start event: the launch below (host work: tensor maps, argument packing)
         # is enqueued while the GPU is still busy, so no host time lands between the events.
         torch.cuda._sleep(_SPIN_CYCLES)
         starts[i].record(stream)
         fn(*args)
         ends[i].record(stream)
+        if ranges is not None:
+            ranges.pop()
         counts["launches"] += 1
         check(f"timed repetition {i + 1} of {reps}", args)  # after the end event: outside the timed region
     torch.cuda.synchronize()

@@ -61,13 +61,14 @@ def checked_launch(ex, wl, cubin, inputs: dict, ref, what: str):
     return out, compare(out, ref, **dict(wl.CHECK))
 
 
-def time_exercise(ex, wl, cubin, seed: int, tag: str, ceilings: dict | None = None) -> dict:
+def time_exercise(ex, wl, cubin, seed: int, tag: str, ceilings: dict | None = None, ranges=None) -> dict:
     """Time one kernel at the bench shape with the course's one timer, verifying every launch.
 
     Fresh input values before every launch (regenerated in place, outside the timed region: no result can be
     reused), the output poisoned, and after the launch its output compared with the reference of exactly those
     inputs as drawn (computed before the launch). The numbers of warm-ups, timed repetitions and wall-clock calls are
-    drawn from the seed; each wall-clock call writes its own output, so each is verified too."""
+    drawn from the seed; each wall-clock call writes its own output, so each is verified too. `ranges` (a
+    kernels.rangeprof.RangeCounters, entered): one counter range around each timed repetition."""
     import torch
 
     from .bench import bench
@@ -116,12 +117,13 @@ def time_exercise(ex, wl, cubin, seed: int, tag: str, ceilings: dict | None = No
     nbytes = wl.bytes_moved(shape)
     nflops = wl.flops(shape)
     res = bench(run, make_args, bytes=nbytes, flops=nflops, reps=reps, warmup=warmup, with_ceilings=False,
-                verify=verify, wall_calls=wall, make_wall_args=make_wall_args)
+                verify=verify, wall_calls=wall, make_wall_args=make_wall_args, ranges=ranges)
     value = res.tbps if ex.metric == "tbps" else res.tflops
     return {"value": value, "ms": res.ms, "p20_ms": res.p20_ms, "p80_ms": res.p80_ms, "wall_ms": res.wall_ms,
             "ceilings": ceilings, "output_ok": not res.problems, "problems": res.problems[:5],
             "wrong_launches": len(res.problems), "launches": res.launches, "verified": res.verified,
-            "plan": {"warmup": warmup, "reps": reps, "wall_calls": wall}, "bytes": nbytes, "flops": nflops}
+            "plan": {"warmup": warmup, "reps": reps, "wall_calls": wall}, "bytes": nbytes, "flops": nflops,
+            "written_bytes": out.numel() * out.element_size()}
 
 
 _baselines: dict = {}

@@ -31,7 +31,8 @@ class SpecError(ValueError):
 @dataclass(frozen=True)
 class Rule:
     """A rule of the dynamic path check on what one untimed launch did (measured by kernels.ncu):
-    - on bytes: sum(bytes) / (the bytes the workload must read, or write) >= at_least, or <= at_most;
+    - on bytes: sum(bytes) / (the bytes the workload must read, or write, or — per = "loaded" — every byte the launch
+      actually loaded from global memory by any path: TMA, LDG/LD, LDGSTS, atomics) >= at_least, or <= at_most;
     - on an instruction (`opcode`, per = "cta"): its executed warp-level count (every opcode that is it or extends
       it: "UTMALDG.2D.MULTICAST" counts "UTMALDG.2D.MULTICAST.x") / the launch's CTAs — for what no byte counter
       tells apart (a multicast load delivers the same bytes to each SM as per-CTA loads)."""
@@ -108,6 +109,9 @@ class Part:
     copy_fraction: float | None = None
     vendor_fraction: float | None = None
     calibration: tuple[Calibration, ...] = ()
+    # throughput: points only for speed through the mechanism — scaled by the path part's share of its points (full
+    # path: full throughput points, partial: the same share, none: none). On for every mechanism exercise.
+    requires_path: bool = False
 
     @property
     def fraction(self) -> float | None:
@@ -253,8 +257,8 @@ def _rule(r: dict, where: str) -> Rule:
     bad = [n for n in names if n not in QUANTITIES]
     if not names or bad:
         raise SpecError(f"{where}: bytes must name measured quantities ({', '.join(QUANTITIES)}), not {bad or names}")
-    if r.get("per") not in ("read", "written"):
-        raise SpecError(f"{where}: per must be 'read' or 'written', not {r.get('per')!r}")
+    if r.get("per") not in ("read", "written", "loaded"):
+        raise SpecError(f"{where}: per must be 'read', 'written' or 'loaded', not {r.get('per')!r}")
     if ("at_least" in r) == ("at_most" in r):
         raise SpecError(f"{where}: give exactly one of at_least / at_most")
     return Rule(_need(r, "what", where), names, r["per"], r.get("at_least"), r.get("at_most"))
@@ -287,7 +291,7 @@ def _throughput(p: dict, pname: str, where: str) -> dict:
         cals.append(Calibration(gpu=tag, **{k: c[k] for k in ("fraction", "baseline", "solution", "device", "driver",
                                                                  "date", "source") if k in c}))
     return {"copy_fraction": p.get("copy_fraction"), "vendor_fraction": p.get("vendor_fraction"),
-            "calibration": tuple(cals)}
+            "calibration": tuple(cals), "requires_path": bool(p.get("throughput_requires_path", False))}
 
 
 def parse(data: dict, path: Path = Path("<spec>")) -> Spec:

@@ -18,9 +18,11 @@ def test_known_answers_score_as_expected_on_cpu():
     print(table(results))
     assert all(r.ok for r in results), table(results)
     by = {r.answer.name: r for r in results}
-    # what a CPU can grade, it grades: the path part and the stub
-    assert by["correct"].grade.scores["row_bias_path"].points == 2
-    assert by["scalar_loads"].grade.scores["row_bias_path"].points == 0
+    # what a CPU can grade, it grades: the stub, the quiz; the path is not graded here, its static verdict is reported
+    for name, static in (("correct", 2), ("scalar_loads", 0), ("off_by_one", 2)):
+        part = by[name].grade.scores["row_bias_path"]
+        assert part.points == 0 and not part.graded and part.feedback.startswith("not graded here"), name
+        assert by[name].grade.exercises["row_bias"].facts["path"]["static_points"] == static, name
     assert by["stub"].grade.exercises["row_bias"].status == "not_attempted"
     assert "torch-instead-of-kernel" in " ".join(by["torch_call"].grade.flags)
     # the solution's quiz is right, all five questions
@@ -119,7 +121,12 @@ def test_a_wrong_quiz_answer_shows_the_reason():
 def _facts(value, baseline, gpu="h100", output_ok=True):
     student = {"value": value, "ms": 1.0, "p20_ms": 0.9, "p80_ms": 1.1, "ceilings": {"copy_tbps": baseline},
                "output_ok": output_ok}
-    return {"status": "ok", "flags": [], "compile": {"ok": True}, "path": {"ok": True, "summary": ""},
+    # a correct kernel on a Hopper GPU whose profiled launch carried the work by 16-byte loads and stores: full path,
+    # so the throughput part is graded on its bar alone (throughput counts only through the mechanism)
+    path = {"ok": True, "summary": "", "executed": {
+        "measured": True, "bytes": {"global_load_128": 100.0, "global_store_128": 100.0}, "read_bytes": 100.0,
+        "written_bytes": 100.0, "output_ok": True, "executed": []}}
+    return {"status": "ok", "flags": [], "compile": {"ok": True}, "path": path, "gpu": True,
             "correctness": {"graded": True, "ok": True, "shapes": [{"ok": True}]},
             "throughput": {"graded": True, "student": student, "reference": {"value": value},
                            "baseline": {"kind": "copy", "what": "D2D copy", "value": baseline}, "gpu": gpu,

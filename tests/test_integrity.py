@@ -183,10 +183,17 @@ def test_path_points_come_from_what_ran_and_carried_the_work():
     assert score.path_points(ex, _facts(full, static_ok=False))[0] == 0
 
 
-def test_static_evidence_is_labelled_and_an_unmeasured_gpu_run_is_flagged():
+def test_static_evidence_is_not_graded_on_a_cpu_and_an_unmeasured_gpu_run_is_flagged():
     ex = spec.load("naive_loads").exercises["row_bias"]
-    pts, text, flag = score.path_points(ex, _facts(None, gpu=False))
-    assert pts == 2 and text.startswith("static evidence only (no sm_90 GPU ran the kernel here)") and flag is None
+    facts = _facts(None, gpu=False)
+    pts, text, flag = score.path_points(ex, facts)
+    # no GPU: the part is not graded (as correctness is not); the static verdict is reported and kept
+    assert pts == 0 and text.startswith("not graded here") and flag is None
+    assert facts["path"]["static_points"] == 2 and "required instructions are in the SASS" in text
+    graded = score.score(ex, {**facts, "compile": {"ok": True}})
+    assert graded.parts["path"].graded is False and graded.parts["path"].points == 0
+    bad = _facts(None, gpu=False, static_ok=False)
+    assert score.path_points(ex, bad)[0] == 0 and bad["path"]["static_points"] == 0
     pts, text, flag = score.path_points(ex, _facts({"measured": False, "unavailable": True,
                                                      "reason": "ncu is not installed"}))
     assert pts == 2 and "could not be measured" in text and flag.startswith("path-not-measured")
@@ -194,6 +201,102 @@ def test_static_evidence_is_labelled_and_an_unmeasured_gpu_run_is_flagged():
     pts, text, flag = score.path_points(ex, _facts({"measured": False, "unavailable": False,
                                                      "reason": "the profiled launch did not finish in 240 s"}))
     assert pts == 0 and "did not complete" in text and flag.startswith("path-not-measured")
+
+
+def test_path_points_need_a_kernel_that_is_correct_on_the_gpu():
+    """Family 2: a kernel that is wrong, hangs or crashes gets no path points, however complete its SASS."""
+    ex = spec.load("tma").exercises["tma_add"]
+    full = {"tma_load": 100.0, "tma_store": 100.0, "global_load": 0.0, "global_store": 0.0}
+    wrong = _facts(None)
+    wrong["correctness"] = {"graded": True, "ok": False}
+    pts, text, _ = score.path_points(ex, wrong)
+    assert pts == 0 and "correct on the GPU" in text and wrong["path"]["static_points"] == 2
+    hung = {**_facts(full), "status": "timeout", "error": "tma_add did not finish within 5 s: the kernel hangs"}
+    pts, text, _ = score.path_points(ex, hung)
+    assert pts == 0 and "did not finish" in text
+    assert score.path_points(ex, _facts(full))[0] == 2  # the same evidence with a correct kernel
+
+
+def _timed(per_launch, read=100.0, written=100.0):
+    return {"measured": True, "launches": len(next(iter(per_launch.values()))), "per_launch": per_launch,
+            "den": {"read": read, "written": written}, "what": {q: q for q in per_launch}}
+
+
+def test_the_timed_launches_must_run_the_path_the_profiled_launch_proved():
+    """Family 1: the profiled launch used TMA; the timed launches are held to the same rule, every one of them."""
+    ex = spec.load("tma").exercises["tma_add"]
+    full = {"tma_load": 100.0, "tma_store": 100.0, "global_load": 0.0, "global_store": 0.0}
+    facts = _facts(full)
+    facts["path"]["timed"] = _timed({"tma_load": [100.0] * 12})
+    pts, text, flag = score.path_points(ex, facts)
+    assert pts == 2 and flag is None and "every timed launch" in text
+    for lazy in ([100.0, 0.0] + [100.0] * 10, [0.0] * 12):  # one timed launch without TMA is enough to lose
+        facts["path"]["timed"] = _timed({"tma_load": lazy})
+        pts, text, flag = score.path_points(ex, facts)
+        assert pts == 0 and flag.startswith("timed-path") and "NO " in text
+    # partial proof (half by TMA): the timed launches are held to the partial bound
+    half = {"tma_load": 50.0, "tma_store": 100.0, "global_load": 50.0, "global_store": 0.0}
+    facts = _facts(half)
+    facts["path"]["timed"] = _timed({"tma_load": [50.0] * 5})
+    assert score.path_points(ex, facts)[0] == 1
+    facts["path"]["timed"] = _timed({"tma_load": [20.0] * 5})
+    assert score.path_points(ex, facts)[0] == 0
+    # the counters could not be taken: the profiled launch stands, named
+    facts = _facts(full)
+    facts["path"]["timed"] = {"measured": False, "reason": "cupti-python is not importable"}
+    pts, text, flag = score.path_points(ex, facts)
+    assert pts == 2 and flag.startswith("timed-path-not-measured") and "not counted" in text
+    # cp.async counted by instructions x 512 B: an upper bound that must still reach the rule
+    ld = spec.load("ldgsts").exercises["smooth_bf16"]
+    lfacts = _facts({"ldgsts": 100.0, "global_load": 7.0})
+    lfacts["path"]["timed"] = _timed({"ldgsts": [30.0] * 4})
+    assert score.path_points(ld, lfacts)[0] == 0
+
+
+def test_throughput_counts_only_through_the_mechanism():
+    """Family 3: a fast kernel without the mechanism earns no throughput points; partial path, partial points."""
+    ex = spec.load("tma").exercises["tma_add"]
+    assert ex.parts["throughput"].requires_path
+    tp = {"graded": True, "gpu": "h100", "device": "NVIDIA H100 80GB HBM3",
+          "student": {"value": 2.9, "ms": 0.1, "p20_ms": 0.1, "p80_ms": 0.1, "output_ok": True},
+          "baseline": {"value": 3.0, "what": "D2D copy"}}
+
+    def graded(executed):
+        f = _facts(executed)
+        f.update(compile={"ok": True}, status="ok", throughput=dict(tp))
+        f["correctness"] = {"graded": True, "ok": True, "shapes": []}
+        return score.score(ex, f).parts
+
+    full = {"tma_load": 100.0, "tma_store": 100.0, "global_load": 0.0, "global_store": 0.0}
+    none = {"tma_load": 0.0, "tma_store": 0.0, "global_load": 100.0, "global_store": 100.0}
+    half = {"tma_load": 50.0, "tma_store": 100.0, "global_load": 50.0, "global_store": 0.0}
+    assert graded(full)["throughput"].points == 2
+    p = graded(none)
+    assert p["path"].points == 0 and p["throughput"].points == 0 and "only through the mechanism" in p["throughput"].feedback
+    assert graded(half)["throughput"].points == 1
+
+
+def test_gemm_rules_measure_what_the_exercise_teaches():
+    """Family 4: TMA's share of every byte loaded (not of the compulsory bytes) and the register hand-over executed."""
+    ex = spec.load("gemm").exercises["gemm_mainloop"]
+    rules = {r.opcode or r.per: r for r in ex.parts["path"].executed}
+    assert "loaded" in rules and rules["USETMAXREG"].at_least == 12
+    big = 50 * 100.0  # TMA re-reads: 50x the compulsory bytes
+    ok = {"tma_load": big, "global_load": 0.0, "ldgsts": 0.0, "global_atomic": 0.0}
+    counts = {"HGMMA": 4096 * 10, "USETMAXREG": 12 * 10}
+    facts = _facts(ok)
+    facts["path"]["executed"].update(executed_counts=counts, ctas=10)
+    assert score.path_points(ex, facts)[0] == 2
+    # a kernel that loads 10 % of all it loads some other way fails, and the feedback speaks of every byte loaded
+    leaky = {"tma_load": big, "global_load": 0.1 * big / 0.9, "ldgsts": 0.0, "global_atomic": 0.0}
+    facts = _facts(leaky)
+    facts["path"]["executed"].update(executed_counts=counts, ctas=10)
+    pts, text, _ = score.path_points(ex, facts)
+    assert pts == 0 and "90% of all the bytes it loaded" in text
+    facts = _facts(ok)
+    facts["path"]["executed"].update(executed_counts={"HGMMA": 4096 * 10}, ctas=10)  # no setmaxnreg executed
+    pts, text, _ = score.path_points(ex, facts)
+    assert pts == 0 and "USETMAXREG" in text
 
 
 def test_path_rules_are_data_and_checked():

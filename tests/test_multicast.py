@@ -344,8 +344,8 @@ def test_known_answers_score_as_expected_without_a_gpu():
     results = check_known(SLUG, gpu=False)
     assert all(r.ok for r in results), table(results)
     by = {r.answer.name: r for r in results}
-    assert by["correct"].grade.scores["bcast_add_path"].points == 2
-    assert by["per_cta"].grade.scores["bcast_add_path"].points == 0
+    assert _static_path(by["correct"]) == 2
+    assert _static_path(by["per_cta"]) == 0
     assert by["stub"].grade.exercises["bcast_add"].status == "not_attempted"
 
 
@@ -355,3 +355,10 @@ def test_everything_bit_exact_on_gpu():
     from kernels.multicast.bench import check_all
 
     assert not check_all(seed=21)
+
+
+def _static_path(result) -> float:
+    """A known answer graded with no GPU: its path part is not graded, the points its SASS alone allows are kept."""
+    ex = next(iter(result.grade.exercises.values()))
+    assert not ex.parts["path"].graded
+    return ex.facts["path"]["static_points"]

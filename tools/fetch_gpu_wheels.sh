@@ -24,6 +24,9 @@ SKIP="attrs certifi idna requests urllib3 jinja2 markupsafe packaging pygments p
 typing-extensions prometheus-client setuptools"
 # jupytext and its dependencies (nbformat, packaging, PyYAML are already in the list or the image).
 EXTRA="jupytext==1.19.6 markdown-it-py==4.3.0 mdurl==0.1.2 mdit-py-plugins==0.7.0"
+# cupti-python and what it needs beyond the image (the grader's counters over the timed launches,
+# kernels/rangeprof.py); its CUPTI libraries come in nvidia-cuda-cupti (lib dir: /tmp/site/nvidia/cu13/lib).
+EXTRA="$EXTRA cupti-python==13.4.0 nvidia-cuda-cupti==13.4.92 pyelftools==0.32 cuda-pathfinder==1.9.1"
 
 [ -f "$REQS" ] || { echo "no requirements list at $REQS" >&2; exit 1; }
 list=$(mktemp)
@@ -42,7 +45,8 @@ mkdir -p "$WHEEL_DIR"
 # pyzmq's wheel carries the manylinux_2_26 tag only; the older tags cover the rest.
 "$PY" -m pip download -qq --no-deps --only-binary=:all: \
   --python-version 3.12 --implementation cp --abi cp312 --abi abi3 --abi none \
-  --platform manylinux_2_28_x86_64 --platform manylinux_2_26_x86_64 \
+  --platform manylinux_2_28_x86_64 --platform manylinux_2_26_x86_64 --platform manylinux_2_25_x86_64 \
+  --platform manylinux_2_24_x86_64 \
   --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform any \
   -d "$WHEEL_DIR" -r "$list"
 

@@ -164,19 +164,33 @@ def calibrate_all(slugs, out: Path):
     return {"ok": ok, "calibration": res, "errors": errors}
 
 
-def known_all(slugs):
+def known_all(slugs, names=None):
+    """Every known answer of `slugs` (or only `names`, "slug.answer") graded on this GPU and compared with its expected
+    score; with each answer's grading wall time and what the counters over its timed launches saw."""
     from autograder.known import check_known, table
     from kernels.device import gpu
 
     out, ok = {}, True
     for slug in slugs:
+        mine = [n.split(".", 1)[1] for n in names or () if n.startswith(slug + ".")]
+        if names and not mine:
+            continue
         # one batch per topic: the ceilings and the course reference are measured once and shared, as in grading
         os.environ["COURSE_BATCH_DIR"] = str(ROOT / "build" / "known-batch" / slug / str(time.time()))
-        res = check_known(slug, seed=int.from_bytes(os.urandom(6), "little"))
+        res = check_known(slug, seed=int.from_bytes(os.urandom(6), "little"), names=mine or None)
         print(f"== {slug}\n{table(res)}")
-        out[slug] = [{"name": r.answer.name, "ok": r.ok, "mismatches": r.mismatches, "unchecked": r.unchecked,
-                      "points": {p: s.points for p, s in next(iter(r.grade.exercises.values())).parts.items()},
-                      "flags": r.grade.flags} for r in res]
+        out[slug] = []
+        for r in res:
+            es = next(iter(r.grade.exercises.values()))
+            timed = (es.facts.get("path") or {}).get("timed") or {}
+            seen = {q: [min(v), max(v)] for q, v in (timed.get("per_launch") or {}).items() if v}
+            out[slug].append({"name": r.answer.name, "ok": r.ok, "mismatches": r.mismatches, "unchecked": r.unchecked,
+                              "points": {p: s.points for p, s in es.parts.items()}, "flags": r.grade.flags,
+                              "wall_s": es.facts.get("wall_s"), "timed_measured": timed.get("measured"),
+                              "timed_reason": timed.get("reason"), "timed_min_max": seen,
+                              "timed_den": timed.get("den")})
+            print(f"   {r.answer.name}: graded in {es.facts.get('wall_s') or 0:.1f} s; timed launches: "
+                  f"{seen or timed.get('reason') or 'not counted'}")
         ok &= all(r.ok and not r.unchecked for r in res)  # every part graded on a Hopper GPU
     return {"ok": ok, "known": out, "gpu": (gpu() or {}).get("name")}
 
@@ -240,20 +254,25 @@ def autograde_cohort(slugs, week="week1", members="gpu20"):
             except Exception as exc:  # noqa: BLE001
                 got = f"missing: {exc}"
             want = m.expected_gpu
-            flags = []
+            flags, lost = [], {}
             for f in (grading / "verdicts" / m.student / week).glob("*.json"):
-                flags += json.loads(f.read_text())["flags"]
+                v = json.loads(f.read_text())
+                flags += v["flags"]
+                # every part that scored below its maximum: a total that misses its expectation names its part
+                lost.update({g: f"{s['points']:g} of {s['max_points']:g}" for g, s in (v.get("scores") or {}).items()
+                             if s.get("points", 0) < s.get("max_points", 0)})
             missing_flags = [f for f in m.flags + m.gpu_flags if not any(f in g for g in flags)]
             good = isinstance(got, float) and abs(got - want) < 1e-6 and not missing_flags
             ok &= good
             rows.append({"student": m.student, "expected": want, "got": got, "flags": flags,
-                         "missing_flags": missing_flags, "ok": good,
+                         "missing_flags": missing_flags, "ok": good, "below_max": lost,
                          "wall_s": batch.get("per_student", {}).get(m.student, {}).get("wall_s")})
     for row in rows:
         w = row["wall_s"]
         print(f"  {'ok ' if row['ok'] else 'BAD'} {row['student']:<34} expected {row['expected']:>5g}  got "
               f"{row['got']}  {'' if w is None else f'{w:5.1f} s'}  flags {len(row['flags'])}"
-              + (f"  MISSING {row['missing_flags']}" if row["missing_flags"] else ""))
+              + (f"  MISSING {row['missing_flags']}" if row["missing_flags"] else "")
+              + ("" if row["ok"] else f"  below max: {row['below_max']}"))
     res = {"ok": ok, "rows": rows, "wall_s": wall, "students": len(made), "secret_leaked_into": leaked}
     # every Hopper GPU grades every part (bars calibrated per GPU kind); the record names the device
     if os.environ.get("COURSE_RECORD") == "1":
@@ -291,7 +310,8 @@ def record_cohort(cohort: str, res: dict, device: dict | None = None, date: str 
                    "secret_leaked_into": res.get("secret_leaked_into", []),
                    "rows": [{"student": r["student"], "expected": r["expected"], "got": r["got"], "ok": r["ok"],
                              "wall_s": None if r["wall_s"] is None else round(r["wall_s"], 1),
-                             "flags": sorted({_flag_name(f) for f in r["flags"]})}
+                             "flags": sorted({_flag_name(f) for f in r["flags"]}),
+                             **({} if r["ok"] else {"below_max": r.get("below_max", {})})}
                             for r in res["rows"]]}
     path.write_text(json.dumps(doc, indent=1) + "\n")
     return path
@@ -303,6 +323,7 @@ def main() -> int:
     ap.add_argument("--slugs", nargs="*")
     ap.add_argument("--skip", nargs="*", default=[])
     ap.add_argument("--known-slugs", nargs="*", help="topics whose known answers are graded (default: all)")
+    ap.add_argument("--known-names", nargs="*", help="only these known answers (slug.answer)")
     ap.add_argument("--cohort", choices=("gpu20", "gpu9", "rest", "integrity", "all"), default="gpu20",
                     help="which synthetic cohort nbgrader grades (autograder.cohort)")
     args = ap.parse_args()
@@ -330,7 +351,7 @@ def main() -> int:
             (out / "specs").mkdir(exist_ok=True)
             shutil.copy(ROOT / "autograder" / "specs" / f"{s}.toml", out / "specs" / f"{s}.toml")
     if "known" not in args.skip:
-        step("known answers on the GPU", known_all, summary, args.known_slugs or graded)
+        step("known answers on the GPU", known_all, summary, args.known_slugs or graded, args.known_names)
     if "notebooks" not in args.skip:
         step("execute solution notebooks", execute_notebooks, summary, out, slugs)
     if "autograde" not in args.skip:

@@ -16,6 +16,8 @@ if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     || { echo "installing the carried wheels failed"; exit 1; }
   export PYTHONPATH="$PYTHONPATH:/tmp/site" PATH="/tmp/site/bin:$PATH" JUPYTER_PATH="/tmp/site/share/jupyter"
+  # CUPTI and its nvperf libraries (nvidia-cuda-cupti) for the grader's counters over the timed launches
+  [ -d /tmp/site/nvidia/cu13/lib ] && export LD_LIBRARY_PATH="/tmp/site/nvidia/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 CACHE="$PWD/build/cache"
 export TRITON_CACHE_DIR="$CACHE/triton" JUPYTER_DATA_DIR="$CACHE/jupyter/data" JUPYTER_RUNTIME_DIR="$CACHE/jupyter/runtime"
