@@ -462,18 +462,26 @@ def _timed(ex, wl, cubin, seed: int, ceilings, facts: dict) -> dict:
     (kernels.rangeprof). facts["path"]["timed"] = the counts per timed launch, or why there are none."""
     from kernels import rangeprof
 
-    wanted = {r.bytes[0] for r in ex.parts["path"].executed
-              if not r.opcode and r.at_least is not None and len(r.bytes) == 1 and r.bytes[0] in rangeprof.TIMED}
+    wanted = {r.bytes[0] for r in rangeprof.counted_rules(ex.parts["path"].executed)}
     path = facts.setdefault("path", {})
     if not wanted:
         return time_exercise(ex, wl, cubin, seed, "student", ceilings)
-    order = [q for q in rangeprof.TIMED if q in wanted]
     try:
-        with rangeprof.RangeCounters({q: (rangeprof.TIMED[q][0],) for q in order}) as rc:
-            mine = time_exercise(ex, wl, cubin, seed, "student", ceilings, ranges=rc)
+        rc = rangeprof.RangeCounters({q: (rangeprof.TIMED[q][0],) for q in rangeprof.TIMED if q in wanted})
+        rc.__enter__()
     except rangeprof.RangeUnavailable as exc:
         path["timed"] = {"measured": False, "reason": str(exc)[:500]}
         return time_exercise(ex, wl, cubin, seed, "student", ceilings)
+    try:
+        mine = time_exercise(ex, wl, cubin, seed, "student", ceilings, ranges=rc)
+    except BaseException:
+        rc.__exit__(*sys.exc_info())  # the timing's own error is what counts
+        raise
+    try:
+        rc.__exit__(None, None, None)
+    except rangeprof.RangeUnavailable as exc:  # timed, but the counts could not be read: the timing stands
+        path["timed"] = {"measured": False, "reason": str(exc)[:500]}
+        return mine
     written = mine.get("written_bytes") or 0
     path["timed"] = {"measured": True, "launches": mine["plan"]["reps"], "skipped": rc.skipped,
                      "per_launch": {q: [v * rangeprof.TIMED[q][1] for v in vals] for q, vals in rc.values.items()},

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kernels.rangeprof import counted_rules
+
 from .spec import Exercise
 
 
@@ -243,11 +245,10 @@ def timed_check(pp, timed: dict | None, partial: bool) -> tuple[bool, str, str |
         return True, f"  (the timed launches were not counted: {why})", f"timed-path-not-measured: {why}"
     per_launch, den = timed.get("per_launch") or {}, timed.get("den") or {}
     lines, held = [], True
-    for rule in pp.executed:
-        if (rule.opcode or rule.at_least is None or len(rule.bytes) != 1 or rule.bytes[0] not in per_launch
-                or rule.per not in den):
-            continue
+    for rule in counted_rules(pp.executed):
         q = rule.bytes[0]
+        if q not in per_launch:  # left out of the one pass (timed["skipped"] says why)
+            continue
         d = den.get(rule.per) or 0
         fracs = [v / d if d else 0.0 for v in per_launch[q]]
         worst = min(fracs) if fracs else 0.0

@@ -21,15 +21,25 @@ from __future__ import annotations
 
 import ctypes as C
 
+from .ncu import METRICS
+
 MAX_RANGES = 512
 # The quantities of the spec's path rules (kernels.ncu.METRICS) that a hardware counter measures in one pass beside
 # the timed loop: quantity -> (counter, bytes per count, what it is). The TMA unit's loaded bytes are exact; cp.async
 # has no byte counter that fits, so its executed instructions x 512 B (32 threads x 16 B) bound the bytes it can move.
 TIMED = {
-    "tma_load": ("l1tex__m_xbar2l1tex_read_bytes_mem_global_op_tma_ld.sum", 1.0, "bytes the TMA unit loaded"),
+    "tma_load": (METRICS["tma_load"][0], 1.0, "bytes the TMA unit loaded"),
     "ldgsts": ("smsp__inst_executed_op_ldgsts.sum", 512.0,
                "LDGSTS executed x 512 B: the most 32 threads x 16 B can copy"),
 }
+
+
+def counted_rules(rules) -> list:
+    """The path rules a timed range can hold a launch to: `at_least` on one quantity in TIMED, per the bytes the
+    workload must read or write (the profiled launch alone answers instruction rules, "at most" rules and shares of
+    every byte loaded)."""
+    return [r for r in rules if not r.opcode and r.at_least is not None and len(r.bytes) == 1
+            and r.bytes[0] in TIMED and r.per in ("read", "written")]
 
 
 class RangeUnavailable(RuntimeError):
