@@ -11,10 +11,12 @@ Parent side (trusted, never runs student code): `run_exercise(slug, exercise, so
    SASS (static evidence), checks the kernel on inputs from a per-job seed (awkward shapes, poisoned outputs, shape
    order and run counts drawn from the seed), and times it with the course timer, **verifying the output of every
    launch** — warm-ups, timed repetitions and every call of the wall-clock check, whose counts are drawn from the
-   seed too. A kernel that counts its launches and skips work on some cannot pass. While the timed repetitions run,
+   seed too. A kernel that counts its launches and skips work on some cannot pass. The timing loop also runs as many
+   counted launches as timed ones, interleaved at positions drawn from the seed, each prepared like a timed one:
    CUPTI's range profiler counts the mechanism's own counter (TMA bytes, cp.async instructions) in one range per
-   timed launch, one pass, nothing replayed (`_timed`, kernels.rangeprof): the path part holds every timed launch to
-   the rule the profiled launch met, so a kernel cannot run the mechanism only while it is watched.
+   counted launch, one pass, nothing replayed (`_timed`, kernels.rangeprof; a range slows some kernels, so a counted
+   launch is not timed). The path part holds every counted launch to the rule the profiled launch met, so a kernel
+   cannot run the mechanism only while it is watched.
 3. **Probe** (`probe` child, under Nsight Compute): one untimed launch at the bench shape after a seeded number of
    verified launches, measured by counters: which memory path carried the bytes (`kernels.ncu`). The spec's
    `[[...path.executed]]` rules turn that into path points (autograder.score).
@@ -458,8 +460,9 @@ def _probe_child(job: dict) -> None:
 
 def _timed(ex, wl, cubin, seed: int, ceilings, facts: dict) -> dict:
     """Time the kernel (kernels.runner.time_exercise) with the mechanism's counters taken over the very launches that
-    are timed: one CUPTI range per timed repetition, every counter in one pass, nothing replayed
-    (kernels.rangeprof). facts["path"]["timed"] = the counts per timed launch, or why there are none."""
+    are timed: as many counted launches as timed ones in the same loop, interleaved at secret positions, one CUPTI
+    range per counted launch, every counter in one pass, nothing replayed (kernels.rangeprof, kernels.bench).
+    facts["path"]["timed"] = the counts per counted launch, or why there are none."""
     from kernels import rangeprof
 
     wanted = {r.bytes[0] for r in rangeprof.counted_rules(ex.parts["path"].executed)}
@@ -483,7 +486,8 @@ def _timed(ex, wl, cubin, seed: int, ceilings, facts: dict) -> dict:
         path["timed"] = {"measured": False, "reason": str(exc)[:500]}
         return mine
     written = mine.get("written_bytes") or 0
-    path["timed"] = {"measured": True, "launches": mine["plan"]["reps"], "skipped": rc.skipped,
+    path["timed"] = {"measured": True, "launches": mine["plan"]["counted"], "timed_ms": mine["ms"],
+                     "counted_ms": mine["counted_ms"], "skipped": rc.skipped,
                      "per_launch": {q: [v * rangeprof.TIMED[q][1] for v in vals] for q, vals in rc.values.items()},
                      "den": {"read": mine["bytes"] - written, "written": written},
                      "what": {q: rangeprof.TIMED[q][2] for q in rc.values}}

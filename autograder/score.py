@@ -160,9 +160,10 @@ def path_points(ex: Exercise, facts: dict) -> tuple[float, str, str | None]:
     kernel's SASS) is necessary: a required instruction missing or a forbidden one present scores 0. Then what ran
     decides: one untimed launch profiled by Nsight Compute (the spec's `executed` rules on the bytes each memory
     path carried; every rule at its bound scores full, every rule at its partial bound scores `partial_points`,
-    anything else 0), and the launches that were timed, counted by CUPTI's range profiler while they ran
-    (autograder.harness: the mechanism's own counter per timed launch, held to the same rule). A kernel whose timed
-    launches did not run what its profiled launch ran gets no path points and the flag "timed-path"."""
+    anything else 0), and the launches of the timing loop, counted by CUPTI's range profiler while it ran
+    (autograder.harness: as many counted launches as timed ones, interleaved with them at secret positions, the
+    mechanism's own counter per counted launch, held to the same rule). A kernel whose timing-loop launches did not
+    run what its profiled launch ran gets no path points and the flag "timed-path"."""
     pp = ex.parts["path"]
     path = facts.get("path", {}) or {}
     summary = path.get("summary", "")
@@ -224,7 +225,7 @@ def path_points(ex: Exercise, facts: dict) -> tuple[float, str, str | None]:
     held, tline, flag = timed_check(pp, path.get("timed"), partial=not full)
     body += "\n" + tline
     if not held:
-        return 0.0, "the timed launches did not run the path the profiled launch proved: no path points; " + body, flag
+        return 0.0, "the timing loop's launches did not run the path the profiled launch proved: no path points; " + body, flag
     if full:
         return pp.points, "hardware path used and carrying the work, " + body, flag
     return pp.partial_points, \
@@ -235,14 +236,15 @@ LOADED = ("tma_load", "global_load", "ldgsts", "global_atomic")  # every path a 
 
 
 def timed_check(pp, timed: dict | None, partial: bool) -> tuple[bool, str, str | None]:
-    """(held, feedback line, flag) of the counters taken over the timed launches (autograder.harness: one CUPTI range
-    per timed launch). Each rule with `at_least` on one quantity the ranges counted is held by *every* timed launch
+    """(held, feedback line, flag) of the counters taken in the timing loop (autograder.harness: one CUPTI range per
+    counted launch, interleaved with the timed ones). Each rule with `at_least` on one quantity the ranges counted is
+    held by *every* counted launch
     at the level the profiled launch earned (full, or partial); where nothing was counted, the line says why."""
     if not timed:
-        return True, "  (the timed launches: no counter of this exercise's mechanism fits one profiling pass)", None
+        return True, "  (the timing loop: no counter of this exercise's mechanism fits one profiling pass)", None
     if not timed.get("measured"):
         why = timed.get("reason", "not measured")
-        return True, f"  (the timed launches were not counted: {why})", f"timed-path-not-measured: {why}"
+        return True, f"  (the timing loop's launches were not counted: {why})", f"timed-path-not-measured: {why}"
     per_launch, den = timed.get("per_launch") or {}, timed.get("den") or {}
     lines, held = [], True
     for rule in counted_rules(pp.executed):
@@ -254,12 +256,15 @@ def timed_check(pp, timed: dict | None, partial: bool) -> tuple[bool, str, str |
         worst = min(fracs) if fracs else 0.0
         ok = rule.holds(worst, partial=partial)
         held &= ok
-        lines.append(f"  {'ok ' if ok else 'NO '} every timed launch: {rule.what}: the lowest of {len(fracs)} timed "
-                     f"launches {worst:.0%} ({rule.bound()}{', partial bound' if partial else ''}; "
+        lines.append(f"  {'ok ' if ok else 'NO '} every counted launch: {rule.what}: the lowest of {len(fracs)} "
+                     f"counted launches {worst:.0%} ({rule.bound()}{', partial bound' if partial else ''}; "
                      f"{timed.get('what', {}).get(q, q)})")
     if not lines:
-        return True, "  (the timed launches: none of this exercise's rules has a counter that fits one pass)", None
-    text = "counted over the timed launches (CUPTI range profiler, one range per timed launch):\n" + "\n".join(lines)
-    flag = None if held else ("timed-path: the launches that were timed did not carry the work by the path the "
+        return True, "  (the timing loop: none of this exercise's rules has a counter that fits one pass)", None
+    n, ms, cms = timed.get("launches"), timed.get("timed_ms"), timed.get("counted_ms")
+    slowed = f"; counted launches {cms:.4f} ms median vs timed {ms:.4f} ms" if ms and cms else ""
+    text = (f"counted in the timing loop (CUPTI range profiler: {n} counted launches interleaved with the timed ones "
+            f"at secret positions, one range each, not timed{slowed}):\n" + "\n".join(lines))
+    flag = None if held else ("timed-path: the launches of the timing loop did not carry the work by the path the "
                               "profiled launch proved")
     return held, text, flag

@@ -13,6 +13,13 @@ repetitions and each call of the wall-clock check, which then gets its own argum
 outside the timed region. A kernel that keeps state across launches and skips the work on some of them leaves a
 wrong (poisoned) output there: `res.problems` says which launch. The caller chooses the counts (the grader draws
 them from its secret seed, so they cannot be predicted).
+
+Counting what the timed launches do (`ranges`, a kernels.rangeprof.RangeCounters, and `counted`): the loop runs
+`reps + len(counted)` repetitions, each prepared alike (fresh inputs, flush, spin); the ones at the positions in
+`counted` run inside a counter range and are not timed, every other one is timed and not counted. A counter range
+slows some kernels (on an H100, cp.async-heavy ones; TMA ones not: `res.counted_ms`, the counted launches' median,
+shows by how much), so no repetition is both; the positions come from the caller's secret, so a kernel cannot tell
+a counted launch from a timed one.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ class BenchResult:
     launches: int = 0  # launches of fn, warm-ups and wall-check calls included
     verified: int = 0  # of those, how many had their output checked (verify)
     problems: list = field(default_factory=list)  # "timed repetition 7: WRONG ..." for each launch that failed
+    counted_ms: float | None = None  # median of the counted (untimed) repetitions, when there were any
 
     @property
     def tbps(self) -> float | None:
@@ -123,6 +131,7 @@ def bench(
     wall_calls: int | None = None,
     make_wall_args: Callable[[int], list] | None = None,
     ranges=None,
+    counted: frozenset[int] | set[int] = frozenset(),
 ) -> BenchResult:
     """Time `fn(*make_args())` with the course's method. Needs a CUDA GPU. `verify`, `wall_calls` and
     `make_wall_args`: see the module docstring."""
@@ -147,14 +156,19 @@ def bench(
         check(f"warm-up {w + 1}", args)
     torch.cuda.synchronize()
 
+    if counted and ranges is None:
+        raise ValueError("counted repetitions need the counter ranges to count them in")
+    total = reps + len(counted)
+    if any(not 0 <= i < total for i in counted):
+        raise ValueError(f"counted positions {sorted(counted)} outside the loop of {total} repetitions")
     stream = torch.cuda.current_stream()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for i in range(reps):
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(total)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(total)]
+    for i in range(total):
         args = make_args()
         if flush:
             _flush()
-        if ranges is not None:  # one counter range per timed repetition (kernels.rangeprof), the flush left outside
+        if i in counted:  # one counter range around this launch (kernels.rangeprof), the flush left outside
             ranges.push()
         # A short GPU spin before the start event: the launch below (host work: tensor maps, argument packing)
         # is enqueued while the GPU is still busy, so no host time lands between the events.
@@ -162,12 +176,16 @@ def bench(
         starts[i].record(stream)
         fn(*args)
         ends[i].record(stream)
-        if ranges is not None:
+        if i in counted:
             ranges.pop()
         counts["launches"] += 1
-        check(f"timed repetition {i + 1} of {reps}", args)  # after the end event: outside the timed region
+        # after the end event: outside the timed region
+        check(f"{'counted' if i in counted else 'timed'} repetition {i + 1} of {total}", args)
     torch.cuda.synchronize()
-    times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    every = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    times = [t for i, t in enumerate(every) if i not in counted]
+    # the counted launches' own times: how much the counters slowed them (never part of the result's timing)
+    counted_ms = statistics.median([every[i] for i in sorted(counted)]) if counted else None
 
     wall_ms = float("nan")
     if wall_check:
@@ -200,7 +218,7 @@ def bench(
         ms=statistics.median(times), p20_ms=_quantile(times, 0.2), p80_ms=_quantile(times, 0.8), reps=reps,
         bytes=int(bytes), flops=int(flops), wall_ms=wall_ms,
         ceilings=ceilings() if with_ceilings else None, launches=counts["launches"], verified=counts["verified"],
-        problems=problems,
+        problems=problems, counted_ms=counted_ms,
     )
     return res
 

@@ -1,15 +1,20 @@
-"""Hardware counters of the launches that are timed: CUPTI's range profiler, one pass, no replay.
+"""Hardware counters of the timing loop's launches: CUPTI's range profiler, one pass, no replay.
 
 A profiler that replays a launch (Nsight Compute's kernel, range or application replay) shows the kernel a launch it
 can tell apart from the timed ones: a long pause before it, memory restored between passes. Measured on an H100: a
 kernel that runs TMA only after a pause ran TMA in every range Nsight Compute replayed and cp.async in the timed loop.
 CUPTI's range profiler in user-range, user-replay mode with counters that fit one pass replays nothing: the
-counters run while the timed loop runs as it would unwatched, and each pushed range holds exactly one timed launch:
+counters run while the timing loop runs as it would unwatched, and each pushed range holds exactly one launch:
 
     with RangeCounters({"tma_load": ("l1tex__m_xbar2l1tex_read_bytes_mem_global_op_tma_ld.sum",)}) as rc:
-        for i in range(reps):
-            rc.push(); launch(...); rc.pop()
-    rc.values["tma_load"]            # one value per timed launch
+        for i in range(total):
+            if i in counted: rc.push(); launch(...); rc.pop()
+            else: timed launch(...)
+    rc.values["tma_load"]            # one value per counted launch
+
+A range slows some kernels while it counts (on an H100 a cp.async kernel, not a TMA one; outside a range, with the
+profiler started, launches run at full speed), so kernels.bench never times a counted launch: the counted ones are
+interleaved with the timed ones at positions drawn from the grader's secret, prepared exactly alike.
 
 The host side (metric configuration, evaluation) is cupti-python's `cupti.profiler_host`; the range profiler's target
 calls (cuptiRangeProfiler*, not wrapped by cupti-python) are called through ctypes on the libcupti cupti-python loaded,

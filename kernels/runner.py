@@ -68,7 +68,8 @@ def time_exercise(ex, wl, cubin, seed: int, tag: str, ceilings: dict | None = No
     reused), the output poisoned, and after the launch its output compared with the reference of exactly those
     inputs as drawn (computed before the launch). The numbers of warm-ups, timed repetitions and wall-clock calls are
     drawn from the seed; each wall-clock call writes its own output, so each is verified too. `ranges` (a
-    kernels.rangeprof.RangeCounters, entered): one counter range around each timed repetition."""
+    kernels.rangeprof.RangeCounters, entered): as many counted repetitions as timed ones, interleaved at positions
+    drawn from the seed, each in a counter range of its own and left out of the timing (kernels.bench)."""
     import torch
 
     from .bench import bench
@@ -76,6 +77,8 @@ def time_exercise(ex, wl, cubin, seed: int, tag: str, ceilings: dict | None = No
 
     rng = random.Random(derive(seed, tag, "counts"))
     warmup, reps, wall = rng.randint(2, 5), ex.bench_reps + rng.randint(0, 7), rng.randint(5, 10)
+    # With counters: as many counted repetitions as timed ones, at positions drawn from the seed (kernels.bench).
+    counted = frozenset(rng.sample(range(2 * reps), reps)) if ranges is not None else frozenset()
     shape = ex.bench_shape
     pool = [wl.make_inputs(shape, derive(seed, tag, "pool", i), device="cuda") for i in range(2)]
     out = wl.make_output(pool[0])
@@ -117,12 +120,14 @@ def time_exercise(ex, wl, cubin, seed: int, tag: str, ceilings: dict | None = No
     nbytes = wl.bytes_moved(shape)
     nflops = wl.flops(shape)
     res = bench(run, make_args, bytes=nbytes, flops=nflops, reps=reps, warmup=warmup, with_ceilings=False,
-                verify=verify, wall_calls=wall, make_wall_args=make_wall_args, ranges=ranges)
+                verify=verify, wall_calls=wall, make_wall_args=make_wall_args, ranges=ranges,
+                counted=counted)
     value = res.tbps if ex.metric == "tbps" else res.tflops
     return {"value": value, "ms": res.ms, "p20_ms": res.p20_ms, "p80_ms": res.p80_ms, "wall_ms": res.wall_ms,
             "ceilings": ceilings, "output_ok": not res.problems, "problems": res.problems[:5],
             "wrong_launches": len(res.problems), "launches": res.launches, "verified": res.verified,
-            "plan": {"warmup": warmup, "reps": reps, "wall_calls": wall}, "bytes": nbytes, "flops": nflops,
+            "plan": {"warmup": warmup, "reps": reps, "wall_calls": wall, "counted": len(counted)},
+            "counted_ms": res.counted_ms, "bytes": nbytes, "flops": nflops,
             "written_bytes": out.numel() * out.element_size()}
 
 

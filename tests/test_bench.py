@@ -1,5 +1,7 @@
 """The course timer's rules (the GPU parts run in make gpu-test; the decisions are pure and tested here)."""
 
+import statistics
+
 import pytest
 
 from kernels.bench import BenchResult, timing_consistent
@@ -24,3 +26,90 @@ def test_result_figures():
     assert r.tflops == pytest.approx(4000.0) and r.fraction_of_matmul == pytest.approx(5.0)
     assert "TB/s" in str(r) and "TFLOPS" in str(r)
     assert BenchResult(1.0, 1.0, 1.0, 1, 0, 0, 1.0).tbps is None
+
+
+class _FakeCuda:
+    """torch.cuda as the timer uses it, on a CPU: a simulated clock where each launch takes the time `fn` says, and
+    a counter range (push/pop) slows the launch inside it 1.5 times, as cp.async kernels on an H100 are slowed."""
+
+    def __init__(self):
+        self.now, self.in_range, self.log = 0.0, False, []
+        fake = self
+
+        class Event:
+            def __init__(self, enable_timing=False):
+                self.t = None
+
+            def record(self, stream=None):
+                self.t = fake.now
+
+            def elapsed_time(self, other):
+                return other.t - self.t
+
+        self.Event = Event
+
+    def synchronize(self):
+        pass
+
+    def current_stream(self):
+        return None
+
+    def _sleep(self, cycles):
+        pass
+
+
+class _Ranges:
+    def __init__(self, cuda):
+        self.cuda, self.pushed = cuda, 0
+
+    def push(self):
+        assert not self.cuda.in_range
+        self.cuda.in_range = True
+        self.pushed += 1
+
+    def pop(self):
+        self.cuda.in_range = False
+
+
+def test_counted_launches_are_interleaved_and_never_timed(monkeypatch):
+    import random
+
+    import torch
+
+    import kernels.bench as kb
+
+    cuda = _FakeCuda()
+    for name in ("Event", "synchronize", "current_stream", "_sleep"):
+        monkeypatch.setattr(torch.cuda, name, getattr(cuda, name))
+    monkeypatch.setattr(kb, "_flush", lambda: None)
+    rng = random.Random()
+    reps = rng.randint(5, 12)
+    counted = frozenset(rng.sample(range(2 * reps), reps))
+    seen = []
+
+    def fn(i):
+        seen.append((i, cuda.in_range))
+        cuda.now += (1.0 + 0.001 * i) * (1.5 if cuda.in_range else 1.0)
+
+    n = iter(range(10**6))
+    ranges = _Ranges(cuda)
+    r = kb.bench(fn, lambda: (next(n),), reps=reps, warmup=2, wall_check=False, with_ceilings=False,
+                 ranges=ranges, counted=counted)
+    # every loop position after the warm-ups ran once; exactly the counted ones inside a range
+    loop = seen[2:]
+    assert len(loop) == 2 * reps and ranges.pushed == reps
+    assert {k for k, (_, inside) in enumerate(loop) if inside} == counted
+    assert not any(inside for _, inside in seen[:2])
+    # the timing is the un-counted launches' alone (none slowed); counted_ms is the counted ones' (all slowed)
+    timed = sorted(1.0 + 0.001 * i for k, (i, _) in enumerate(loop) if k not in counted)
+    assert r.ms == pytest.approx(statistics.median(timed)) and r.reps == reps
+    assert r.counted_ms == pytest.approx(statistics.median(
+        [1.5 * (1.0 + 0.001 * i) for k, (i, _) in enumerate(loop) if k in counted]))
+    # no counter ranges: no counted launch, and no position may be asked for
+    r0 = kb.bench(fn, lambda: (next(n),), reps=reps, warmup=0, wall_check=False, with_ceilings=False)
+    assert r0.counted_ms is None
+    with pytest.raises(ValueError):
+        kb.bench(fn, lambda: (next(n),), reps=reps, wall_check=False, with_ceilings=False, counted={0})
+    with pytest.raises(ValueError):
+        kb.bench(fn, lambda: (next(n),), reps=3, wall_check=False, with_ceilings=False, ranges=_Ranges(cuda),
+                 counted={7})

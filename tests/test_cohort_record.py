@@ -105,3 +105,38 @@ def test_every_known_answer_was_graded_under_nbgrader_on_a_gpu(record):
     graded = {r["student"] for c in ("gpu20", "rest", "integrity") if c in record for r in record[c]["rows"]}
     every = {m.replace("_", "-") for c in ("rest", "gpu20", "integrity") for m in members_of(c)}
     assert every <= graded, f"not graded on a GPU: {sorted(every - graded)}"
+
+
+def test_a_partial_regrade_replaces_only_its_rows_and_leaves_pending(tmp_path):
+    """tools/gpu_check.py --members: the re-graded students' rows replace theirs, they leave pending_regrade (which
+    goes when empty), the entry says when and on what; a student not in the cohort, or another GPU, is refused."""
+    import importlib.util
+    import random
+
+    spec = importlib.util.spec_from_file_location("gpu_check", AUTOGRADER.parent / "tools" / "gpu_check.py")
+    gc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gc)
+    names = [f"s{i}" for i in range(random.randint(4, 9))]
+    rows = [{"student": n, "expected": 5.0, "got": 5.0, "ok": True, "wall_s": 1.0, "flags": []} for n in names]
+    dev = {"name": "NVIDIA H100 80GB HBM3", "driver": "1"}
+    path = tmp_path / "rec.json"
+    path.write_text(json.dumps({"c": {"device": dev["name"], "date": "d0", "rows": rows, "ok": True,
+                                      "pending_regrade": {"reason": "r", "students": {names[0]: 3.0,
+                                                                                       names[1]: 4.0}}}}))
+    again = {"rows": [{"student": names[0], "expected": 3.0, "got": 3.0, "ok": True, "wall_s": 2.0,
+                       "flags": ["x: timeout: hung"]}], "wall_s": 9.0, "ok": True}
+    gc.record_regrade("c", again, device=dev, date="d1", path=path)
+    e = json.loads(path.read_text())["c"]
+    assert [r["student"] for r in e["rows"]] == names and e["date"] == "d0"
+    assert e["rows"][0]["got"] == 3.0 and e["rows"][0]["flags"] == ["timeout"] and e["rows"][2] == rows[2]
+    assert e["pending_regrade"]["students"] == {names[1]: 4.0} and e["regraded"][0]["students"] == [names[0]]
+    again["rows"][0]["student"] = names[1]
+    again["rows"][0]["ok"] = False
+    gc.record_regrade("c", again, device=dev, date="d1", path=path)
+    e = json.loads(path.read_text())["c"]
+    assert "pending_regrade" not in e and not e["ok"] and len(e["regraded"]) == 2
+    again["rows"][0]["student"] = "nobody"
+    with pytest.raises(ValueError):
+        gc.record_regrade("c", again, device=dev, path=path)
+    with pytest.raises(ValueError):
+        gc.record_regrade("c", again, device={"name": "NVIDIA H200", "driver": "1"}, path=path)

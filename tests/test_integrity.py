@@ -229,7 +229,7 @@ def test_the_timed_launches_must_run_the_path_the_profiled_launch_proved():
     facts = _facts(full)
     facts["path"]["timed"] = _timed({"tma_load": [100.0] * 12})
     pts, text, flag = score.path_points(ex, facts)
-    assert pts == 2 and flag is None and "every timed launch" in text
+    assert pts == 2 and flag is None and "every counted launch" in text
     for lazy in ([100.0, 0.0] + [100.0] * 10, [0.0] * 12):  # one timed launch without TMA is enough to lose
         facts["path"]["timed"] = _timed({"tma_load": lazy})
         pts, text, flag = score.path_points(ex, facts)

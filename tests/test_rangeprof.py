@@ -1,7 +1,7 @@
 """kernels/rangeprof.py calls CUPTI's range profiler through ctypes: every parameter struct must be laid out as
 cupti_range_profiler.h declares it (the header ships in nvidia-cuda-cupti, which cupti-python installs), and its
 structSize must be the header's STRUCT_SIZE (through the last member, no tail padding). The GPU side — one range per
-timed launch, one pass, the TMA bytes of a kernel that runs TMA only while young reading 0 — is `make gpu-test`'s
+counted launch of the timing loop, one pass, the TMA bytes of a kernel that runs TMA only while young reading 0 — is `make gpu-test`'s
 known-answer step (tma/watched_only)."""
 
 import ctypes

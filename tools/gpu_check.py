@@ -166,7 +166,7 @@ def calibrate_all(slugs, out: Path):
 
 def known_all(slugs, names=None):
     """Every known answer of `slugs` (or only `names`, "slug.answer") graded on this GPU and compared with its expected
-    score; with each answer's grading wall time and what the counters over its timed launches saw."""
+    score; with each answer's grading wall time and what the counters in its timing loop saw."""
     from autograder.known import check_known, table
     from kernels.device import gpu
 
@@ -188,9 +188,12 @@ def known_all(slugs, names=None):
                               "points": {p: s.points for p, s in es.parts.items()}, "flags": r.grade.flags,
                               "wall_s": es.facts.get("wall_s"), "timed_measured": timed.get("measured"),
                               "timed_reason": timed.get("reason"), "timed_min_max": seen,
-                              "timed_den": timed.get("den")})
-            print(f"   {r.answer.name}: graded in {es.facts.get('wall_s') or 0:.1f} s; timed launches: "
-                  f"{seen or timed.get('reason') or 'not counted'}")
+                              "timed_den": timed.get("den"), "timed_ms": timed.get("timed_ms"),
+                              "counted_ms": timed.get("counted_ms")})
+            slow = (f" (counted launches {timed['counted_ms']:.4f} ms median, timed {timed['timed_ms']:.4f} ms)"
+                    if timed.get("counted_ms") and timed.get("timed_ms") else "")
+            print(f"   {r.answer.name}: graded in {es.facts.get('wall_s') or 0:.1f} s; counted launches: "
+                  f"{seen or timed.get('reason') or 'not counted'}{slow}")
         ok &= all(r.ok and not r.unchecked for r in res)  # every part graded on a Hopper GPU
     return {"ok": ok, "known": out, "gpu": (gpu() or {}).get("name")}
 
@@ -221,7 +224,7 @@ def execute_notebooks(out: Path, slugs=None):
     return {"ok": all(v["ok"] for v in done.values()), "notebooks": done}
 
 
-def autograde_cohort(slugs, week="week1", members="gpu20"):
+def autograde_cohort(slugs, week="week1", members="gpu20", only=None):
     """The synthetic cohort (autograder.cohort) graded by `autograder grade`: every student's gradebook score and
     flags equal to their expected values; batch and per-submission wall times."""
     from nbgrader.api import Gradebook
@@ -230,7 +233,8 @@ def autograde_cohort(slugs, week="week1", members="gpu20"):
     # the cohort's own grading folder (build/grading-cohort), never the class's build/grading
     grading = cohort_grading_dir()
     shutil.rmtree(grading, ignore_errors=True)
-    made = build(grading / "submitted", week, members_of(members, week))
+    # `only`: a few students of the named cohort, re-graded alone (never recorded over the whole cohort's entry)
+    made = build(grading / "submitted", week, list(only) if only else members_of(members, week))
     t0 = time.perf_counter()
     seed = str(int.from_bytes(os.urandom(6), "little"))
     r = subprocess.run([sys.executable, "-m", "autograder.cli", "grade", week, "--seed", seed],
@@ -276,7 +280,7 @@ def autograde_cohort(slugs, week="week1", members="gpu20"):
     res = {"ok": ok, "rows": rows, "wall_s": wall, "students": len(made), "secret_leaked_into": leaked}
     # every Hopper GPU grades every part (bars calibrated per GPU kind); the record names the device
     if os.environ.get("COURSE_RECORD") == "1":
-        record_cohort(members, res)
+        (record_regrade if only else record_cohort)(members, res)
     return res
 
 
@@ -317,6 +321,45 @@ def record_cohort(cohort: str, res: dict, device: dict | None = None, date: str 
     return path
 
 
+def record_regrade(cohort: str, res: dict, device: dict | None = None, date: str | None = None,
+                   path: Path | None = None) -> Path:
+    """A few students of a recorded cohort graded again (`--members`): their rows replace the old ones, they leave
+    the cohort's `pending_regrade`, and the entry's `regraded` list says when, on what and how long the batch took.
+    Every other row keeps the grading of the entry's own date."""
+    from kernels.device import gpu
+
+    g = device or gpu() or {}
+    path = path or cohort_record_path(g.get("name"))
+    doc = json.loads(path.read_text())
+    entry = doc[cohort]
+    if entry.get("device") != g.get("name"):
+        raise ValueError(f"cohort {cohort} was graded on {entry.get('device')}, not on {g.get('name')}")
+    new = {r["student"]: {"student": r["student"], "expected": r["expected"], "got": r["got"], "ok": r["ok"],
+                          "wall_s": None if r["wall_s"] is None else round(r["wall_s"], 1),
+                          "flags": None if r["flags"] is None else sorted({_flag_name(f) for f in r["flags"]}),
+                          **({"flag_count": r["flag_count"]} if r["flags"] is None else {}),
+                          **({} if r["ok"] else {"below_max": r.get("below_max", {})})}
+           for r in res["rows"]}
+    unknown = set(new) - {r["student"] for r in entry["rows"]}
+    if unknown:
+        raise ValueError(f"not in cohort {cohort}: {sorted(unknown)}")
+    entry["rows"] = [new.get(r["student"], r) for r in entry["rows"]]
+    pend = entry.get("pending_regrade")
+    if pend:
+        for s in new:
+            pend.get("students", {}).pop(s, None)
+        if not pend.get("students"):
+            entry.pop("pending_regrade")
+    entry.setdefault("regraded", []).append(
+        {"date": date or time.strftime("%Y-%m-%d"), "device": g.get("name"), "driver": g.get("driver"),
+         "students": sorted(new), "batch_wall_s": None if res.get("wall_s") is None else round(res["wall_s"], 1),
+         "ok": res["ok"],
+         "secret_leaked_into": res.get("secret_leaked_into", [])})
+    entry["ok"] = all(r["ok"] for r in entry["rows"])
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    return path
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "build/gpu"))
@@ -326,6 +369,7 @@ def main() -> int:
     ap.add_argument("--known-names", nargs="*", help="only these known answers (slug.answer)")
     ap.add_argument("--cohort", choices=("gpu20", "gpu9", "rest", "integrity", "all"), default="gpu20",
                     help="which synthetic cohort nbgrader grades (autograder.cohort)")
+    ap.add_argument("--members", nargs="*", help="only these students of the cohort (e.g. a pending re-grade)")
     args = ap.parse_args()
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -358,7 +402,7 @@ def main() -> int:
         # week 1: the named cohort; a later week: every member (its solutions, blank, and each known answer)
         for week in sorted({s.assignment for s in all_specs() if s.slug in graded}):
             step(f"nbgrader autograde {week} cohort", autograde_cohort, summary, graded, week,
-                 args.cohort if week == "week1" else "all")
+                 args.cohort if week == "week1" else "all", args.members if week == "week1" else None)
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     print("\n==== summary")
     for s in summary:
