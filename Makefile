@@ -20,6 +20,10 @@ STAMP := $(VENV)/.installed
 # CPU-only machines: the CPU torch wheel, installed before `pip install -e .` so that pip never resolves the
 # unpinned `torch` of pyproject.toml to a multi-GB CUDA build. A machine with nvidia-smi keeps its CUDA torch.
 TORCH_CPU ?= torch==2.13.0
+# Where that torch comes from. Empty: pip's configured index (PyPI or a mirror; CI's mirror serves the CPU build).
+# PyPI's Linux torch is the CUDA build with its nvidia-* libraries; on a laptop with no GPU take the CPU-only one:
+#   make venv TORCH_INDEX=https://download.pytorch.org/whl/cpu
+TORCH_INDEX ?=
 
 OUT ?= build/gpu
 WEEK ?= week1
@@ -55,7 +59,7 @@ $(STAMP): pyproject.toml
 	  echo "nvidia-smi found: keeping whatever CUDA torch pip resolves for this GPU machine"; \
 	else \
 	  echo "no nvidia-smi: installing the CPU torch ($(TORCH_CPU)) first"; \
-	  $(VPY) -m pip install "$(TORCH_CPU)"; \
+	  $(VPY) -m pip install $(if $(TORCH_INDEX),--index-url "$(TORCH_INDEX)") "$(TORCH_CPU)"; \
 	fi
 	$(VPY) -m pip install -e .
 	@touch $@

@@ -17,7 +17,7 @@ import secrets
 
 from .spec import load
 
-__all__ = ["check", "grade", "quiz", "load"]
+__all__ = ["check", "grade", "quiz", "load", "NotAnswered"]
 
 _cache: dict = {}
 
@@ -70,6 +70,14 @@ def grade(slug: str, exercise: str, part: str, source) -> float:
     return float(p.points)
 
 
+class NotAnswered(ValueError):
+    """A quiz question with no answer yet. In a notebook it shows as its one line, not as a traceback: an unattempted
+    notebook run top to bottom says what is left to do, once per question."""
+
+    def _render_traceback_(self):  # IPython shows this instead of the traceback
+        return [f"not attempted: {self}"]
+
+
 def quiz(slug: str, question: str, answers) -> None:
     """Check that a quiz answer is well formed (the key is not in the release: hidden tests grade it)."""
     q = load(slug).quiz.questions[question]
@@ -77,7 +85,40 @@ def quiz(slug: str, question: str, answers) -> None:
         raise TypeError("QUIZ must be a dict like {'q1': 'b', ...}")
     given = answers.get(question)
     if given is None:
-        raise ValueError(f"{question} is not answered yet: set QUIZ[{question!r}] to one of {list(q.choices)}")
+        raise NotAnswered(f"{question} is not answered yet: set QUIZ[{question!r}] to one of {list(q.choices)} "
+                          "in the quiz answer cell")
     if str(given).strip().lower() not in q.choices:
         raise ValueError(f"{question}: {given!r} is not one of {list(q.choices)}")
     print(f"{question}: answer {given!r} recorded")
+
+
+STUB_LINE = "raise NotImplementedError()"  # what nbgrader leaves in an answer cell (autograder/nbgrader_config.py)
+
+
+def _stub_handler(shell, etype, value, tb, tb_offset=None):
+    """An answer cell that still raises nbgrader's stub shows one line saying so; any other NotImplementedError
+    keeps its full traceback. Either way the cell fails (the error is still sent), as nbgrader needs."""
+    import traceback
+
+    frames = traceback.extract_tb(tb)
+    if frames and (frames[-1].line or "").strip() == STUB_LINE:
+        stb = ["not attempted: this answer cell still holds its stub `raise NotImplementedError()` — "
+               "write your answer in its place"]
+    else:
+        stb = shell.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
+    shell._showtraceback(etype, value, stb)
+    return stb
+
+
+def _friendly_stubs() -> None:
+    """In a notebook (IPython), show an unattempted answer cell as one line (_stub_handler)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None and hasattr(shell, "set_custom_exc"):
+        shell.set_custom_exc((NotImplementedError,), _stub_handler)
+
+
+_friendly_stubs()

@@ -71,7 +71,7 @@ def read_literal(source: str, var: str, grade_id: str = "?") -> Answer:
         if _STUB.search(source):
             ans.attempted = False
         return ans
-    found = False
+    found = stub_raise = False
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
                 and node.targets[0].id == var:
@@ -82,7 +82,7 @@ def read_literal(source: str, var: str, grade_id: str = "?") -> Answer:
                 ans.problem = f"{var} must be a literal (a string or dict written out), not computed"
             continue
         if isinstance(node, ast.Raise) and _STUB.search(ast.unparse(node)):
-            ans.attempted = False
+            stub_raise = True
             continue
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             names = ", ".join(a.name for a in node.names)
@@ -101,6 +101,10 @@ def read_literal(source: str, var: str, grade_id: str = "?") -> Answer:
             ans.flags.append(f"torch-instead-of-kernel: answer cell {what}; only the kernel source is graded")
         else:
             ans.flags.append(f"code-in-answer-cell: answer cell {what}; only {var} is graded")
+    # The stub's `raise` left in place: not attempted, unless the cell also assigns a non-empty literal (a quiz
+    # answered in the `QUIZ = {}` line the release gives, the stub below it forgotten: the answers are graded).
+    if stub_raise and not (found and ans.value):
+        ans.attempted = False
     if isinstance(ans.value, str) and _STUB.search(ans.value):
         ans.attempted = False
     if not found and ans.problem is None and ans.attempted:

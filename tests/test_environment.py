@@ -5,9 +5,13 @@ forgotten in the other shows up here, not on a student's machine.
 """
 from __future__ import annotations
 
+import os
+import random
 import re
 import tomllib
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -79,9 +83,30 @@ def test_makefile_pins_cpu_torch_before_editable_install():
     makefile = (ROOT / "Makefile").read_text()
     assert re.search(r"^TORCH_CPU \?= torch==2\.13\.0$", makefile, re.M), "the CPU pin is torch==2.13.0"
     recipe = [line.strip() for line in makefile.splitlines() if line.startswith("\t")]
-    cpu = next(i for i, line in enumerate(recipe) if 'pip install "$(TORCH_CPU)"' in line)
+    cpu = next(i for i, line in enumerate(recipe) if 'pip install' in line and '"$(TORCH_CPU)"' in line)
     editable = next(i for i, line in enumerate(recipe) if line.endswith("pip install -e ."))
     assert cpu < editable, "the CPU torch must be installed before `pip install -e .`, or pip pulls a CUDA torch"
+
+
+def test_torch_index_reaches_the_cpu_torch_install():
+    """TORCH_INDEX (README: a laptop takes PyTorch's CPU index) is the index of the torch install, and only of it;
+    left empty, pip's own configuration decides."""
+    import shutil
+    import subprocess
+
+    if not shutil.which("make"):
+        pytest.skip("no make")
+    url = f"https://example.invalid/whl/cpu{random.randint(0, 10**6)}"
+
+    def dry(*args):
+        r = subprocess.run(["make", "-n", "-B", "venv", *args], cwd=ROOT, capture_output=True, text=True,
+                           env={**os.environ, "PATH": "/usr/bin:/bin"})  # -n: nothing runs, nvidia-smi or not
+        return [line for line in r.stdout.splitlines() if "pip install" in line]
+
+    with_index = dry(f"TORCH_INDEX={url}")
+    assert any(f'--index-url "{url}"' in line and "torch==2.13.0" in line for line in with_index), with_index
+    assert sum(url in line for line in with_index) == 1, "only the torch install uses the index"
+    assert not any("--index-url" in line for line in dry()), "no index given: pip's own configuration"
 
 
 def test_self_test_names_a_version_the_record_did_not_use():

@@ -1,6 +1,7 @@
 """The grader against known-good and known-bad answers, and its rules (no GPU needed)."""
 
 import copy
+import random
 import tomllib
 
 import pytest
@@ -38,6 +39,18 @@ def test_answer_cell_is_read_as_data_and_other_code_is_flagged():
     computed = answers.read_literal('X = "a" + "b"\n', "X")
     assert computed.value is None and "literal" in computed.problem
     assert not answers.read_literal("# YOUR CODE HERE\nraise NotImplementedError()", "X").attempted
+
+
+def test_quiz_cell_as_released_and_answered_above_its_stub():
+    """The release gives `QUIZ = {}` above nbgrader's stub: left empty it is not attempted; answered in that line
+    with the stub forgotten below, the answers are graded (the cell fails in the notebook, the literal is data)."""
+    stub = "# YOUR CODE HERE\nraise NotImplementedError()"
+    blank = answers.read_literal("QUIZ = {}  # your answers\n" + stub, "QUIZ")
+    assert not blank.attempted
+    given = {f"q{i}": random.choice("abcd") for i in range(1, random.randint(2, 6))}
+    kept = answers.read_literal(f"QUIZ = {given!r}\n" + stub, "QUIZ")
+    assert kept.attempted and kept.value == given and not kept.flags
+    assert answers.read_literal(f"QUIZ = {given!r}\n", "QUIZ").value == given
 
 
 @pytest.mark.parametrize("code, flag", [

@@ -119,3 +119,64 @@ def test_a_capstone_stub_ships_but_its_solution_does_not(releases, tmp_path):
     assert hits and f"of {slug}/correct" in "\n".join(hits), (slug, base, hits)
     if base >= NEAR_COPY:  # the case the stub baseline exists for
         assert "the release's stub is" in hits[0]
+
+
+def _errors(nb) -> list[tuple[int, str, list[str]]]:
+    return [(i, o["ename"], o["traceback"]) for i, c in enumerate(nb.cells) for o in c.get("outputs", [])
+            if o.get("output_type") == "error"]
+
+
+def _execute(nb, cwd: Path, pythonpath: Path):
+    from nbclient import NotebookClient
+
+    env_before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(pythonpath)  # the kernel nbclient starts inherits it
+    try:
+        NotebookClient(nb, timeout=600, allow_errors=True, kernel_name="python3",
+                       resources={"metadata": {"path": str(cwd)}}).execute()
+    finally:
+        if env_before is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = env_before
+    return nb
+
+
+def test_a_blank_notebook_run_top_to_bottom_says_not_attempted_in_one_line_per_cell(releases):
+    """A student who runs a fresh notebook top to bottom (no GPU, nothing answered) sees one "not attempted" line
+    for the answer cell and each quiz question — no traceback, no NameError — and nothing else fails."""
+    import nbformat
+
+    week = random.choice(sorted(releases))
+    out = releases[week]
+    path = random.choice(sorted((out / week).glob("*.ipynb")))
+    nb = _execute(nbformat.read(str(path), as_version=4), path.parent, out)
+    errors = _errors(nb)
+    assert errors, f"{path.name}: a blank notebook must fail its quiz cells"
+    for i, ename, tb in errors:
+        assert len(tb) == 1 and tb[0].startswith("not attempted:"), (path.name, i, ename, tb[-3:])
+    assert {e for _, e, _ in errors} <= {"NotImplementedError", "NotAnswered"}, (path.name, errors)
+
+
+def test_only_the_stub_is_shortened(tmp_path):
+    """The one-line rendering is for nbgrader's stub and unanswered quiz questions only: a NotImplementedError raised
+    anywhere else keeps its traceback, and every one of them is still an error (nbgrader needs the cell to fail)."""
+    import nbformat
+
+    from autograder.spec import all_specs
+
+    slug = random.choice([s.slug for s in all_specs() if s.quiz])
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(src) for src in (
+        "import autograder",
+        "# YOUR CODE HERE\nraise NotImplementedError()",
+        "def helper():\n    raise NotImplementedError('a library gap')\nhelper()",
+        f"autograder.quiz({slug!r}, 'q1', {{}})",
+        f"autograder.quiz({slug!r}, 'q1', {{'q1': 'z'}})",
+    )])
+    nb = _execute(nb, tmp_path, ROOT)
+    errors = {i: (e, tb) for i, e, tb in _errors(nb)}
+    assert set(errors) == {1, 2, 3, 4}
+    assert errors[1][1] == [errors[1][1][0]] and errors[1][1][0].startswith("not attempted: this answer cell")
+    assert len(errors[2][1]) > 1 and any("a library gap" in line for line in errors[2][1])
+    assert errors[3][0] == "NotAnswered" and errors[3][1][0].startswith("not attempted: q1 is not answered")
+    assert errors[4][0] == "ValueError" and len(errors[4][1]) > 1  # a malformed answer: the full story
