@@ -254,6 +254,34 @@ def held_out_line(name: str, measured_: float, err: float, *, band: float, unit:
             f"({err:+.1%}){flag}")
 
 
+def fit_table(fit: dict, constants: dict | None = None, *, fit_rows=(), held_out=()) -> str:
+    """A model's fit as a table a reader can scan (every topic's notebook prints this, not the dicts): where it was
+    fitted (device, driver, date, source), each constant with its value, the rows it was fitted on and the rows held
+    out, and any named misses (`held_out_outside_band`: GPU -> row -> error)."""
+    lines = []
+    where = ", ".join(str(fit[k]) for k in ("device", "driver", "date") if fit.get(k))
+    if where:
+        lines.append(f"fitted on   {where}")
+    if fit.get("source"):
+        lines.append(f"source      {fit['source']}")
+    consts = dict(constants or {})
+    if consts:
+        width = max(len(k) for k in consts)
+        lines.append("constant".ljust(width) + "   value")
+        for k, v in consts.items():
+            shown = f"{v:,.4g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
+            lines.append(f"{k:<{width}}   {shown}")
+    for title, names in (("fit rows", fit_rows), ("held out", held_out)):
+        names = list(names)
+        if names:
+            lines.append(f"{title:<11} " + names[0])
+            lines += [" " * 12 + n for n in names[1:]]
+    for gpu, misses in (fit.get("held_out_outside_band") or {}).items():
+        for name, err in (misses or {}).items():
+            lines.append(f"named miss  {gpu}: {name} {err:+.1%}")
+    return "\n".join(lines)
+
+
 def plot_rows(rows: list[dict], ceilings: dict | None, title: str, bar: float | None = None):
     """The predicted-vs-measured plot every topic draws: bars measured, diamonds predicted (±15 % / ±20 %), the
     ceiling of the same run and the exercise's bar as lines."""

@@ -175,3 +175,22 @@ def test_check_evidence_reaches_the_record_and_extra(tmp_path, monkeypatch):
     assert got == {"failures": ["kernel y wrong"], "evidence": seen}
     doc = json.loads((tmp_path / "tma" / "recorded_h100.json").read_text())
     assert doc["checks"] == seen and doc["n_checked"] == 1
+
+
+def test_fit_table_shows_every_constant_row_and_named_miss():
+    import random
+
+    from kernels.topic import fit_table
+
+    consts = {f"C{i}": random.uniform(0.1, 5000.0) for i in range(random.randint(1, 6))}
+    rows = [f"row {i}" for i in range(random.randint(1, 5))]
+    held = [f"held {i}" for i in range(random.randint(1, 5))]
+    fit = {"device": "NVIDIA H100 80GB HBM3", "driver": "580.159.04", "date": "2026-11-25", "source": "rec.json",
+           "held_out_outside_band": {"h100": {held[0]: 0.137}}}
+    text = fit_table(fit, consts, fit_rows=rows, held_out=held)
+    assert "NVIDIA H100 80GB HBM3, 580.159.04, 2026-11-25" in text and "rec.json" in text
+    for k, v in consts.items():
+        assert any(line.startswith(k) and f"{v:,.4g}" in line for line in text.splitlines()), k
+    for n in rows + held:
+        assert sum(line.rstrip().endswith(n) for line in text.splitlines()) >= 1, n
+    assert f"h100: {held[0]} +13.7%" in text and "{" not in text
