@@ -177,6 +177,129 @@ def release_stubs() -> dict[str, list[list[str]]]:
     return out
 
 
+def cuda_functions(src: str) -> dict[str, list[str]]:
+    """Every function body of a CUDA source — `__global__` and `__device__` alike, templates included — as tokens
+    (cuda_tokens), keyed "name" (a second definition of a name gets "name#2")."""
+    import re
+
+    text = re.sub(r"//[^\n]*|/\*.*?\*/", "", src, flags=re.S)
+    out: dict[str, list[str]] = {}
+    for m in re.finditer(r"__(global|device)__", text):
+        brace, semi = text.find("{", m.end()), text.find(";", m.end())
+        if brace < 0 or 0 <= semi < brace:  # a declaration, a __device__ variable
+            continue
+        head = re.sub(r"__launch_bounds__\s*\([^)]*\)", "", text[m.end():brace])
+        names = re.findall(r"(\w+)\s*\(", head)
+        if not names:
+            continue
+        depth = 0
+        for j in range(brace, len(text)):
+            depth += {"{": 1, "}": -1}.get(text[j], 0)
+            if depth == 0:
+                break
+        key, k = names[0], 2
+        while key in out:
+            key, k = f"{names[0]}#{k}", k + 1
+        out[key] = cuda_tokens(text[brace:j + 1])
+    return out
+
+
+TAUGHT_MIN = 40  # tokens: a run of an answer the stub does not give, shorter than this, is not an exercise's work
+TRANSCRIBE = 0.80  # share of such a run found in one shipped function (blocks of >= BLOCK tokens) that is a copy
+BLOCK = 8
+WINDOW = 10  # lines: a window of shipped source whose lines are (nearly) all an answer's own lines is a copy
+WINDOW_HITS = 8
+
+
+def taught_runs(answer_src: str, stub_src: str) -> list[list[str]]:
+    """The token runs of an answer its release stub does not hand out (what the student must write): the answer's
+    spans that differ from the stub, at least TAUGHT_MIN tokens long."""
+    import difflib
+
+    a, b = cuda_tokens(stub_src), cuda_tokens(answer_src)
+    ops = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+    return [b[j1:j2] for tag, _, _, j1, j2 in ops if tag in ("replace", "insert") and j2 - j1 >= TAUGHT_MIN]
+
+
+def contained(run: list[str], tokens: list[str]) -> float:
+    """The share of `run` found in `tokens` in order, counting only matching blocks of >= BLOCK tokens."""
+    import difflib
+
+    blocks = difflib.SequenceMatcher(None, run, tokens, autojunk=False).get_matching_blocks()
+    return sum(b.size for b in blocks if b.size >= BLOCK) / max(len(run), 1)
+
+
+def _lines(src: str) -> list[str]:
+    """Each line as its normalised tokens (renaming and comments do not matter), short lines dropped."""
+    return [" ".join(t) for t in (cuda_tokens(line) for line in src.splitlines()) if len(t) >= 4]
+
+
+def release_stub_sources() -> dict[str, str]:
+    """Each topic's release answer cell, untouched (known answer "stub"): slug -> its CUDA source."""
+    import ast
+
+    out: dict[str, str] = {}
+    for stub in (ROOT / "autograder" / "submissions").glob("*/stub.py"):
+        for node in ast.walk(ast.parse(stub.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and "__global__" in node.value:
+                out[stub.parent.name] = out.get(stub.parent.name, "") + node.value
+    return out
+
+
+def transcription_problems(sources: dict[str, str], answers: dict[str, str] | None = None,
+                           stubs: dict[str, str] | None = None) -> list[str]:
+    """Where shipped CUDA hands a student an exercise's own work: every function body of every shipped source against
+    every run an answer (course solution or known answer with full correctness) adds to its stub
+    (contained >= TRANSCRIBE), and every WINDOW-line window of shipped source with WINDOW_HITS of its lines among an
+    answer's own lines (lines the stub does not have)."""
+    answers = known_good_sources() if answers is None else answers
+    stubs = release_stub_sources() if stubs is None else stubs
+    problems: list[str] = []
+    shipped = {where: (cuda_functions(src), _lines(src)) for where, src in sources.items()}
+    # lines every student has anyway: any release stub's, and the course's own headers (the wrappers)
+    given = {line for src in stubs.values() for line in _lines(src)}
+    given |= {line for h in (ROOT / "kernels" / "include").glob("*.cuh") for line in _lines(h.read_text())}
+    for aname, asrc in sorted(answers.items()):
+        stub = stubs.get(aname.split("/")[0], "")
+        runs = taught_runs(asrc, stub)
+        own = set(_lines(asrc)) - given
+        for where, (funcs, lines) in shipped.items():
+            if where.startswith("kernels/include/"):
+                lines = []  # the wrappers: every answer calls them (their bodies are still compared above)
+            best = max(((contained(run, toks), fname) for run in runs for fname, toks in funcs.items()
+                        if len(toks) >= BLOCK), default=(0.0, ""))
+            if best[0] >= TRANSCRIBE:
+                problems.append(f"{where}: function {best[1]} holds {best[0]:.0%} of what {aname} adds to its stub")
+                continue
+            for i in range(max(len(lines) - WINDOW + 1, 0)):
+                hits = sum(line in own for line in lines[i:i + WINDOW])
+                if hits >= WINDOW_HITS:
+                    problems.append(f"{where}: a {WINDOW}-line window ({hits} of its lines) is {aname}'s own code")
+                    break
+    return problems
+
+
+def known_good_sources() -> dict[str, str]:
+    """The answers a student could be handed by shipped code: each exercise's course solution and every known answer
+    expected to earn full correctness and full path points ('<slug>/<answer>' -> source)."""
+    import tomllib
+
+    from kernels.spec import all_specs
+
+    good = {}
+    hide = answers_to_hide()
+    for spec in all_specs():
+        path = ROOT / "autograder" / "submissions" / spec.slug / "expected.toml"
+        expected = tomllib.loads(path.read_text()) if path.exists() else {}
+        full_path = {ex.parts["path"].points for ex in spec.exercises.values()}
+        for name, src in hide.items():
+            slug, answer = name.split("/", 1)
+            if slug == spec.slug and (answer in ("solution", "correct")
+                                      or expected.get(answer, {}).get("path") in full_path):
+                good[name] = src
+    return good
+
+
 def answers_to_hide() -> dict[str, str]:
     """Every CUDA source a release must not carry a near-copy of: each exercise's course solution and every known
     answer graded full correctness points ('<slug>/<answer>' -> source)."""
