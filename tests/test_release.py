@@ -8,6 +8,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from conftest import run_notebook
+
 from autograder.release import ROOT, nbgrader, weeks
 
 SOLUTIONS = sorted((ROOT / "solutions").glob("week*/*.ipynb"))
@@ -54,7 +56,6 @@ def test_solution_notebook_runs_top_to_bottom_in_cpu_mode(path, student_releases
     """The student's notebook, run where a student runs it — inside the student release, which lacks every
     instructor-only file — with each answer cell holding the course solution: every cell runs in CPU mode. (A cell
     that reads a file the release leaves out fails here, as it would for the student.)"""
-    from nbclient import NotebookClient
 
     week = path.parent.name
     out = student_releases[week]
@@ -68,16 +69,7 @@ def test_solution_notebook_runs_top_to_bottom_in_cpu_mode(path, student_releases
             c.source = solutions[gid]
             answered += 1
     assert answered == len(solutions), f"{path.name}: {len(solutions) - answered} answer cell(s) not in the release"
-    env_before = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = str(out)  # the release alone: not the course repository
-    try:
-        NotebookClient(nb, timeout=600, kernel_name="python3",
-                       resources={"metadata": {"path": str(out / week)}}).execute()
-    finally:
-        if env_before is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = env_before
+    run_notebook(nb, out / week, out)  # the release alone: not the course repository
     text = "\n".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "CPU mode" in text or "sm_90" in text
 

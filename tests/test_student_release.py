@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_notebook
 
 from autograder.release import (INSTRUCTOR_ONLY, ROOT, answers_to_hide, release_problems, student_release, weeks)
 
@@ -126,22 +127,6 @@ def _errors(nb) -> list[tuple[int, str, list[str]]]:
             if o.get("output_type") == "error"]
 
 
-def _execute(nb, cwd: Path, pythonpath: Path):
-    from nbclient import NotebookClient
-
-    env_before = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = str(pythonpath)  # the kernel nbclient starts inherits it
-    try:
-        NotebookClient(nb, timeout=600, allow_errors=True, kernel_name="python3",
-                       resources={"metadata": {"path": str(cwd)}}).execute()
-    finally:
-        if env_before is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = env_before
-    return nb
-
-
 def test_a_blank_notebook_run_top_to_bottom_says_not_attempted_in_one_line_per_cell(releases):
     """A student who runs a fresh notebook top to bottom (no GPU, nothing answered) sees one "not attempted" line
     for the answer cell and each quiz question — no traceback, no NameError — and nothing else fails."""
@@ -150,7 +135,7 @@ def test_a_blank_notebook_run_top_to_bottom_says_not_attempted_in_one_line_per_c
     week = random.choice(sorted(releases))
     out = releases[week]
     path = random.choice(sorted((out / week).glob("*.ipynb")))
-    nb = _execute(nbformat.read(str(path), as_version=4), path.parent, out)
+    nb = run_notebook(nbformat.read(str(path), as_version=4), path.parent, out, allow_errors=True)
     errors = _errors(nb)
     assert errors, f"{path.name}: a blank notebook must fail its quiz cells"
     for i, ename, tb in errors:
@@ -173,7 +158,7 @@ def test_only_the_stub_is_shortened(tmp_path):
         f"autograder.quiz({slug!r}, 'q1', {{}})",
         f"autograder.quiz({slug!r}, 'q1', {{'q1': 'z'}})",
     )])
-    nb = _execute(nb, tmp_path, ROOT)
+    nb = run_notebook(nb, tmp_path, ROOT, allow_errors=True)
     errors = {i: (e, tb) for i, e, tb in _errors(nb)}
     assert set(errors) == {1, 2, 3, 4}
     assert errors[1][1] == [errors[1][1][0]] and errors[1][1][0].startswith("not attempted: this answer cell")
