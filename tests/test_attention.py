@@ -273,3 +273,143 @@ def test_one_input_generator_and_the_data_effect_lesson():
     eff = bench.data_effect_summary(rows)
     assert eff["attn_fwd d128 s3"]["sm_mhz"] == {"exercise": 1700.0, "normal": 1500.0}
     assert "1700 MHz" in bench.data_effect_line({**rec, "rows": rows})
+
+
+# ------------------------------------------------------------------------------- S's accumulator = P's A fragment
+def _ptx_accumulator_thread(row: int, col: int) -> int:
+    """The PTX ISA's m64nNk16 D fragment read backwards: warp row // 16, lane 4 (row % 8) + (col % 8) / 2."""
+    return 32 * (row // 16) + 4 * (row % 8) + (col % 8) // 2
+
+
+def test_s_accumulator_is_p_a_fragment_element_for_element():
+    import random
+
+    from kernels.attention import pictures
+
+    rng = random.Random()
+    seed = rng.randrange(1 << 30)
+    rng.seed(seed)
+    for n in (64, 128):
+        acc = pictures.accumulator_layout(n)
+        assert set(acc) == {(r, c) for r in range(64) for c in range(n)}            # every element ...
+        assert len(set(acc.values())) == 64 * n                                     # ... once
+        assert all(0 <= i < n // 2 for _, i in acc.values())
+        for k in rng.sample(range(n // 16), min(3, n // 16)):
+            frag = pictures.a_fragment_layout(k)
+            assert set(frag) == {(r, c) for r in range(64) for c in range(16 * k, 16 * k + 16)}, (seed, k)
+            assert len(set(frag.values())) == 64 * 16
+            assert pictures.layout_mismatches(k, n) == [], (seed, n, k)
+            for _ in range(40):  # random warps, rows, columns: both maps against the ISA's formula
+                w, r, c = rng.randrange(4), rng.randrange(16), rng.randrange(16 * k, 16 * k + 16)
+                row = 16 * w + r
+                t, q, h = frag[(row, c)]
+                assert t == acc[(row, c)][0] == _ptx_accumulator_thread(row, c), (seed, row, c)
+                assert acc[(row, c)][1] == 4 * (c // 8) + 2 * (r // 8) + c % 2 == 8 * k + 2 * q + h, (seed, row, c)
+    with pytest.raises(ValueError):
+        pictures.layout_mismatches(4, 64)  # k-step 4 is past a 64-key accumulator
+
+
+def test_kernel_packing_is_read_from_the_cu_and_a_wrong_one_is_caught():
+    from kernels.attention import pictures
+    from kernels.attention.launch import source
+
+    assert pictures.kernel_packing() == {q: (2 * q, 2 * q + 1) for q in range(4)}
+    assert pictures.kernel_packing(source("        // ---- O += P V", "        wgmma_fence();")) == \
+        pictures.kernel_packing()
+    with pytest.raises(ValueError, match="pack_bf16"):
+        pictures.kernel_packing("unsigned pa[8][4];")
+    swapped = {0: (0, 1), 1: (4, 5), 2: (2, 3), 3: (6, 7)}  # a[1] and a[2] exchanged: row+8 <-> col+8
+    bad = pictures.layout_mismatches(1, 128, swapped)
+    assert len(bad) == 64 * 16 // 2 and all(need[0] == held[0] for _, need, held in bad)  # same thread, wrong register
+    lo_hi = {0: (1, 0), 1: (2, 3), 2: (4, 5), 3: (6, 7)}   # halves of a[0] exchanged
+    assert len(pictures.layout_mismatches(0, 128, lo_hi)) == 128 * 2  # both halves of a[0], every thread
+
+
+def test_fragment_picture_renders_with_its_titles():
+    import io
+
+    from kernels.attention import pictures
+
+    fig = pictures.plot_s_to_p_fragment(warp=2, cols=32)
+    fig.savefig(io.BytesIO(), format="png", dpi=40)
+    top, bottom = fig.axes
+    assert "S accumulator" in top.get_title() and "QKᵀ" in top.get_title()
+    assert "A fragment" in bottom.get_title() and "PV" in bottom.get_title()
+    assert "2048 of 2048" in fig._suptitle.get_text()
+    texts = [t.get_text() for t in top.texts]
+    assert len(texts) == len(bottom.texts) == 16 * 32
+    acc = pictures.accumulator_layout(128)
+    assert texts[0] == "T{}\nd{}".format(*acc[(32, 0)]) and "T64\na0.lo\n=d0" == bottom.texts[0].get_text()
+    assert [t.get_text() for t in top.get_yticklabels()][0] == "32"  # warp 2's first row
+    swapped = {0: (0, 1), 1: (4, 5), 2: (2, 3), 3: (6, 7)}
+    fig = pictures.plot_s_to_p_fragment(warp=0, cols=16, packing=swapped)
+    fig.savefig(io.BytesIO(), format="png", dpi=40)
+    assert "512 of 1024" in fig._suptitle.get_text()
+    with pytest.raises(ValueError):
+        pictures.plot_s_to_p_fragment(cols=20)
+
+
+# ----------------------------------------------------------------- what the model assumes about the two warpgroups
+def test_consumer_sass_is_one_serial_chain_and_nothing_orders_the_warpgroups():
+    """The model's P_c = max(2 t_mma, t_mma + t_sm) assumes the two consumer warpgroups interleave; the kernel has one
+    block-wide barrier (after the mbarrier init) and, per warpgroup and tile, QK^T -> wait -> softmax -> PV -> wait."""
+    from kernels.attention.launch import cubin
+
+    ops = opcodes(cubin(), "attn_fwd_d128_s2")
+    bars = [i for i, o in enumerate(ops) if o.startswith("BAR.")]
+    hg = [i for i, o in enumerate(ops) if o.startswith("HGMMA")]
+    assert len(bars) == 1 and bars[0] < hg[0]  # __syncthreads before any math; no named barrier between warpgroups
+    chain = []
+    for o in ops[hg[0]:]:
+        kind = o.split(".")[0] if o.split(".")[0] in ("HGMMA", "MUFU") else o
+        if kind in ("HGMMA", "MUFU", "WARPGROUP.DEPBAR.LE", "WARPGROUP.ARRIVE") and (not chain or chain[-1] != kind):
+            chain.append(kind)
+    assert chain[:6] == ["HGMMA", "WARPGROUP.DEPBAR.LE", "MUFU", "WARPGROUP.ARRIVE", "HGMMA", "WARPGROUP.DEPBAR.LE"]
+
+
+def test_model_says_what_it_assumes_and_gives_both_schedules():
+    doc = model.__doc__
+    assert "for free" not in doc and "ASSUMES" in doc and "named barriers" in doc
+    for d in (64, 128):
+        pt, sch = model.per_tile(d, 1), model.schedules(d)
+        assert sch["interleaved"] == pytest.approx(max(2 * pt["t_mma"], pt["t_mma"] + pt["t_softmax"]))
+        assert sch["interleaved"] == pytest.approx(pt["compute_period"])
+        assert sch["lockstep"] == pytest.approx(2 * pt["t_mma"] + pt["t_softmax"]) and sch["lockstep"] > sch["interleaved"]
+
+
+# ------------------------------------------------------------------------------------- the notebook's fit table
+NOTEBOOK = ROOT / "solutions" / "week2" / "day5_attention.ipynb"
+
+
+def _code_cells(path):
+    import ast
+
+    cells = json.loads(path.read_text())["cells"]
+    for c in cells:
+        if c["cell_type"] == "code":
+            text = "".join(c["source"])
+            yield text, ast.parse("\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith(("%", "!"))))
+
+
+def test_notebook_prints_the_fit_through_fit_table():
+    cells = list(_code_cells(NOTEBOOK))  # no raw print of the fit: tests/test_prose.py, every week-2 notebook
+    assert sum("kernels.topic.fit_table(model.FIT" in s for s, _ in cells) == 1
+    assert any("pictures.plot_s_to_p_fragment(" in s for s, _ in cells)
+    from kernels.topic import fit_table
+
+    text = fit_table(model.FIT, {k: getattr(model, k) for k in model.CONSTANTS}, fit_rows=model.FIT_ROWS,
+                     held_out=model.HELD_OUT)
+    assert model.FIT["device"] in text and all(k in text for k in model.CONSTANTS + model.FIT_ROWS + model.HELD_OUT)
+    for tag, misses in model.FIT["held_out_outside_band"].items():
+        for name, err in misses.items():
+            assert err == model.FIT["held_out"][tag][name] and abs(err) > model.HELD_OUT_BAND
+            assert f"named miss  {tag}: {name} {err:+.1%}" in text
+
+
+def test_notebook_sentences_about_ping_pong_match_the_kernel():
+    md = re.sub(r"\s+", " ", " ".join("".join(c["source"]) for c in json.loads(NOTEBOOK.read_text())["cells"]
+                                         if c["cell_type"] == "markdown"))
+    assert "for free" not in md
+    for m in re.finditer(r"ping-pong", md):  # every mention says the kernel does not do it
+        around = md[max(0, m.start() - 400): m.end() + 200]
+        assert "named barriers" in around and ("does not" in around or "nothing orders" in around), around

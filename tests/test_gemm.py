@@ -565,3 +565,288 @@ def test_known_answers_grade_as_expected_on_cpu():
     by = {r.answer.name: r for r in results}
     assert by["stub"].grade.exercises["gemm_mainloop"].status == "not_attempted"
     assert any("torch-instead-of-kernel" in f for f in by["torch_matmul"].grade.exercises["gemm_mainloop"].flags)
+
+
+# ------------------------------------------------------------------------------------------------ pictures (day 4)
+def _png(fig) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    assert buf.getvalue()[:8] == b"\x89PNG\r\n\x1a\n"
+    return buf.getvalue()
+
+
+def test_descriptor_mirror_is_the_header_encoding():
+    """pictures.desc_sw128 / desc_advance mirror wgmma.cuh: the bit positions the header's comment gives (PTX ISA
+    "Matrix Descriptor Format"), the header's own encoding lines, and the cases its comments state by hand."""
+    from kernels.gemm import pictures as P
+
+    text = (COURSE_INCLUDE / "wgmma.cuh").read_text()
+    assert P.header_fields(text) == P.DESC_FIELDS  # bits 0..13, 16..29, 32..45, 49..51, 62..63
+    for line in ("(smem_byte_addr & 0x3FFFFu) >> 4", "static_cast<unsigned long long>(1) << 16",
+                 "(1024 >> 4) << 32", "static_cast<unsigned long long>(1) << 62",
+                 "return desc + static_cast<unsigned long long>(bytes >> 4);"):
+        assert line in text, line
+    # hand-checked from the header's comments: base 0 -> only the constant fields; SBO 1024 B = 8 rows x 128 B;
+    # layout 1 = 128B swizzle; a k16 step is +32 bytes = desc + 2 in the low field
+    assert P.desc_sw128(0) == 0x4000_0040_0001_0000
+    d = P.desc_sw128(0x4400)
+    assert d == 0x4000_0040_0001_0440
+    f = P.desc_decode(d)
+    assert (f["start"], f["lbo"], f["sbo"], f["base"], f["layout"]) == (0x440, 1, 64, 0, 1)
+    assert f["sbo_bytes"] == 8 * 128 == 1024 and f["mode"] == "128B swizzle"
+    assert [P.desc_advance(d, 32 * kk) - d for kk in range(4)] == [0, 2, 4, 6]
+    # consumer c's 64 rows of A start 64 x 128 = 8 KiB into the box (gemm_persistent.cu): start field + 0x200
+    assert P.desc_decode(P.desc_sw128(0x4400 + 64 * 128))["start"] - f["start"] == 0x200
+    assert P.desc_sw128(P.EXAMPLE_ADDR) % 2 ** 14 == P.EXAMPLE_ADDR >> 4 and P.EXAMPLE_ADDR % 1024 == 0
+
+
+def test_descriptor_fields_round_trip_on_random_addresses():
+    import random
+
+    from kernels.gemm import pictures as P
+
+    rng = random.Random()
+    for _ in range(200):
+        addr = rng.randrange(0, 227 * 1024, 1024)  # a tile base: 1024-aligned, inside one block's shared memory
+        d = P.desc_sw128(addr)
+        f = P.desc_decode(d)
+        assert f["start"] == addr >> 4 and f["start_bytes"] == addr
+        assert (f["lbo"], f["sbo"], f["base"], f["layout"]) == (1, 1024 >> 4, 0, 1)
+        assert P.desc_encode(f["start"], f["lbo"], f["sbo"], f["base"], f["layout"]) == d
+        assert d == ((addr & 0x3FFFF) >> 4) | (1 << 16) | (64 << 32) | (1 << 62)  # the C, spelled out again
+        assert _desc_fields(addr) == {k: f[k] for k in ("start", "lbo", "sbo", "base", "layout")}
+        for kk in range(4):
+            g = P.desc_decode(P.desc_advance(d, 32 * kk))
+            assert g["start"] == (addr >> 4) + 2 * kk and g["start_bytes"] == addr + 32 * kk
+            assert {k: g[k] for k in ("lbo", "sbo", "base", "layout")} == {k: f[k] for k in ("lbo", "sbo", "base",
+                                                                                            "layout")}
+        a16 = rng.randrange(0, 1 << 18, 16)  # any 16-byte address of the 18 bits the C keeps
+        assert P.desc_decode(P.desc_sw128(a16))["start"] << 4 == a16
+    with pytest.raises(ValueError):
+        P.desc_encode(1 << 14, 1, 64)
+
+
+def test_k16_cells_are_the_swizzle_of_the_descriptor_steps():
+    """The cells a k16 step reads (start address from the advanced descriptor, through swizzle_offset) are day 1's
+    swz_chunk of the step's two logical chunks, and chunk_layout labels them with those chunks."""
+    import random
+
+    from kernels.gemm import pictures as P
+    from kernels.swizzle.model import chunk_layout, swz_chunk
+
+    lay = chunk_layout("128B", 64)
+    addr = random.randrange(0, 200 * 1024, 1024)
+    for kk in range(4):
+        cells = P.k16_cells(addr, kk, rows=64)
+        assert sorted(cells) == sorted((r, swz_chunk(r, 2 * kk + j, "128B")) for r in range(64) for j in (0, 1))
+        assert all(lay[r][p] in (2 * kk, 2 * kk + 1) for r, p in cells)
+        assert all(min(p for rr, p in cells if rr == r) % 2 == 0 for r in range(64))  # an aligned 32-byte pair
+    assert [p for r, p in P.k16_cells(addr, 1)][:4] == [2, 3, 3, 2]  # row 0 unswizzled, row 1 chunk ^ 1
+
+
+def test_sw128_tile_picture():
+    import random
+
+    from matplotlib.image import AxesImage
+
+    from kernels.gemm import pictures as P
+    from kernels.swizzle.model import chunk_layout
+
+    addr = random.randrange(0, 100 * 1024, 1024)
+    fig = P.plot_sw128_tile(addr)
+    _png(fig)
+    atom_ax, tile_ax, text_ax = fig.axes
+    assert atom_ax.images[0].get_array().tolist() == chunk_layout("128B", 8)
+    assert tile_ax.images[0].get_array().tolist() == chunk_layout("128B", 64)
+    labels = [[t.get_text() for t in atom_ax.texts if t.get_position() == (p, r)] for r in range(8) for p in range(8)]
+    assert [lab[0] for lab in labels] == [str(c) for row in chunk_layout("128B", 8) for c in row]
+    texts = " ".join(t.get_text() for ax in fig.axes for t in ax.texts)
+    d = P.desc_sw128(addr)
+    assert f"0x{d:016x}" in texts and f"0x{P.desc_advance(d, 96):016x}" in texts
+    assert all(f"k16 #{kk}: start+{32 * kk} B" in texts for kk in range(4))
+    assert sum(1 for ax in fig.axes for t in ax.texts if t.get_text().startswith("atom ")) == 8
+    outlined = [p for p in atom_ax.patches if not p.get_fill()]
+    assert sorted((round(p.get_y() + 0.5), round(p.get_x() + 0.5)) for p in outlined) == sorted(P.k16_cells(addr, 1))
+    with pytest.raises(ValueError):
+        P.plot_sw128_tile(addr + 512)
+
+
+def test_drain_timeline_is_the_model():
+    """The timeline's durations are the model's (ktile_times = the W and B predict_config uses), and its schedule
+    is the model's per-k-tile time: rung 3 W + B (the drain), rung 4 and the exercise W (the tensor core), the same
+    for wait<1> and wait<0> while a hand-over is shorter than the other consumer's group."""
+    from kernels.gemm import pictures as P
+    from kernels.gemm.launch import CONFIG
+
+    shape = workload.BENCH_SHAPE
+    cfgs = model.configs_for(shape)
+    ktiles = shape[2] // model.BK
+    c = model.CONSTANTS
+    t3, t4 = (model.ktile_times(CONFIG[v]["tile"]) for v in ("pipelined", "persistent"))
+    # predict_config builds its times from the same terms (rung 3: drain-bound rounds; rung 4: tensor-bound tiles)
+    per_sm3 = -(-(shape[0] // 128) * (shape[1] // 128) // model.SMS)
+    assert model.predict_config(cfgs["pipelined"]).ms == pytest.approx(
+        (per_sm3 * (ktiles * (t3["W"] + t3["B"]) + c["EPILOGUE_NS"]) + c["START_NS"]) * 1e-6)
+    per_cta4 = -(-(shape[0] // 128) * (shape[1] // 256) // model.SMS)
+    assert model.predict_config(cfgs["persistent"]).ms == pytest.approx(
+        (per_cta4 * (ktiles * t4["W"] + c["EPILOGUE_NS"]) + c["START_NS"]) * 1e-6)
+    tl = P.drain_timeline()
+    assert tl["rung 3"]["period_ns"] == pytest.approx(t3["W"] + t3["B"])
+    assert tl["rung 3"]["busy"] == pytest.approx(t3["W"] / (t3["W"] + t3["B"]))
+    for name in ("rung 4", "exercise"):
+        assert tl[name]["period_ns"] == pytest.approx(t4["W"]) and tl[name]["busy"] == pytest.approx(1.0)
+    assert all(v["load_hidden"] for v in tl.values())
+    s4, se = tl["rung 4"]["schedule"], tl["exercise"]["schedule"]
+    assert [g[:2] for g in s4["groups"]] == [g[:2] for g in se["groups"]]  # the same order on the tensor core
+    assert [t for g in s4["groups"] for t in g[3:]] == pytest.approx([t for g in se["groups"] for t in g[3:]])
+    assert {k: s4["released"][k] for k in s4["released"]} == pytest.approx({k: se["released"][k] for k in
+                                                                           s4["released"]})
+    assert t4["B"] < 0.5 * t4["W"] / 2  # the notebook: a hand-over is "far shorter" than the other's group
+    # the waits as the kernels write them: rung 3 frees stage k when its group retires, rung 4 after issuing k + 1
+    s3 = tl["rung 3"]["schedule"]
+    assert s3["released"] == pytest.approx({k: k * (t3["W"] + t3["B"]) + t3["W"] for k in range(4)})
+    assert all(b > a for c_, k, a, b in s4["waits"] if k >= 1)  # wait<1>: blocked on the previous group
+    assert max(s4["released"]) == 2 and max(se["released"]) == 3  # wait<1> holds the last stage to the end
+
+
+def test_consumer_schedule_with_random_durations():
+    """Per k-tile, with g a consumer's group and B its hand-over: one consumer with wait<0> g + B; two consumers
+    with wait<0> max(2 g, g + B), with wait<1> max(2 g, B)."""
+    import random
+
+    from kernels.gemm import pictures as P
+
+    rng = random.Random()
+    for _ in range(20):
+        g, b = rng.uniform(100, 800), rng.uniform(0, 1500)
+
+        def period(consumers, wait, n=14):
+            s = P.consumer_schedule(consumers, g, b, wait, n)
+            last = {}
+            for c, k, issue, start, end in s["groups"]:
+                last[k] = max(last.get(k, 0.0), end)
+                assert start >= issue and end == pytest.approx(start + g)
+            starts = sorted(st for *_, st, _ in s["groups"])
+            ends = sorted(e for *_, e in s["groups"])
+            assert all(a >= e - 1e-9 for a, e in zip(starts[1:], ends))  # one group at a time on the tensor core
+            return (last[n - 1] - last[n // 2]) / (n - 1 - n // 2)
+
+        assert period(1, 0) == pytest.approx(g + b)
+        assert period(2, 0) == pytest.approx(max(2 * g, g + b))
+        assert period(2, 1) == pytest.approx(max(2 * g, b))
+
+
+def test_drain_timeline_picture():
+    import random
+
+    from matplotlib.patches import Rectangle
+
+    from kernels.gemm import pictures as P
+
+    peak, bubble = random.uniform(600, 1000), random.uniform(20, 300)
+    fig = P.plot_drain_timeline(PEAK_TFLOPS=peak, BUBBLE_NS=bubble)
+    _png(fig)
+    ax = fig.axes[0]
+    tl = P.drain_timeline(PEAK_TFLOPS=peak, BUBBLE_NS=bubble)
+    bars = [p for p in ax.patches if isinstance(p, Rectangle) and tuple(p.get_edgecolor()) == (0.0, 0.0, 0.0, 1.0)]
+    assert len(bars) == sum(len(v["schedule"]["groups"]) for v in tl.values())
+    widths = sorted(round(b.get_width(), 6) for b in bars)
+    assert widths[0] == pytest.approx(tl["rung 4"]["group_ns"]) and widths[-1] == pytest.approx(tl["rung 3"]["W"])
+    ticks = [t.get_text() for t in ax.get_yticklabels()]
+    assert ticks[:2] == ["rung 3: tensor core", "rung 3: consumer WG1"] and "rung 4: consumer WG2" in ticks
+    texts = " ".join(t.get_text() for t in ax.texts)
+    assert "wait<0>" in texts and "wait<1>" in texts and "stage of k0 free" in texts
+    caption = fig._supxlabel.get_text().replace("\n", " ")
+    assert f"PEAK_TFLOPS {peak:g}" in caption and f"BUBBLE_NS {bubble:g}" in caption and "LATENCY_NS" in caption
+    assert f"{tl['rung 3']['W']:.0f} ns per (128, 128)" in caption
+
+
+def _cublas_row(rec):
+    from kernels.gemm import bench
+
+    return bench._tf(rec["rows"], "cublas")
+
+
+@pytest.mark.parametrize("tag", sorted(RECORDS))
+def test_printed_cublas_ratios_use_the_same_runs_row(tag):
+    """Every ratio to cuBLAS the notebook prints from a record divides by the cuBLAS row of the same run and prints
+    that row's figure beside it (not the N(0, 1) ceiling under a row of another value); the ceiling is printed as
+    the ceiling."""
+    from kernels.gemm import bench
+    from kernels.gemm import pictures as P
+
+    rec = _record(tag)
+    row, ceil = _cublas_row(rec), rec["ceilings"]["cublas_bf16_tflops"]
+    name, best = bench.best_cuda(rec["rows"])
+    goal = bench.goal_line(rec)
+    m = re.search(r"(\d+\.\d) TFLOPS = (\d\.\d{3}) x cuBLAS on the same inputs \((\d+\.\d)\)", goal)
+    assert m and float(m[3]) == round(row, 1) and float(m[2]) == round(best / row, 3) and float(m[1]) == round(best, 1)
+    note = P.cublas_note(rec)
+    m = re.search(r"cuBLAS ceiling of the same run \((\d+\.\d) TFLOPS.*cuBLAS row at 8192x8192x8192 \((\d+\.\d), "
+                  r".*: (\S+) (\d+\.\d) = (\d\.\d{3}) x that row \((\d\.\d{3}) x the ceiling\)", note)
+    assert m and float(m[1]) == round(ceil, 1) and float(m[2]) == round(row, 1) and m[3] == name
+    assert float(m[5]) == round(best / row, 3) and float(m[6]) == round(best / ceil, 3) and rec["device"] in note
+    line = P.challenge_line(rec)
+    m = re.search(r"(\d+\.\d) TFLOPS = (\d\.\d\d) x cuBLAS of the same run \((\d+\.\d), its row", line)
+    w = bench._tf(rec["rows"], "wgmma")
+    assert m and float(m[1]) == round(w, 1) and float(m[3]) == round(row, 1) and float(m[2]) == round(w / row, 2)
+    # the old slip: a ratio to the ceiling printed as "x cuBLAS" beside the row's figure
+    for text in (goal, note, line):
+        for ratio, fig in re.findall(r"(\d\.\d+) x cuBLAS[^(]*\((\d+\.\d)", text):
+            num = float(re.search(r"(\d+\.\d) TFLOPS = " + re.escape(ratio), text)[1])
+            digits = len(ratio.split(".")[1])
+            assert float(fig) == round(row, 1) and float(ratio) == pytest.approx(num / row, abs=0.51 * 10 ** -digits)
+
+
+def _notebook_text() -> str:
+    nb = json.loads((ROOT / "solutions" / "week2" / "day4_gemm.ipynb").read_text())
+    return "\n".join("".join(c["source"]) for c in nb["cells"])
+
+
+@pytest.mark.parametrize("tag", sorted(RECORDS))
+def test_notebook_statements_hold_on_every_record(tag):
+    """What day 4's prose says about the records, checked on each: rung 2 "stops well short of cuBLAS" (below
+    pictures.WELL_SHORT of the same run's cuBLAS row); the exercise's wait<0> kernel ran faster than rung 4 and
+    rung 5 (wait<1>) and than rung 4's lesson row, by "a few percent" (< 10 %); rung 4 beats rung 3; the model
+    predicts rung 4 and the exercise alike."""
+    from kernels.gemm import pictures as P
+
+    rec = _record(tag)
+    f = P.first_tensor_core_fraction(rec)
+    assert f["fraction"] < P.WELL_SHORT and f["cublas"] == _cublas_row(rec)
+    w = P.wait_rows(rec)
+    assert {"rung 3", "rung 4", "rung 5", "exercise"} <= set(w)
+    wait1 = [v for k, v in w.items() if k.startswith(("rung 4", "rung 5"))]
+    assert all(1.0 < w["exercise"] / v < 1.10 for v in wait1)
+    assert w["rung 4"] > w["rung 3"]
+    story = P.wait_story({tag: rec})
+    assert rec["device"] in story and f"exercise {w['exercise']:.1f}" in story
+    cfgs = model.configs_for(workload.BENCH_SHAPE)
+    assert model.predict_config(cfgs["exercise"]).tflops == pytest.approx(
+        model.predict_config(cfgs["persistent"]).tflops)
+
+
+def test_notebook_text_states_what_the_records_show():
+    """The notebook's text: no "two thirds" (the records say 0.69-0.75 of cuBLAS) and a qualitative heading that
+    test_notebook_statements_hold_on_every_record backs; the wait<1> claims as that test checks them; the one ratio
+    typed in prose is the goal, bench.GOAL; the fit printed as kernels.topic.fit_table, not raw dicts."""
+    from kernels.gemm import bench
+
+    text = _notebook_text()
+    assert "two thirds" not in text and "0.955" not in text and "794" not in text
+    head = next(ln for ln in text.splitlines() if ln.startswith("## 2. The Challenge"))
+    assert "well short of cuBLAS" in head
+    flat = " ".join(text.split())
+    for claim in ("ran *faster* than rung 4 and than rung 5 (both `wait<1>`) on every recorded GPU",
+                  "the overlap `wgmma_wait<1>` buys is not what makes rung 4 faster than rung 3",
+                  "cost a few percent", "ran faster than rung 4's `wait<1>` on every recorded GPU"):
+        assert claim in flat, claim
+    typed = re.findall(r"(\d+\.\d+)\s*×\s*of cuBLAS", text)
+    assert typed and all(float(x) == bench.GOAL for x in typed)
+    assert "kernels.topic.fit_table(model.FIT, model.CONSTANTS, fit_rows=model.FIT_ROWS, held_out=model.HELD_OUT)" \
+        in text and 'print("constants:", model.CONSTANTS)' not in text
+    for call in ("pictures.plot_sw128_tile()", "pictures.plot_drain_timeline()", "pictures.challenge_line(recorded)",
+                 "pictures.cublas_note(recorded)", 'pictures.wait_story(kernels.record.load_all("gemm"))'):
+        assert call in text, call

@@ -362,3 +362,153 @@ def _static_path(result) -> float:
     ex = next(iter(result.grade.exercises.values()))
     assert not ex.parts["path"].graded
     return ex.facts["path"]["static_points"]
+
+
+# ------------------------------------------------------------------------------ the slice plan, the counters, prose
+import re  # noqa: E402 - appended section
+
+
+def _no_comments(text: str) -> str:
+    return re.sub(r"//[^\n]*", "", text)
+
+
+def _c_value(expr: str, env: dict) -> int:
+    """An integer C expression of the sources (literals, + - * / << and names) evaluated with `env`."""
+    py = re.sub(r"\b(\d+)u\b", r"\1", expr).replace("/", "//")
+    assert re.fullmatch(r"[\w\s+\-*/<>()]+", py), expr
+    return eval(py, {"__builtins__": {}}, dict(env))  # noqa: S307 - a checked arithmetic expression of the .cu
+
+
+@pytest.mark.parametrize("n", [1, 2, 4, 8])
+def test_multicast_plan_is_what_the_solution_issues(n):
+    from kernels.multicast import pictures
+
+    src = _no_comments(kernel_source(SLUG, "correct"))
+    header = _no_comments((ROOT / "kernels" / "include" / "cluster.cuh").read_text())
+    bm, bn = map(int, re.search(r"constexpr int BM = (\d+), BN = (\d+)", src).groups())
+    env = {"BM": bm, "BN": bn, "n": n}
+    env["TILE_BYTES"] = _c_value(re.search(r"constexpr unsigned TILE_BYTES = ([^;]+);", src)[1], env)
+    rows_e, bytes_e = re.search(r"slice_rows = ([^,]+), slice_bytes = ([^;]+);", src).groups()
+    env["slice_rows"], env["slice_bytes"] = _c_value(rows_e, env), _c_value(bytes_e, env)
+    dst_e, row_e, mask_arg = re.search(r"tma_load_2d_multicast\(ws \+ ([^,]+), &w_map, c0, ([^,]+), bar, "
+                                       r"cluster_mask_all\((\w+)\)\)", src).groups()
+    assert mask_arg == "n"
+    mask_e = re.search(r"cluster_mask_all\(unsigned n\) \{\s*return static_cast<unsigned short>\((.+)\);",
+                       header)[1]
+    expect_e = re.search(r"mbar_arrive_expect_tx\(bar, ([^)]+)\)", src)[1]
+    assert src.count("tma_load_2d(xs, &x_map") == 1  # the x tile: the expect_tx's other part
+
+    plan = pictures.multicast_plan(n)
+    assert plan["tile_bytes"] == env["TILE_BYTES"] == plan["x_tile_bytes"]
+    assert [s["rank"] for s in plan["slices"]] == list(range(n))
+    for s in plan["slices"]:
+        e = {**env, "rank": s["rank"]}
+        assert s["dst_offset"] == _c_value(dst_e, e)
+        assert s["src_row"] == _c_value(row_e, e) == s["rows"][0]
+        assert s["rows"][1] - s["rows"][0] == env["slice_rows"] and s["bytes"] == env["slice_bytes"]
+        assert s["mask"] == _c_value(mask_e, e) and s["receivers"] == list(range(n))
+    # the slices fill the W buffer once, and every CTA's barrier expects its x tile and all of them
+    spans = sorted((s["dst_offset"], s["dst_offset"] + s["bytes"]) for s in plan["slices"])
+    assert spans[0][0] == 0 and spans[-1][1] == env["TILE_BYTES"]
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    assert plan["expect_tx"] == {c: _c_value(expect_e, env) for c in range(n)}
+    assert all(plan["received"][c] == env["TILE_BYTES"] for c in range(n))
+    assert (env["slice_rows"], bn) == exercise.w_box(n)  # the launch contract's w_map box
+    text = pictures.plan_lines(n)
+    assert text.count("ctaMask") == n and f"{plan['expect_tx'][0]}" in text
+
+
+def test_multicast_plan_picture():
+    import io
+
+    from matplotlib.patches import Rectangle
+
+    from kernels.multicast import pictures
+
+    fig = pictures.plot_multicast_plan((2, 4))
+    fig.savefig(io.BytesIO(), format="png")
+    assert len(fig.axes) == 2
+    for ax, n in zip(fig.axes, (2, 4)):
+        plan = pictures.multicast_plan(n)
+        rects = [p for p in ax.patches if isinstance(p, Rectangle)]
+        filled = [p for p in rects if p.get_fill() and p.get_facecolor()[3] > 0]
+        assert len(rects) == 1 + n + n + n * n  # outlines (tile + n CTAs), the tile's slices, one per receiver
+        assert len(filled) == n + n * n
+        texts = [t.get_text() for t in ax.texts]
+        assert sum(t.startswith("from ") for t in texts) == sum(len(s["receivers"]) for s in plan["slices"])
+        assert sum(f"mask {plan['slices'][0]['mask']:#06b}" == t for t in texts) == n
+        # each received slice sits at its destination offset in its receiver's buffer, with its issuer's colour
+        dst = sorted((round(p.get_y()), round(p.get_height())) for p in filled if p.get_x() > 1.5)
+        assert dst == sorted((s["dst_offset"], s["bytes"]) for s in plan["slices"] for _ in s["receivers"])
+        assert [int(t.get_text()) for t in ax.get_yticklabels()] == [s["dst_offset"] for s in plan["slices"]] + [
+            plan["tile_bytes"]]
+
+
+def _notebook_markdown() -> str:
+    nb = json.loads((ROOT / "solutions" / "week2" / "day3_multicast.ipynb").read_text())
+    return re.sub(r"\s+", " ", " ".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"))
+
+
+def _sentences(text: str) -> list[str]:
+    return [s for s in re.split(r"(?<=[.;!?])\s+|\s+-\s+(?=\S)", text) if s]
+
+
+def test_l2_reads_are_the_recorded_counters():
+    from kernels.multicast import bench
+
+    for tag, path in RECORDS.items():
+        rec = json.loads(path.read_text())
+        reads = bench.l2_reads(rec)
+        assert reads, tag
+        for name, r in reads.items():
+            v = rec["counters"][name]
+            assert r["read"] == v["values"][bench.L2_READ_COUNTER] * 32 and r["model"] == v["model"]["l2_to_sm"]
+        text = bench.l2_read_summary(rec)
+        assert rec["device"] in text.splitlines()[0]
+        c1, c2 = reads["broadcast_sum c1"]["read"], reads["broadcast_sum c2"]["read"]
+        assert f"cluster 2 read {c2 / c1:.2f}x cluster 1" in text
+    assert bench.l2_reads(None) == {} and bench.l2_read_summary(None) == "no recorded counters"
+
+
+def test_notebook_counter_prose_holds_on_every_record():
+    """The notebook's sentences about the counters against every record: 'to the byte' only of multicast launches
+    and only if each record's multicast launches equal the model to the byte; no 'cut / dropped by N' beside the
+    counters unless each record shows broadcast_sum's reads at cluster N = cluster 1's / N; the comparisons the
+    prose makes hold in each record."""
+    from kernels.multicast import bench
+
+    text = _notebook_markdown()
+    sentences = _sentences(text)
+    records = {tag: bench.l2_reads(json.loads(p.read_text())) for tag, p in RECORDS.items()}
+    assert records and all(records.values())
+    exact = {tag: all(r["equal"] for r in reads.values() if r["multicast"]) for tag, reads in records.items()}
+    for s in (s for s in sentences if "to the byte" in s):
+        assert "multicast" in s, f"'to the byte' of more than the multicast launches: {s!r}"
+        assert all(exact.values()), f"{s!r}: the recorded multicast launches are not all equal to the model: {exact}"
+    by_n = all(reads[f"broadcast_sum c{c}"]["read"] * c == reads["broadcast_sum c1"]["read"]
+               for reads in records.values() for c in (2, 4))
+    if not by_n:
+        claim = re.compile(r"\b(cut|drops?|dropped|fell|fall|divided)\b[^.;]*\bby N\b")
+        said = [s for s in sentences if "counter" in s.lower()
+                and any(not re.search(r"\bnot\b", s[max(0, m.start() - 16):m.start()]) for m in claim.finditer(s))]
+        assert not said, f"the records do not show L2 reads cut by N against cluster 1: {said}"
+    for tag, reads in records.items():
+        c1, c2, c4 = (reads[f"broadcast_sum c{c}"]["read"] for c in (1, 2, 4))
+        if "cluster 2 read *more* than cluster 1" in text or "at cluster 2 read more than at cluster 1" in text:
+            assert c2 > c1, tag
+        if "cluster 1 read fewer than at cluster 2" in text:
+            assert c1 < c2, tag
+        if "cluster 4 less, but by a factor below 4" in text:
+            assert c1 / 4 < c4 < c1, tag
+        if "fell just as the model says" in text:
+            assert all(r["equal"] for n, r in reads.items() if n.startswith("bcast_add correct")), tag
+
+
+def test_notebook_names_the_operand_the_gemm_multicasts():
+    src = _no_comments((ROOT / "kernels" / "gemm" / "gemm_persistent.cu").read_text())
+    operands = {m.upper() for m in re.findall(r"tma_load_2d_multicast\(\s*[^,;]+,\s*&?(\w)_map", src)}
+    assert operands, "the cluster rung multicasts nothing?"
+    named = re.findall(r"multicast of the ([AB](?: and [AB])?) tiles?", _notebook_markdown())
+    assert named, "the notebook no longer says which GEMM operand is multicast"
+    for n in named:
+        assert set(re.findall(r"[AB]", n)) == operands, f"the notebook says {n!r}; gemm_persistent.cu: {operands}"

@@ -292,3 +292,29 @@ def test_the_readme_checks_catch_a_contradicted_claim_and_a_typed_figure():
     assert unrecorded_figures("a planted 9.99 TB/s and 1234 TFLOPS", vals) == ["9.99 TB/s", "1234 TFLOPS"]
     days = "## The days\n| w1d1 | x | y | bar 9.99 TB/s |\n## Next\nbar 8.88 TB/s"
     assert unrecorded_figures(readme_text_checked(days), vals) == ["8.88 TB/s"]
+
+
+def prints_fit_raw(tree) -> list[str]:
+    """print(...) calls whose arguments show a model's FIT / FIT_ROWS / HELD_OUT whole (a dict or tuple as Python
+    prints it) outside a fit_table(...) call; one field of it (model.FIT["device"]) is text, not a raw dict."""
+    raw = []
+    for call in ast.walk(tree):
+        if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "print":
+            inside = {id(n) for a in ast.walk(call) if isinstance(a, ast.Call)
+                      and getattr(a.func, "attr", getattr(a.func, "id", None)) == "fit_table" for n in ast.walk(a)}
+            inside |= {id(a.value) for a in ast.walk(call) if isinstance(a, ast.Subscript)}
+            raw += [ast.unparse(n) for a in call.args for n in ast.walk(a) if id(n) not in inside
+                    and isinstance(n, ast.Attribute) and n.attr in ("FIT", "FIT_ROWS", "HELD_OUT")]
+    return raw
+
+
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.parent.name == "week2"], ids=lambda p: p.stem)
+def test_week2_notebooks_print_model_fits_as_tables(path):
+    """No code cell prints a model's fit as Python's raw dict or tuple: kernels.topic.fit_table shows it."""
+    cells = ["".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+    trees = [ast.parse("\n".join(ln for ln in s.splitlines() if not ln.lstrip().startswith(("%", "!")))) for s in cells]
+    assert [r for t in trees for r in prints_fit_raw(t)] == []
+    assert sum("fit_table(" in s for s in cells) >= 1
+    assert prints_fit_raw(ast.parse('print("fit rows:", model.FIT_ROWS, {"a": 1}, m.FIT)')) == ["model.FIT_ROWS",
+                                                                                               "m.FIT"]
+    assert prints_fit_raw(ast.parse('print(kernels.topic.fit_table(model.FIT), model.FIT["device"])')) == []

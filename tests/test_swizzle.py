@@ -515,3 +515,20 @@ def _static_path(result) -> float:
     ex = next(iter(result.grade.exercises.values()))
     assert not ex.parts["path"].graded
     return ex.facts["path"]["static_points"]
+
+
+# ------------------------------------------------------------------------------------- the notebook's fit table
+def test_notebook_prints_the_fit_through_fit_table():
+    """The day's fit is shown by kernels.topic.fit_table, with the constants the model was fitted to."""
+    from kernels.topic import fit_table
+
+    nb = json.loads((ROOT / "solutions" / "week2" / "day1_swizzle.ipynb").read_text())
+    code = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+    # no raw print of the fit: tests/test_prose.py checks every week-2 notebook
+    (cell,) = [s for s in code if "kernels.topic.fit_table(model.FIT" in s]
+    consts = ("WAVEFRONTS_PER_NS", "ROW32_EFFICIENCY", "TMA_LATENCY_NS")
+    assert all(f'"{k}"' in cell for k in consts) and "fit_rows=model.FIT_ROWS" in cell and "held_out=model.HELD_OUT" in cell
+    text = fit_table(model.FIT, {k: getattr(model, k) for k in consts}, fit_rows=model.FIT_ROWS, held_out=model.HELD_OUT)
+    assert model.FIT["device"] in text and model.FIT["source"] in text
+    assert all(k in text for k in consts + model.FIT_ROWS + model.HELD_OUT)
+    assert all(model.FIT[k] == getattr(model, k) for k in consts)  # the table's constants are the fitted ones

@@ -522,3 +522,59 @@ def _static_path(result) -> float:
     ex = next(iter(result.grade.exercises.values()))
     assert not ex.parts["path"].graded
     return ex.facts["path"]["static_points"]
+
+
+# ------------------------------------------------------------------------------------------ the parity picture
+def test_parity_picture_is_the_schedule():
+    """The picture's cells are model.parity_schedule, cell for cell, for fresh (stages, tiles); the course's parity
+    rule holds in every cell (n = k // stages: full waits n & 1; empty waits (n & 1) ^ 1, and only after the first
+    pass); the figure draws one cell per (tile, barrier), shaded by parity, the first pass hatched."""
+    import io
+    import random
+
+    from matplotlib.colors import to_hex
+    from matplotlib.patches import Rectangle
+
+    from kernels.warp_specialization import pictures
+
+    rng = random.Random()
+    for stages, tiles in [(3, 8)] + [(rng.randint(1, 8), rng.randint(1, 40)) for _ in range(4)]:
+        sched = model.parity_schedule(stages, tiles)
+        cells = pictures.parity_cells(stages, tiles)
+        assert len(cells) == 2 * tiles
+        by = {(c["tile"], c["barrier"]): c for c in cells}
+        for r in sched:
+            e, f = by[(r["tile"], "empty")], by[(r["tile"], "full")]
+            assert (e["stage"], e["use"], e["parity"], e["waits"]) == (r["stage"], r["use"], r["empty_parity"],
+                                                                       r["producer_waits"])
+            assert (f["stage"], f["use"], f["parity"], f["waits"]) == (r["stage"], r["use"], r["full_parity"], True)
+        for c in cells:
+            k = c["tile"]
+            n = k // stages
+            assert c["stage"] == k % stages and c["use"] == n
+            if c["barrier"] == "full":
+                assert c["parity"] == n & 1 and c["waits"] and c["who"] == "consumers"
+            else:
+                assert c["parity"] == (n & 1) ^ 1 and c["who"] == "producer"
+                assert c["waits"] == (n >= 1)  # the first pass names the phase before the first: no wait
+        table = pictures.parity_table(stages, tiles).splitlines()
+        prod = next(ln for ln in table if ln.startswith("producer")).split()[-tiles:]
+        cons = next(ln for ln in table if ln.startswith("consumers")).split()[-tiles:]
+        assert prod == [f"{r['empty_parity']}{'' if r['producer_waits'] else '*'}" for r in sched]
+        assert cons == [str(r["full_parity"]) for r in sched]
+
+        fig = pictures.plot_parity(stages, tiles)
+        fig.savefig(io.BytesIO(), format="png")
+        ax = fig.axes[0]
+        rects = [p for p in ax.patches if isinstance(p, Rectangle)]
+        assert len(rects) == 2 * tiles
+        for p in rects:
+            k, row = int(round(p.get_x())), int(round(p.get_y()))
+            c = by[(k, "empty" if row % 2 == 0 else "full")]
+            assert row // 2 == c["stage"]
+            assert to_hex(p.get_facecolor()) == to_hex(pictures.PARITY_COLORS[c["parity"]])
+            assert bool(p.get_hatch()) == (not c["waits"])
+        assert sum("no wait" in t.get_text() for t in ax.texts) == min(stages, tiles)
+        labels = [t.get_text() for t in ax.get_yticklabels()]
+        assert labels[:2] == ["producer: empty[0]", "consumers: full[0]"] and len(labels) == 2 * stages
+        assert len(ax.get_legend().get_texts()) == 3

@@ -55,6 +55,38 @@ def selftest():
     return {"ok": True, "facts": facts, "ceilings": ceil}
 
 
+def counted_launches(slugs=("ldgsts", "pipeline", "tma")):
+    """The grader's counted launches leave its timed ones alone (kernels.bench `counted`): each course solution timed
+    with no profiler, then with the mechanism's counter ranges interleaved as the grader runs them. The timed median
+    must stay within 3 % of the unprofiled one; the counted launches' own median is reported (a range slows some
+    kernels: why counted launches are never timed), and every counted launch must carry the solution's bytes."""
+    from autograder.spec import load
+    from kernels import rangeprof
+    from kernels.compile import compile_cuda
+    from kernels.runner import time_exercise
+
+    ok, rows = True, {}
+    for slug in slugs:
+        ex = next(iter(load(slug).exercises.values()))
+        wl = ex.workload()
+        cubin = compile_cuda((ROOT / "autograder" / "submissions" / slug / "correct.cu").read_text(),
+                             name=ex.answer_var)
+        (q,) = {r.bytes[0] for r in rangeprof.counted_rules(ex.parts["path"].executed)}
+        plain = time_exercise(ex, wl, cubin, 101, "student")
+        with rangeprof.RangeCounters({q: (rangeprof.TIMED[q][0],)}) as rc:
+            mixed = time_exercise(ex, wl, cubin, 101, "student", ranges=rc)
+        per = [v * rangeprof.TIMED[q][1] for v in rc.values[q]]
+        drift = mixed["ms"] / plain["ms"] - 1
+        good = abs(drift) <= 0.03 and len(per) == mixed["plan"]["counted"] and min(per) > 0
+        ok &= good
+        rows[slug] = {"plain_ms": plain["ms"], "timed_ms": mixed["ms"], "counted_ms": mixed["counted_ms"],
+                      "drift": drift, "counted": len(per), "min_bytes": min(per), "ok": good}
+        print(f"  {'ok ' if good else 'BAD'} {slug:<9} unprofiled {plain['ms']:.4f} ms  timed beside ranges "
+              f"{mixed['ms']:.4f} ms ({drift:+.1%})  counted launches {mixed['counted_ms']:.4f} ms  "
+              f"{q} >= {min(per):,.0f} B in each of {len(per)}")
+    return {"ok": ok, "rows": rows}
+
+
 def timer_traps():
     """The one timer against work it must not be fooled by, on the GPU: a 1 GiB copy launched on a side stream (the
     events on the timed stream see an empty interval) must raise TimingError; the same copy on the timed stream must
@@ -383,6 +415,8 @@ def main() -> int:
     step("self-test and ceilings", selftest, summary)
     if "traps" not in args.skip:
         step("timer catches work off the timed stream", timer_traps, summary)
+    if "ranges" not in args.skip:
+        step("counted launches leave the timed ones alone", counted_launches, summary)
     for slug in slugs:
         if (ROOT / "kernels" / slug / "bench.py").exists() and "bench" not in args.skip:
             step(f"bench {slug}", topic_bench, summary, slug, out)

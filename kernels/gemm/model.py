@@ -65,7 +65,7 @@ from ..topic import held_out_line
 __all__ = ["Config", "Prediction", "CONSTANTS", "FIT", "FIT_ROWS", "HELD_OUT", "BAND", "KNOWN_MISSES", "configs_for",
            "predict_config", "predict", "fit", "check_held_out", "held_out", "resident_ctas", "explain", "bound_table",
            "smem_per_cta", "ring_occupancy", "wave_traffic", "b_reuse_distance", "no_reuse_floor",
-           "stage_depth_story", "held_out_report", "dram_read_bytes", "measured_dram"]
+           "stage_depth_story", "held_out_report", "dram_read_bytes", "measured_dram", "ktile_times"]
 
 SMS = H100.sm_count
 BK = 64
@@ -236,6 +236,19 @@ def _configs_for(shape: tuple, stages: int | None) -> dict[str, Config]:
 
 def _c(kw: dict, name: str) -> float:
     return float(kw.get(name, CONSTANTS[name]))
+
+
+def ktile_times(tile, share: int = 1, **constants) -> dict:
+    """The per-k-tile terms predict_config builds its t1 from, in ns, for a (BM, BN) tile of C and one k-tile
+    (BK = 64): W = 2 BM BN BK / (PEAK / SMs) (the tensor core's time), B = BUBBLE_NS (a consumer's drain and
+    hand-over), L = LATENCY_NS (the k-tile's TMA round trip), and the L2 time of its (BM + BN / share) BK 2 bytes at
+    one SM's share of L2_TBPS. For the pictures (kernels/gemm/pictures.py); tests/test_gemm.py holds predict_config
+    to the same W and B."""
+    bm, bn = tile
+    peak_sm = _c(constants, "PEAK_TFLOPS") * 1e12 / SMS
+    l2_sm = _c(constants, "L2_TBPS") * 1e12 / SMS
+    return {"W": 2.0 * bm * bn * BK / peak_sm * 1e9, "B": _c(constants, "BUBBLE_NS"), "L": _c(constants, "LATENCY_NS"),
+            "l2": (bm + bn / share) * BK * 2 / l2_sm * 1e9}
 
 
 def wave_traffic(cfg: Config, b_reuse: bool = True) -> dict:

@@ -180,6 +180,51 @@ def plot_masks(masks=((0b0011, 2), (0b1111, 4), (0b0101, 4), (0b0001, 2))):
     return fig
 
 
+L2_READ_COUNTER = "lts__t_sectors_srcunit_tex_op_read.sum"  # x 32 bytes a sector: what L2 read for the SMs
+
+
+def l2_reads(record: dict | None) -> dict:
+    """The recorded counters' L2 reads of each profiled launch (L2_READ_COUNTER x 32 bytes) beside the traffic
+    model's L2 -> SM bytes: name -> {kernel, answer, cluster, multicast, read, model, equal (to the byte)}; {} when
+    the record has no counters."""
+    from .counters import TARGETS
+
+    counters = (record or {}).get("counters")
+    if not isinstance(counters, dict) or "unavailable" in counters:
+        return {}
+    out = {}
+    for name, v in counters.items():
+        sectors = (v.get("values") or {}).get(L2_READ_COUNTER)
+        if sectors is None or name not in TARGETS:
+            continue
+        kernel, (what, c) = TARGETS[name]
+        read, want = sectors * 32, v["model"]["l2_to_sm"]
+        out[name] = {"kernel": kernel, "answer": what, "cluster": c, "read": read, "model": want, "equal": read == want,
+                     "multicast": c > 1 and (kernel == "broadcast_sum" or what == "correct")}
+    return out
+
+
+def l2_read_summary(record: dict | None) -> str:
+    """What the recorded counters say about L2 reads, from l2_reads: each launch against the model, and each
+    multicast kernel's reads at cluster 2 and 4 over its reads at cluster 1 (measured, and the model's ratio)."""
+    reads = l2_reads(record)
+    if not reads:
+        return "no recorded counters"
+    lines = [f"{record['device']} ({record['date']}): {L2_READ_COUNTER} x 32 against the model's L2 -> SM bytes"]
+    for name, r in reads.items():
+        vs = "= the model, to the byte" if r["equal"] else f"{r['read'] / r['model']:.2f}x the model"
+        lines.append(f"  {name:<26}{r['read'] / 1e6:9.1f} MB  model {r['model'] / 1e6:7.1f} MB  {vs}"
+                     f"{'  (multicast)' if r['multicast'] else ''}")
+    for kernel, answer in (("broadcast_sum", "sum"), ("bcast_add", "correct")):
+        by = {r["cluster"]: r for r in reads.values() if r["kernel"] == kernel and r["answer"] == answer}
+        if 1 not in by:
+            continue
+        lines.append(f"  {kernel}: " + ", ".join(f"cluster {c} read {by[c]['read'] / by[1]['read']:.2f}x cluster 1 "
+                                                 f"(model {by[c]['model'] / by[1]['model']:.2f}x)"
+                                                 for c in sorted(by) if c > 1))
+    return "\n".join(lines)
+
+
 def _counters() -> dict:
     """The candidate counters for clusters 1 / 2 / 4 (kernels/multicast/counters.py), beside the model's bytes."""
     from ..ncu import available

@@ -41,8 +41,8 @@ __all__ = ["L2_TBPS", "SUM_T0_NS", "EX_LATENCY_NS", "FIT", "FIT_ROWS", "HELD_OUT
 # make gpu-test; copy ceiling 3.00 TB/s).
 # On that run, as on the H200's, cluster 4 was no faster than cluster 1 (4.67 vs 5.00 TB/s delivered), so the L2
 # term of the round trip fits to nothing: L2_TBPS = None (no L2 term, no L2 bound) — the time of broadcast_sum was set
-# by the ring's turnaround, not by L2's reads, although the counters show those reads cut by N (section 4 of the
-# notebook).
+# by the ring's turnaround, not by L2's reads, although the counters show every multicast launch reading exactly the
+# model's L2 bytes (section 4 of the notebook; unicast cluster 1 read fewer: bench.l2_read_summary).
 L2_TBPS: float | None = None  # rate at which L2 serves reads queued ahead of a tile, TB/s (None: no L2 term)
 SUM_T0_NS = 1791.0            # broadcast_sum: a stage's turnaround with nothing queued at L2, ns
 EX_LATENCY_NS = 645.0         # bcast_add's unloaded round trip per load (x2: load, then store), ns
