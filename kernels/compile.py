@@ -18,6 +18,7 @@ Built on `cuda.core.Program` (NVRTC). Works with no GPU: compiling and reading S
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -295,7 +296,7 @@ def compile_cuda(
             log = log[:LOG_CAP] + f"\n... ({len(log) - LOG_CAP} more characters of compiler output cut)"
         raise CompileError(name, log, _excerpt(text, log, name)) from None
     data = bytes(obj.code)
-    tmp = cached.with_suffix(".tmp")
+    tmp = cached.with_name(f".{cached.name}.{os.getpid()}.tmp")  # one per process: parallel test workers, lanes
     tmp.write_bytes(data)
     tmp.replace(cached)
     return Cubin(data, cached, name, text, "", macros)
@@ -307,3 +308,14 @@ def kernel_file(slug: str, filename: str) -> Path:
     if not path.exists():
         raise FileNotFoundError(path)
     return path
+
+
+def excerpt(path: Path, start: str | None = None, end: str | None = None) -> str:
+    """A source file (for a notebook to print), or its lines from the first containing `start` up to (not
+    including) the first later line containing `end`."""
+    lines = Path(path).read_text().splitlines()
+    i = next((k for k, ln in enumerate(lines) if start in ln), None) if start else 0
+    if i is None:
+        raise KeyError(f"{start!r} is not in {Path(path).name}")
+    j = next((k for k in range(i + 1, len(lines)) if end in lines[k]), len(lines)) if end else len(lines)
+    return "\n".join(lines[i:j])

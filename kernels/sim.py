@@ -47,6 +47,7 @@ class GPUSpec:
     registers_per_sm: int            # 32-bit registers
     smem_per_sm_bytes: int
     smem_per_block_optin_bytes: int
+    smem_reserved_per_block_bytes: int  # shared memory the system holds for each resident block
     smem_banks: int
     bank_bytes: int
     sector_bytes: int
@@ -78,6 +79,7 @@ H100 = GPUSpec(
     registers_per_sm=65536,
     smem_per_sm_bytes=228 * 1024,
     smem_per_block_optin_bytes=227 * 1024,
+    smem_reserved_per_block_bytes=1024,
     smem_banks=32,
     bank_bytes=4,
     sector_bytes=32,
@@ -98,6 +100,8 @@ H100 = GPUSpec(
         "smem_per_sm_bytes": f"{_GUIDE_CC90}: maximum shared memory per SM = 228 KB",
         "smem_per_block_optin_bytes": f"{_GUIDE_CC90}: maximum shared memory per block = 227 KB (opt-in, "
                                       "cudaFuncAttributeMaxDynamicSharedMemorySize)",
+        "smem_reserved_per_block_bytes": f"{_GUIDE_CC90}: 1 KB of shared memory is reserved for system use per "
+                                         "thread block (228 KB per SM, 227 KB at most for one block)",
         "smem_banks": "CUDA C++ Programming Guide, shared memory (compute capability 5.x and later): 32 banks, "
                       "successive 32-bit words in successive banks",
         "bank_bytes": "CUDA C++ Programming Guide, shared memory: each bank is 32 bits (4 bytes) wide",
@@ -122,6 +126,7 @@ H100 = GPUSpec(
         "sm_count": "datasheet", "hbm_tbps": "datasheet", "l2_bytes": "datasheet",
         "max_threads_per_sm": "guide", "max_warps_per_sm": "guide", "max_blocks_per_sm": "guide",
         "registers_per_sm": "guide", "smem_per_sm_bytes": "guide", "smem_per_block_optin_bytes": "guide",
+        "smem_reserved_per_block_bytes": "guide",
         "smem_banks": "guide", "bank_bytes": "guide", "sector_bytes": "guide", "cache_line_bytes": "guide",
         "warp_size": "guide", "bf16_dense_tflops": "datasheet", "clock_ghz": "derived",
         "dram_latency_ns": "fit",

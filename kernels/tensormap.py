@@ -49,6 +49,7 @@ default; `make_tensor_map` re-checks with them only if cuda.core reports a CCCL 
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from math import prod
 from typing import Any, Sequence
@@ -467,3 +468,26 @@ def make_tensor_map(
         if "CCCL" in str(exc):  # a cuda.core built with CCCL: say which of CCCL's stricter rules failed
             validate_tensor(tensor, box_dim, cuda_core_rules=True, **rules)
         raise
+
+
+# Descriptors are cached by (address, shape, strides, dtype, box, swizzle, device): building one costs tens of
+# microseconds of host time, which must not land inside a timed repetition. A cached map of a freed tensor is still
+# right for a new tensor at the same address with the same shape and strides (a map holds the address); cuda.core
+# keeps the source tensor alive while its descriptor lives, so the cache is small. The one cache of the course:
+# every topic's launcher asks it.
+_MAPS: OrderedDict = OrderedDict()
+_MAX_MAPS = 16  # a descriptor keeps its tensor alive: keep few
+
+
+def cached_tensor_map(t, box, swizzle: str = "none"):
+    """make_tensor_map(t, box, swizzle=...), cached (least recently used of _MAX_MAPS dropped first)."""
+    key = (t.data_ptr(), tuple(t.shape), tuple(t.stride()), str(t.dtype), tuple(box), str(swizzle), str(t.device))
+    m = _MAPS.get(key)
+    if m is None:
+        m = make_tensor_map(t, tuple(box), swizzle=swizzle)
+        _MAPS[key] = m
+        while len(_MAPS) > _MAX_MAPS:
+            _MAPS.popitem(last=False)
+    else:
+        _MAPS.move_to_end(key)
+    return m

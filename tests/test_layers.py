@@ -83,3 +83,34 @@ def test_no_import_circle():
 def test_the_checks_can_fail():
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+TOPICS = {p.parent.name for p in (ROOT / "kernels").glob("*/bench.py")}
+# A topic may import another topic only to borrow a taught idea — its model (a fitted constant, a rule) — never
+# machinery (a launcher, a cache, an exercise). The one exception, and why.
+BORROWED_KERNELS = {("kernels.tma.bench", "kernels.naive_loads.launch"): "day 5's table times day 1's copy beside TMA"}
+
+
+def test_a_topic_borrows_only_another_topics_model():
+    graph = import_graph()
+    crossing = sorted((a, b) for a, outs in graph.items() for b in outs
+                      if a.split(".")[:2] != b.split(".")[:2] and len(a.split(".")) > 2 and len(b.split(".")) > 2
+                      and a.split(".")[1] in TOPICS and b.split(".")[1] in TOPICS)
+    assert crossing, "the check must see the topics' imports"
+    machinery = [(a, b) for a, b in crossing if b.rsplit(".", 1)[1] != "model" and (a, b) not in BORROWED_KERNELS]
+    assert not machinery, f"topic -> topic machinery imports: {machinery}"
+
+
+def test_the_tensor_map_cache_lives_in_kernels_tensormap():
+    """One descriptor cache (kernels.tensormap.cached_tensor_map): no other module keeps a map cache or builds the
+    maps a launcher passes itself."""
+    for p in (ROOT / "kernels").rglob("*.py"):
+        if p.name == "tensormap.py":
+            continue
+        tree = ast.parse(p.read_text())
+        names = {t.id for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AnnAssign))
+                 for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
+        assert "_MAPS" not in names, f"{p.relative_to(ROOT)} keeps its own tensor-map cache"
+    from kernels import tensormap
+
+    assert callable(tensormap.cached_tensor_map) and tensormap._MAX_MAPS >= 1

@@ -16,9 +16,9 @@ from functools import lru_cache
 
 import torch
 
-from ..compile import compile_cuda, kernel_file
+from ..compile import compile_cuda, excerpt, kernel_file
 from ..launch import ceil_div, i32, launch
-from ..tensormap import make_tensor_map, validate_tensor
+from ..tensormap import cached_tensor_map, validate_tensor
 from .workload import BM, BN, DIMS
 
 VARIANTS = ("cuda", "triton", "cudnn", "flash")
@@ -28,18 +28,9 @@ DEFAULT_STAGES = {128: 2, 64: 2}
 SMEM_SLACK = 1024                # the kernel aligns its base to 1024 bytes (128B-swizzle atoms)
 Q_BOX, KV_BOX = (64, 64), (BN, 64)  # (rows, cols): one 128-byte swizzled row of 64 bf16 per box row
 
-_MAPS: dict = {}
-
-
 def tensor_map(t2d: torch.Tensor, box):
-    """make_tensor_map over the (B*H*S, D) view, 128B swizzle, cached by address / shape / box (a few entries)."""
-    key = (t2d.data_ptr(), tuple(t2d.shape), tuple(box), str(t2d.device))
-    m = _MAPS.get(key)
-    if m is None:
-        if len(_MAPS) > 12:
-            _MAPS.clear()
-        m = _MAPS[key] = make_tensor_map(t2d, tuple(box), swizzle="128B")
-    return m
+    """The 128B-swizzled map over the (B*H*S, D) view (kernels.tensormap.cached_tensor_map)."""
+    return cached_tensor_map(t2d, box, swizzle="128B")
 
 
 @lru_cache(maxsize=1)
@@ -60,12 +51,7 @@ def source(start: str | None = None, end: str | None = None, *, header: str | No
     """attention.cu (or the course header `header`, e.g. "wgmma.cuh"), or its lines from the first containing `start`
     up to (not including) the next containing `end`."""
     path = kernel_file("include", header) if header else kernel_file("attention", "attention.cu")
-    lines = path.read_text().splitlines()
-    i = next((k for k, ln in enumerate(lines) if start in ln), None) if start else 0
-    if i is None:
-        raise KeyError(f"{start!r} is not in {path.name}")
-    j = next((k for k in range(i + 1, len(lines)) if end in lines[k]), len(lines)) if end else len(lines)
-    return "\n".join(lines[i:j])
+    return excerpt(path, start, end)
 
 
 def _check(q, k, v, variant: str, stages) -> None:

@@ -72,7 +72,7 @@ def tiles(shape) -> int:
 
 def tensor_map(t: torch.Tensor, box=BOX):
     """The map the harness passes for t: kernels.tensormap.make_tensor_map(t, box, swizzle="128B"), cached."""
-    from ..tma.launch import tensor_map as cached
+    from ..tensormap import cached_tensor_map as cached
 
     return cached(t, box, SWIZZLE)
 

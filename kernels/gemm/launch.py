@@ -18,7 +18,7 @@ from functools import lru_cache
 
 import torch
 
-from ..compile import compile_cuda, kernel_file
+from ..compile import compile_cuda, excerpt, kernel_file
 from ..launch import ceil_div, i32, launch
 from ..tensormap import validate_tensor
 
@@ -55,17 +55,12 @@ def cubin(variant: str, stages: int | None = None):
 def source(variant: str, start: str | None = None, end: str | None = None) -> str:
     """The rung's .cu file, or the lines from the first containing `start` up to (not including) the first later
     line containing `end` (for the notebook)."""
-    lines = kernel_file("gemm", FILES[variant]).read_text().splitlines()
-    i = next((k for k, ln in enumerate(lines) if start in ln), None) if start else 0
-    if i is None:
-        raise KeyError(f"{start!r} is not in {FILES[variant]}")
-    j = next((k for k in range(i + 1, len(lines)) if end in lines[k]), len(lines)) if end else len(lines)
-    return "\n".join(lines[i:j])
+    return excerpt(kernel_file("gemm", FILES[variant]), start, end)
 
 
 def tensor_map(t: torch.Tensor):
-    """The (128, 64)-box, 128B-swizzled map of a K-major operand (cached: kernels.tma.launch.tensor_map)."""
-    from ..tma.launch import tensor_map as cached
+    """The (128, 64)-box, 128B-swizzled map of a K-major operand (kernels.tensormap.cached_tensor_map)."""
+    from ..tensormap import cached_tensor_map as cached
 
     return cached(t, BOX, SWIZZLE)
 

@@ -72,7 +72,7 @@ BK = 64
 REGS_PER_SM = H100.registers_per_sm
 SMEM_PER_SM = H100.smem_per_sm_bytes   # 228 KiB per SM (the H200 has the same SM)
 SMEM_PER_BLOCK = H100.smem_per_block_optin_bytes  # 227 KiB per block, opt-in
-SMEM_RESERVED = 1024     # per resident block
+SMEM_RESERVED = H100.smem_reserved_per_block_bytes
 L2_BYTES = H100.l2_bytes
 GROUP_M = 8              # gemm_persistent.cu and triton_matmul.py: tile rows per scheduling group
 

@@ -22,6 +22,7 @@ import torch
 
 from ..compile import compile_cuda, kernel_file
 from ..launch import ceil_div, i64, launch
+from ..sim import H100
 from .workload import BLOCK, TAPS, TILE
 
 VARIANTS = ("direct", "smem_sync", "ldgsts", "ldgsts_db")
@@ -32,8 +33,8 @@ COPY_TILE = 1024  # floats per block of stage_copy_*
 # Static shared memory of each kernel, bytes (the tile buffers of stencil.cu; a test checks these against the
 # compiled cubin). The occupancy arithmetic below needs them before a launch.
 STATIC_SMEM = {"direct": 0, "smem_sync": 258 * 16, "ldgsts": 258 * 16, "ldgsts_db": 2 * 258 * 16}
-SMEM_PER_SM = 228 * 1024  # H100: shared memory per SM (kernels.sim.H100.smem_per_sm_bytes)
-RESERVED_SMEM_PER_BLOCK = 1024  # sm_90 reserves 1 KB of shared memory per resident block
+SMEM_PER_SM = H100.smem_per_sm_bytes  # the SM's shared-memory limits (kernels.sim: cc 9.0, sourced)
+RESERVED_SMEM_PER_BLOCK = H100.smem_reserved_per_block_bytes
 MAX_DYNAMIC_SMEM = 227 * 1024  # per block, opt-in (static + dynamic)
 MAX_BLOCKS_PER_SM = 2048 // BLOCK  # 8: the 2048-thread limit of an SM with 256-thread blocks
 

@@ -79,8 +79,8 @@ def w_box(cluster: int = CLUSTER) -> tuple[int, int]:
 
 
 def tensor_map(t: torch.Tensor, box=BOX):
-    """The map the harness passes for t: kernels.tensormap.make_tensor_map(t, box), cached (kernels.tma.launch)."""
-    from ..tma.launch import tensor_map as cached
+    """The map the harness passes for t: kernels.tensormap.make_tensor_map(t, box), cached (kernels.tensormap.cached_tensor_map)."""
+    from ..tensormap import cached_tensor_map as cached
 
     return cached(t, box)
 

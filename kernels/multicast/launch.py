@@ -15,7 +15,7 @@ from functools import lru_cache
 
 import torch
 
-from ..compile import compile_cuda, kernel_file
+from ..compile import compile_cuda, excerpt, kernel_file
 from ..launch import i32, launch
 from ..tensormap import validate_tensor
 from .workload import BLOCK_WORDS, SUM_CTAS_PER_SM, SUM_STAGES, TILE, TILE_BYTES
@@ -35,12 +35,7 @@ def cubin():
 def source(start: str | None = None, end: str | None = None) -> str:
     """cluster_demo.cu, or the lines from the first containing `start` up to (not including) the first later line
     containing `end` (for the notebook)."""
-    lines = kernel_file("multicast", "cluster_demo.cu").read_text().splitlines()
-    i = next((k for k, ln in enumerate(lines) if start in ln), None) if start else 0
-    if i is None:
-        raise KeyError(f"{start!r} is not in cluster_demo.cu")
-    j = next((k for k in range(i + 1, len(lines)) if end in lines[k]), len(lines)) if end else len(lines)
-    return "\n".join(lines[i:j])
+    return excerpt(kernel_file("multicast", "cluster_demo.cu"), start, end)
 
 
 def _cluster(cluster: int) -> None:
@@ -93,7 +88,7 @@ def broadcast_sum(table: torch.Tensor, cluster: int = 1, *, stages: int = SUM_ST
     n = ctas or sum_ctas(sms, cluster)
     if n % cluster:
         raise ValueError(f"ctas = {n} is not a multiple of the cluster size {cluster}")
-    from ..tma.launch import tensor_map
+    from ..tensormap import cached_tensor_map as tensor_map
 
     y = torch.empty(n, TILE, TILE, dtype=torch.float32, device=table.device) if out is None else out
     launch(cubin(), "broadcast_sum", grid=n, block=BLOCK, cluster=cluster, smem=sum_smem_bytes(stages),

@@ -65,8 +65,8 @@ def tiles(shape) -> int:
 
 
 def tensor_map(t: torch.Tensor):
-    """The map the harness passes for t: make_tensor_map(t, BOX, swizzle="128B"), cached (kernels.tma.launch)."""
-    from ..tma.launch import tensor_map as cached
+    """The map the harness passes for t: make_tensor_map(t, BOX, swizzle="128B"), cached (kernels.tensormap.cached_tensor_map)."""
+    from ..tensormap import cached_tensor_map as cached
 
     return cached(t, BOX, SWIZZLE)
 

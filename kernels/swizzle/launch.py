@@ -16,10 +16,10 @@ from functools import lru_cache
 
 import torch
 
-from ..compile import compile_cuda, kernel_file
+from ..compile import compile_cuda, excerpt, kernel_file
 from ..launch import ceil_div, i32, launch
 from ..tensormap import SWIZZLE_SPAN, TensorMapError, make_tensor_map, validate_tensor  # noqa: F401
-from ..tma.launch import tensor_map  # the one descriptor cache (kernels/tma/launch.py)
+from ..tensormap import cached_tensor_map as tensor_map  # the one descriptor cache
 from .workload import LAYOUTS, MAX_PASSES, TILE, layout_name
 
 SWIZZLES = ("none", "32B", "64B", "128B")
@@ -39,12 +39,7 @@ def cubin():
 def source(start: str | None = None, end: str | None = None) -> str:
     """colsum.cu, or the part from the first line containing `start` up to (not including) the first later line
     containing `end` (for the notebook)."""
-    lines = kernel_file("swizzle", "colsum.cu").read_text().splitlines()
-    i = next((k for k, ln in enumerate(lines) if start in ln), None) if start else 0
-    if i is None:
-        raise KeyError(f"{start!r} is not in colsum.cu")
-    j = next((k for k in range(i + 1, len(lines)) if end in lines[k]), len(lines)) if end else len(lines)
-    return "\n".join(lines[i:j])
+    return excerpt(kernel_file("swizzle", "colsum.cu"), start, end)
 
 
 def kernel_name(swizzle: str, span: int) -> str:

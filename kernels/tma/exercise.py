@@ -66,7 +66,7 @@ def boxes(shape) -> int:
 
 
 def tensor_map(t: torch.Tensor, box=BOX):
-    """The map the harness passes for t: kernels.tensormap.make_tensor_map(t, box), cached (kernels.tma.launch)."""
+    """The map the harness passes for t: kernels.tensormap.make_tensor_map(t, box), cached (kernels.tensormap.cached_tensor_map)."""
     from .launch import tensor_map as cached
 
     return cached(t, box)

@@ -12,14 +12,14 @@ from kernels.tensormap (a TensorMapError names the dimension, the value and the 
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from functools import lru_cache
 
 import torch
 
-from ..compile import compile_cuda, kernel_file
+from ..compile import compile_cuda, excerpt, kernel_file
 from ..launch import ceil_div, i32, launch
-from ..tensormap import TensorMapError, make_tensor_map, validate_tensor
+from ..sim import H100
+from ..tensormap import TensorMapError, cached_tensor_map, make_tensor_map, validate_tensor
 from .workload import DEFAULT_BOX
 
 VARIANTS = ("tile", "pipelined", "triton", "triton_device")
@@ -28,34 +28,16 @@ DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 MAX_STAGES = 8            # tma_copy.cu: MAX_STAGES barriers
 COPY_BLOCK = 32           # one warp; lane 0 issues everything
 SMEM_SLACK = 128          # the kernel re-aligns the dynamic shared-memory base to 128 bytes
-SMEM_PER_SM = 228 * 1024  # H100 (cc 9.0): shared memory per SM
-SMEM_RESERVED = 1024      # per resident block, reserved by the system
-SMEM_OPTIN = 227 * 1024   # largest dynamic shared memory a block may opt in to
+SMEM_PER_SM = H100.smem_per_sm_bytes              # the SM's shared-memory limits (kernels.sim: cc 9.0, sourced)
+SMEM_RESERVED = H100.smem_reserved_per_block_bytes
+SMEM_OPTIN = H100.smem_per_block_optin_bytes       # largest dynamic shared memory a block may opt in to
 STATIC_SMEM = 8 * MAX_STAGES  # the barriers
 DEFAULT_STAGES = 3
 DEFAULT_BLOCKS_PER_SM = 2
 
 
-# Descriptors are cached by (address, shape, strides, dtype, box, swizzle): building one costs tens of microseconds
-# of host time, which must not land inside a timed repetition. A cached map of a freed tensor is still right for a
-# new tensor at the same address with the same shape and strides (a map holds the address); cuda.core keeps the
-# source tensor alive while its descriptor lives, so the cache is small.
-_MAPS: OrderedDict = OrderedDict()
-_MAX_MAPS = 16  # a descriptor keeps its tensor alive: keep few
-
-
-def tensor_map(t: torch.Tensor, box, swizzle="none"):
-    """kernels.tensormap.make_tensor_map(t, box), cached."""
-    key = (t.data_ptr(), tuple(t.shape), tuple(t.stride()), str(t.dtype), tuple(box), str(swizzle), str(t.device))
-    m = _MAPS.get(key)
-    if m is None:
-        m = make_tensor_map(t, tuple(box), swizzle=swizzle)
-        _MAPS[key] = m
-        while len(_MAPS) > _MAX_MAPS:
-            _MAPS.popitem(last=False)
-    else:
-        _MAPS.move_to_end(key)
-    return m
+# the launchers' descriptor cache: kernels.tensormap.cached_tensor_map (tensor_map, below, for this topic's notebook)
+tensor_map = cached_tensor_map
 
 
 @lru_cache(maxsize=1)
@@ -66,13 +48,7 @@ def cubin():
 def source(start: str | None = None, end: str | None = None) -> str:
     """tma_copy.cu, or the part of it from the first line containing `start` up to (not including) the first
     later line containing `end` (for the notebook)."""
-    text = kernel_file("tma", "tma_copy.cu").read_text()
-    lines = text.splitlines()
-    i = next((k for k, ln in enumerate(lines) if start in ln), None) if start else 0
-    if i is None:
-        raise KeyError(f"{start!r} is not in tma_copy.cu")
-    j = next((k for k in range(i + 1, len(lines)) if end in lines[k]), len(lines)) if end else len(lines)
-    return "\n".join(lines[i:j])
+    return excerpt(kernel_file("tma", "tma_copy.cu"), start, end)
 
 
 def stage_bytes(box, element_bytes: int) -> int:

@@ -68,7 +68,7 @@ FIT = {"source": "build/h100-run9/tma/recorded_h100.json", "date": "2026-11-22",
        "copy_tbps": 3.001, "rows": 18, "band": 0.070, "LATENCY_NS": LATENCY_NS}
 
 SMEM_PER_SM = H100.smem_per_sm_bytes
-SMEM_RESERVED = 1024
+SMEM_RESERVED = H100.smem_reserved_per_block_bytes
 THREADS_PER_SM = H100.max_threads_per_sm
 MAX_BLOCKS = H100.max_blocks_per_sm
 

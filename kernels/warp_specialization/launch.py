@@ -13,9 +13,9 @@ from functools import lru_cache
 
 import torch
 
-from ..compile import compile_cuda, kernel_file
+from ..compile import compile_cuda, excerpt, kernel_file
 from ..launch import i32, launch
-from ..tensormap import make_tensor_map, validate_tensor
+from ..tensormap import cached_tensor_map, validate_tensor
 from .workload import BLOCK, KERNELS, TILE, TILE_BYTES, VARIANTS, tiles
 
 MAX_STAGES = 8           # ws_rowsum.cu: MAX_STAGES barriers per ring
@@ -23,18 +23,9 @@ SMEM_SLACK = 128         # the kernel re-aligns the dynamic shared-memory base t
 DEFAULT_STAGES = 4
 DEFAULT_VARIANT = "ws_regs"
 
-_MAPS: dict = {}
-
-
 def tensor_map(x: torch.Tensor):
-    """kernels.tensormap.make_tensor_map(x, TILE), cached by address, shape and strides (a few entries)."""
-    key = (x.data_ptr(), tuple(x.shape), tuple(x.stride()), str(x.device))
-    m = _MAPS.get(key)
-    if m is None:
-        if len(_MAPS) > 8:
-            _MAPS.clear()
-        m = _MAPS[key] = make_tensor_map(x, TILE)
-    return m
+    """The TILE-box map of x (kernels.tensormap.cached_tensor_map)."""
+    return cached_tensor_map(x, TILE)
 
 
 @lru_cache(maxsize=1)
@@ -45,12 +36,7 @@ def cubin():
 def source(start: str | None = None, end: str | None = None) -> str:
     """ws_rowsum.cu, or its lines from the first containing `start` up to (not including) the next containing
     `end` (for the notebook)."""
-    lines = kernel_file("warp_specialization", "ws_rowsum.cu").read_text().splitlines()
-    i = next((k for k, ln in enumerate(lines) if start in ln), None) if start else 0
-    if i is None:
-        raise KeyError(f"{start!r} is not in ws_rowsum.cu")
-    j = next((k for k in range(i + 1, len(lines)) if end in lines[k]), len(lines)) if end else len(lines)
-    return "\n".join(lines[i:j])
+    return excerpt(kernel_file("warp_specialization", "ws_rowsum.cu"), start, end)
 
 
 def smem_bytes(stages: int) -> int:
