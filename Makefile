@@ -26,6 +26,8 @@ TORCH_CPU ?= torch==2.13.0
 TORCH_INDEX ?=
 
 OUT ?= build/gpu
+# make test's parallel workers (pytest-xdist; one test file per worker at a time): auto = one per core
+TEST_WORKERS ?= auto
 WEEK ?= week1
 # e.g. make lab LAB_ARGS="--root . --port 9999 --no-browser" (--root . for the formgrader)
 LAB_ARGS ?=
@@ -66,7 +68,7 @@ $(STAMP): pyproject.toml
 
 test: venv
 	@mkdir -p $(CACHE)
-	$(VPY) -m pytest -q tests kernels autograder
+	$(VPY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15 tests kernels autograder
 
 lab: venv
 	$(VPY) -m autograder.lab $(LAB_ARGS)
