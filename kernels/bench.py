@@ -156,6 +156,32 @@ def bench(
         check(f"warm-up {w + 1}", args)
     torch.cuda.synchronize()
 
+    times, counted_ms = _timed_loop(fn, make_args, reps, flush, ranges, counted, counts, check)
+    wall_ms = float("nan")
+    if wall_check:
+        host_ms, wall_ms = _wall_clock(fn, make_args, make_wall_args, wall_calls or max(3, min(reps, 20)), counts,
+                                       check)
+        med = statistics.median(times)
+        if not timing_consistent(med, host_ms, wall_ms):
+            raise TimingError(
+                f"CUDA events measured {med:.4f} ms per call and the host spent {host_ms:.4f} ms launching it, but "
+                f"a wall clock across a device sync saw {wall_ms:.4f} ms per call: work the events did not see "
+                "(another stream, a thread, or deferred work)")
+    res = BenchResult(
+        ms=statistics.median(times), p20_ms=_quantile(times, 0.2), p80_ms=_quantile(times, 0.8), reps=reps,
+        bytes=int(bytes), flops=int(flops), wall_ms=wall_ms,
+        ceilings=ceilings() if with_ceilings else None, launches=counts["launches"], verified=counts["verified"],
+        problems=problems, counted_ms=counted_ms,
+    )
+    return res
+
+
+def _timed_loop(fn, make_args, reps: int, flush: bool, ranges, counted, counts: dict,
+                check) -> tuple[list, float | None]:
+    """The timed repetitions, with the counted ones interleaved (module docstring): (the timed launches' times in
+    ms, the counted launches' median or None)."""
+    import torch
+
     if counted and ranges is None:
         raise ValueError("counted repetitions need the counter ranges to count them in")
     total = reps + len(counted)
@@ -185,42 +211,29 @@ def bench(
     every = [s.elapsed_time(e) for s, e in zip(starts, ends)]
     times = [t for i, t in enumerate(every) if i not in counted]
     # the counted launches' own times: how much the counters slowed them (never part of the result's timing)
-    counted_ms = statistics.median([every[i] for i in sorted(counted)]) if counted else None
+    return times, (statistics.median([every[i] for i in sorted(counted)]) if counted else None)
 
-    wall_ms = float("nan")
-    if wall_check:
-        # Time n back-to-back calls twice over: the host's own enqueue time (no sync) and the wall clock through a
-        # device sync. A kernel whose launch costs the host more than the kernel costs the GPU is host-bound, not
-        # hidden: only time that neither the events nor the host account for means work off the timed stream.
-        n = wall_calls or max(3, min(reps, 20))
-        # Each call gets its own arguments when the caller can give them (its own output to verify): a kernel that
-        # works on one call in n cannot average its lazy calls into the wall clock unseen.
-        calls = list(make_wall_args(n)) if make_wall_args else [make_args()] * n
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for args in calls:
-            fn(*args)
-        t1 = time.perf_counter()
-        torch.cuda.synchronize()
-        t2 = time.perf_counter()
-        counts["launches"] += n
-        for j, args in enumerate(calls if make_wall_args else calls[:1]):
-            check(f"wall-clock call {j + 1} of {n}", args)
-        host_ms = (t1 - t0) * 1e3 / n
-        wall_ms = (t2 - t0) * 1e3 / n
-        med = statistics.median(times)
-        if not timing_consistent(med, host_ms, wall_ms):
-            raise TimingError(
-                f"CUDA events measured {med:.4f} ms per call and the host spent {host_ms:.4f} ms launching it, but "
-                f"a wall clock across a device sync saw {wall_ms:.4f} ms per call: work the events did not see "
-                "(another stream, a thread, or deferred work)")
-    res = BenchResult(
-        ms=statistics.median(times), p20_ms=_quantile(times, 0.2), p80_ms=_quantile(times, 0.8), reps=reps,
-        bytes=int(bytes), flops=int(flops), wall_ms=wall_ms,
-        ceilings=ceilings() if with_ceilings else None, launches=counts["launches"], verified=counts["verified"],
-        problems=problems, counted_ms=counted_ms,
-    )
-    return res
+
+def _wall_clock(fn, make_args, make_wall_args, n: int, counts: dict, check) -> tuple[float, float]:
+    """n back-to-back calls timed twice over: (the host's own enqueue time per call, no sync; the wall clock per call
+    through a device sync). A kernel whose launch costs the host more than the kernel costs the GPU is host-bound,
+    not hidden: only time that neither the events nor the host account for means work off the timed stream."""
+    import torch
+
+    # Each call gets its own arguments when the caller can give them (its own output to verify): a kernel that
+    # works on one call in n cannot average its lazy calls into the wall clock unseen.
+    calls = list(make_wall_args(n)) if make_wall_args else [make_args()] * n
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for args in calls:
+        fn(*args)
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    t2 = time.perf_counter()
+    counts["launches"] += n
+    for j, args in enumerate(calls if make_wall_args else calls[:1]):
+        check(f"wall-clock call {j + 1} of {n}", args)
+    return (t1 - t0) * 1e3 / n, (t2 - t0) * 1e3 / n
 
 
 def _copy_ceiling() -> BenchResult:
