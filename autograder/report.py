@@ -536,14 +536,42 @@ def render_html(meta: dict, notebooks: list[str], exercises: list[ExerciseInfo],
 
     cpu = [s.name for s in roster if s.on_cpu]
     if cpu:
-        parts.append("<p class='banner'><strong>Graded on CPU</strong>: "
-                     f"{len(cpu)} of {sum(s.submitted for s in roster)} students ({_e(', '.join(cpu[:20]))}"
-                     f"{', ...' if len(cpu) > 20 else ''}) were graded without a GPU (<code>--gpus none</code>). "
-                     "Their scores hold the compile, SASS and quiz points only: correctness on the GPU, throughput "
-                     "and the measured hardware path were not graded, so their totals are not comparable with a GPU "
-                     "grading. Grade them again on a Hopper GPU for the real score.</p>")
+        parts.append(_cpu_banner_html(cpu, roster))
 
     # --- summary
+    parts += _summary_html(meta, notebooks, roster, totals, top)
+
+    # --- per exercise
+    parts.append("<h2 id='exercises'>Exercises</h2>")
+    for ex in exercises:
+        parts += _exercise_html(ex, roster)
+
+    # --- flags
+    parts.append("<h2 id='flags'>Flags</h2>")
+    parts.append(_flags_html(roster, secrets))
+
+    # --- every student
+    parts.append("<h2 id='students'>Students</h2>")
+    parts.append(_students_html(notebooks, roster, top, secrets))
+    parts.append("</body></html>\n")
+    return "\n".join(parts)
+
+
+def _cpu_banner_html(cpu: list[str], roster: list[Student]) -> str:
+    """The warning that some students were graded without a GPU, so their totals are not comparable."""
+    return ("<p class='banner'><strong>Graded on CPU</strong>: "
+            f"{len(cpu)} of {sum(s.submitted for s in roster)} students ({_e(', '.join(cpu[:20]))}"
+            f"{', ...' if len(cpu) > 20 else ''}) were graded without a GPU (<code>--gpus none</code>). "
+            "Their scores hold the compile, SASS and quiz points only: correctness on the GPU, throughput "
+            "and the measured hardware path were not graded, so their totals are not comparable with a GPU "
+            "grading. Grade them again on a Hopper GPU for the real score.</p>")
+
+
+def _summary_html(meta: dict, notebooks: list[str], roster: list[Student], totals: list[float],
+                  top: float) -> list[str]:
+    """The summary section: the figures of the batch, the histogram of totals (if any), the lanes (if recorded)."""
+    week = meta["week"]
+    secrets = meta["secrets"]
     wall = meta["batch_wall_s"]
     n_flags = sum(len(s.flags) for s in roster)
     mean = statistics.fmean(totals) if totals else None
@@ -563,57 +591,63 @@ def render_html(meta: dict, notebooks: list[str], exercises: list[ExerciseInfo],
         summary.append(("secret seed from", str(meta["seed_source"])))
     if meta.get("batch_error"):
         summary.append(("batch record", _clean(meta["batch_error"], secrets)))
-    parts.append("<h2 id='summary'>Summary</h2><dl class='summary'>"
-                 + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in summary) + "</dl>")
+    parts = ["<h2 id='summary'>Summary</h2><dl class='summary'>"
+             + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in summary) + "</dl>"]
     if totals:
         parts.append("<div class='plots'>" + _img(score_histogram(totals, top, f"{week}: total score"),
                                                   "histogram of total scores") + "</div>")
     if meta.get("lanes"):
         parts.append(lanes_html(meta["lanes"], meta.get("where")))
+    return parts
 
-    # --- per exercise
-    parts.append("<h2 id='exercises'>Exercises</h2>")
-    for ex in exercises:
-        res = [(s, s.results[ex.key]) for s in roster if s.submitted]
-        pts = [r.points for _, r in res]
-        mx = ex.max_points or max((r.max_points for _, r in res), default=0.0)
-        parts.append(f"<h3 id='ex-{_e(ex.key)}'>{_e(ex.notebook)} · {_e(ex.name)}</h3>")
-        info = [f"max {mx:g} points", f"mean {_fmt(statistics.fmean(pts)) if pts else '—'}"]
-        if ex.metric:
-            info.append(f"metric {ex.unit}")
-            info.append(f"bar {ex.bar:.4g} {ex.unit} (median of the bars applied: a fraction of each run's baseline)"
-                        if ex.bar else "no bar applied (nothing timed)")
-        parts.append(f"<p class='muted'>{_e('; '.join(info))}</p>")
-        plots = []
-        if pts:
-            plots.append(_img(score_histogram(pts, mx, f"{ex.name}: points"), f"{ex.name} score histogram"))
-        board = leaderboard(ex, roster) if ex.metric else []
-        on_board = {s.name for s, _ in board}
-        timed_bad = [r.value for s, r in res if r.value is not None and s.name not in on_board]
-        if board or timed_bad:
-            plots.append(_img(throughput_plot(ex, [r.value for _, r in board], timed_bad),
-                              f"{ex.name} throughput distribution"))
-        parts.append("<div class='plots'>" + "".join(plots) + "</div>")
-        if ex.metric:
-            if board:
-                rows = [[str(i), _e(s.name), _fmt(r.value, 4),
-                         _fmt(r.value / (r.bar or ex.bar), 3) + "×" if (r.bar or ex.bar) else "—", f"{r.points:g} / {r.max_points:g}"]
-                        for i, (s, r) in enumerate(board, 1)]
-                parts.append(f"<h4>Leaderboard — {_e(ex.name)}</h4>"
-                             + _table(["rank", "student", f"throughput ({ex.unit})", "of the bar", "points"], rows,
-                                      {0, 2, 3, 4}))
-            else:
-                parts.append("<p class='muted'>No leaderboard: no correct submission was timed (throughput is "
-                             "measured on a Hopper GPU only).</p>")
 
-    # --- flags
-    parts.append("<h2 id='flags'>Flags</h2>")
+def _exercise_html(ex: ExerciseInfo, roster: list[Student]) -> list[str]:
+    """One exercise's section: its figures, its plots, and (for a timed exercise) its leaderboard or why none."""
+    parts = []
+    res = [(s, s.results[ex.key]) for s in roster if s.submitted]
+    pts = [r.points for _, r in res]
+    mx = ex.max_points or max((r.max_points for _, r in res), default=0.0)
+    parts.append(f"<h3 id='ex-{_e(ex.key)}'>{_e(ex.notebook)} · {_e(ex.name)}</h3>")
+    info = [f"max {mx:g} points", f"mean {_fmt(statistics.fmean(pts)) if pts else '—'}"]
+    if ex.metric:
+        info.append(f"metric {ex.unit}")
+        info.append(f"bar {ex.bar:.4g} {ex.unit} (median of the bars applied: a fraction of each run's baseline)"
+                    if ex.bar else "no bar applied (nothing timed)")
+    parts.append(f"<p class='muted'>{_e('; '.join(info))}</p>")
+    plots = []
+    if pts:
+        plots.append(_img(score_histogram(pts, mx, f"{ex.name}: points"), f"{ex.name} score histogram"))
+    board = leaderboard(ex, roster) if ex.metric else []
+    on_board = {s.name for s, _ in board}
+    timed_bad = [r.value for s, r in res if r.value is not None and s.name not in on_board]
+    if board or timed_bad:
+        plots.append(_img(throughput_plot(ex, [r.value for _, r in board], timed_bad),
+                          f"{ex.name} throughput distribution"))
+    parts.append("<div class='plots'>" + "".join(plots) + "</div>")
+    if ex.metric:
+        if board:
+            rows = [[str(i), _e(s.name), _fmt(r.value, 4),
+                     _fmt(r.value / (r.bar or ex.bar), 3) + "×" if (r.bar or ex.bar) else "—",
+                     f"{r.points:g} / {r.max_points:g}"]
+                    for i, (s, r) in enumerate(board, 1)]
+            parts.append(f"<h4>Leaderboard — {_e(ex.name)}</h4>"
+                         + _table(["rank", "student", f"throughput ({ex.unit})", "of the bar", "points"], rows,
+                                  {0, 2, 3, 4}))
+        else:
+            parts.append("<p class='muted'>No leaderboard: no correct submission was timed (throughput is "
+                         "measured on a Hopper GPU only).</p>")
+    return parts
+
+
+def _flags_html(roster: list[Student], secrets: list[str]) -> str:
+    """The table of every flag raised, or a line saying there is none."""
     frows = [[_e(s.name), _e(nb), f"<span class='flag'>{_e(_clean(f, secrets))}</span>"]
              for s in roster for nb, f in s.flags]
-    parts.append(_table(["student", "notebook", "flag"], frows) if frows else "<p class='muted'>No flags.</p>")
+    return _table(["student", "notebook", "flag"], frows) if frows else "<p class='muted'>No flags.</p>"
 
-    # --- every student
-    parts.append("<h2 id='students'>Students</h2>")
+
+def _students_html(notebooks: list[str], roster: list[Student], top: float, secrets: list[str]) -> str:
+    """The table of every student: status, total, points per notebook (or malformed, or none), flags, lane, notes."""
     head = ["student", "status", "total"] + notebooks + ["flags", "wall (s)", "graded on", "notes"]
     srows = []
     for s in roster:
@@ -628,10 +662,8 @@ def render_html(meta: dict, notebooks: list[str], exercises: list[ExerciseInfo],
         cells += [str(len(s.flags)), _fmt(s.wall_s, 3), _e(s.lane) or "—",
                   "<br>".join(_e(_clean(n, secrets)) for n in s.notes)]
         srows.append(cells)
-    parts.append("<div class='wide'>" + _table(head, srows, {2, *range(3, 3 + len(notebooks)), 3 + len(notebooks),
-                                                             4 + len(notebooks)}) + "</div>")
-    parts.append("</body></html>\n")
-    return "\n".join(parts)
+    return "<div class='wide'>" + _table(head, srows, {2, *range(3, 3 + len(notebooks)), 3 + len(notebooks),
+                                                      4 + len(notebooks)}) + "</div>"
 
 
 def lanes_html(lanes: dict, where: str | None = None) -> str:

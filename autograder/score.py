@@ -68,16 +68,7 @@ def score(ex: Exercise, facts: dict, extra_flags: list[str] = ()) -> ExerciseSco
             put(part, 0, facts.get("error", status))
         return ExerciseScore(ex.name, out, flags + [f"{status}: {facts.get('error', '')}"], status, facts)
     if not comp or not comp.get("ok"):
-        why = (comp or {}).get("error") or facts.get("error") or "no verdict"
-        if comp and comp.get("not_attempted"):
-            why = "exercise not attempted: " + why.split(": ", 1)[-1] if "not attempted" not in why else why
-            status = "not_attempted"
-        first = next(iter(parts))
-        for part in parts:  # the compiler's log once, under the first part; the others point at it
-            put(part, 0, why if part == first else
-                f"0: {'not attempted' if status == 'not_attempted' else 'the kernel did not compile'} "
-                f"(the {first} part says why)")
-        return ExerciseScore(ex.name, out, flags, status, facts)
+        return _score_not_compiled(ex, facts, comp, status, flags, put, out)
 
     pts, text, flag = path_points(ex, facts)
     put("path", pts, text, graded=bool(facts.get("gpu")))
@@ -105,6 +96,30 @@ def score(ex: Exercise, facts: dict, extra_flags: list[str] = ()) -> ExerciseSco
         put("correctness", 0, f"wrong at shape {tuple(bad.get('shape', ()))}: {bad.get('message', '')}"
             + _printed(facts))
 
+    _put_throughput(ex, facts, put, out)
+    return ExerciseScore(ex.name, out, flags, status, facts)
+
+
+def _score_not_compiled(ex: Exercise, facts: dict, comp: dict | None, status: str, flags: list[str], put,
+                        out: dict[str, PartScore]) -> ExerciseScore:
+    """No kernel to run (not compiled, or not attempted): 0 on every part, the reason under the first."""
+    parts = ex.parts
+    why = (comp or {}).get("error") or facts.get("error") or "no verdict"
+    if comp and comp.get("not_attempted"):
+        why = "exercise not attempted: " + why.split(": ", 1)[-1] if "not attempted" not in why else why
+        status = "not_attempted"
+    first = next(iter(parts))
+    for part in parts:  # the compiler's log once, under the first part; the others point at it
+        put(part, 0, why if part == first else
+            f"0: {'not attempted' if status == 'not_attempted' else 'the kernel did not compile'} "
+            f"(the {first} part says why)")
+    return ExerciseScore(ex.name, out, flags, status, facts)
+
+
+def _put_throughput(ex: Exercise, facts: dict, put, out: dict[str, PartScore]) -> None:
+    """The throughput part: not graded (why, with the figure if one was measured), or measured against the bar,
+    the roofline, the timed output and (where the spec requires it) the path part's share."""
+    parts = ex.parts
     tp = facts.get("throughput", {})
     if not tp.get("graded"):
         reason = tp.get("reason", "")
@@ -115,7 +130,7 @@ def score(ex: Exercise, facts: dict, extra_flags: list[str] = ()) -> ExerciseSco
             put("throughput", 0, f"measured {mine['value']:.3f} {unit}{stale}; not graded: {reason}", graded=False)
         else:
             put("throughput", 0, f"not timed: {reason}", graded="not correct" in reason)
-        return ExerciseScore(ex.name, out, flags, status, facts)
+        return
     mine = tp["student"]
     ref = tp.get("reference") or {}
     bar, how = bar_for(ex, tp)
@@ -142,7 +157,6 @@ def score(ex: Exercise, facts: dict, extra_flags: list[str] = ()) -> ExerciseSco
     else:
         put("throughput", 0, text + f"; bar {bar:.3f} {unit} = {how}: {value / bar:.2f}x of the bar")
     facts.setdefault("throughput", {})["bar"] = bar
-    return ExerciseScore(ex.name, out, flags, status, facts)
 
 
 def _printed(facts: dict) -> str:

@@ -498,13 +498,9 @@ def measured_dram(record: dict | None) -> dict | None:
             if v.get("dram_read_gb") is not None}
 
 
-def stage_depth_story(record: dict | None = None, shape=(8192, 8192, 8192)) -> str:
-    """Rung 3's ring depths explained from the kernel (shared memory per stage x stages, the CTAs per SM that leaves,
-    registers) and, with a record, from its measurements: which depth is fastest and why, and what the model cannot
-    tell apart (four and six stages). The notebook prints it for the record of the GPU it runs on."""
-    from ..record import device_tag
-
-    occ = ring_occupancy()
+def _occupancy_lines(occ: list[dict]) -> list[str]:
+    """The kernel side of the story: shared memory and registers per CTA at each depth, and from which depth on one
+    CTA per SM is left."""
     st_bytes = occ[0]["stage_bytes"]
     lines = [f"Rung 3 (gemm_pipelined.cu): a stage is one k-tile of A and B, 2 x (128 x 64) bf16 = {st_bytes // 1024} "
              f"KiB; {occ[0]['block']} threads x {occ[0]['registers']} registers. An SM has "
@@ -522,54 +518,78 @@ def stage_depth_story(record: dict | None = None, shape=(8192, 8192, 8192)) -> s
                  "consumer drains its wgmma group and hands the stage back, the other's keeps the tensor core busy. "
                  f"From {min(one)} stages on one CTA is left, and its drain is exposed on every k-tile: "
                  f"{min(one)} and {max(one)} stages are the same SM to the model (same occupancy, same drain).")
-    if not record:
-        return "\n".join(lines)
-    name = "x".join(map(str, shape))
+    return lines
+
+
+def _measured_tflops(record: dict, name: str) -> dict:
+    """{stages: TFLOPS} of the record's rung 3 exercise rows at shape `name` (no stages given: 4)."""
     tf = {}
     for r in record["rows"]:
         if r.get("variant") == "pipelined" and r["shape"] == name and r.get("tflops") \
                 and r.get("data", "exercise") == "exercise" and not r.get("lesson"):
             tf[r.get("stages") or 4] = r["tflops"]
-    if not tf:
-        return "\n".join(lines)
+    return tf
+
+
+def _deep_ring_lines(record: dict, shape, tf: dict, pred: dict, cfgs: dict, deep: list, dram: float) -> list[str]:
+    """Why the shallowest and the deepest one-CTA depths part or not: DRAM with and without B reuse, and whether the
+    deeper ring landed near the no-reuse floor (a named miss) or stayed with the model."""
+    from ..record import device_tag
+
+    lines = []
+    a, b = deep[0], deep[-1]
+    c = cfgs[a]
+    w = wave_traffic(c)
+    floor = no_reuse_floor(c, dram)
+    t_in_step = w["dram_bytes"] * (math.ceil(shape[0] / c.tile[0]) * math.ceil(shape[1] / c.tile[1])) \
+        / w["ctas"] / (2.0 * shape[0] * shape[1] * shape[2] / (tf[a] * 1e12))
+    lines.append(
+        f"{a} and {b} stages, one CTA per SM each: {tf[a]:.1f} and {tf[b]:.1f} TFLOPS ({tf[b] / tf[a] - 1:+.0%}). "
+        f"What can part them is DRAM: a wave of {w['ctas']} CTAs is {w['ctas'] / w['tile_cols']:.1f} tile rows "
+        f"deep "
+        f"across all {w['tile_cols']:.0f} tile columns, so it streams all of B "
+        f"({w['tile_cols'] * c.tile[1] * shape[2] * 2 / 2**20:.0f} MiB, more than the {L2_BYTES / 2**20:.0f} MiB "
+        f"L2) from DRAM once per wave — with the CTAs that share a B panel in step (the model's DRAM term): "
+        f"{t_in_step / 1e12:.2f} TB/s at {a} stages' rate, {t_in_step / 1e12 / dram:.0%} of this run's copy "
+        f"ceiling. If those CTAs drift apart, L2 must hold B for {b_reuse_distance(c) / 2**20:.0f} MiB of "
+        f"other traffic between the two reads and cannot: B comes from DRAM twice, and the floor is "
+        f"{floor:.0f} TFLOPS here. {b} stages measured {tf[b]:.1f} ({tf[b] / floor - 1:.0%} above that floor), "
+        f"{a} stages {tf[a]:.1f} ({tf[a] / floor - 1:.0%} above it).")
+    if tf[b] < 0.9 * pred[b]:
+        lines.append(f"On this GPU ({device_tag(record['device'])}) the deeper ring landed near the no-reuse "
+                     f"floor and the model misses it by {pred[b] / tf[b] - 1:+.0%} (a named miss: "
+                     "model.KNOWN_MISSES); the model does not say which state a run falls into. A deeper ring "
+                     "is not free: beyond the depth that hides the round trip it buys nothing and costs CTAs.")
+    else:
+        lines.append(f"On this GPU ({device_tag(record['device'])}) the two stayed within "
+                     f"{abs(tf[b] / tf[a] - 1):.0%} of each other and within {abs(pred[b] / tf[b] - 1):.0%} of "
+                     f"the model; its DRAM is fast enough that the no-reuse floor ({floor:.0f}) sits close to "
+                     "the drain bound, so the two states are hard to tell apart here.")
+    return lines
+
+
+def _measured_depth_lines(record: dict, shape, name: str, tf: dict, one: list) -> list[str]:
+    """The record's TFLOPS per depth against the model, the fastest depth, and the one-CTA depths compared."""
     dram = record["ceilings"]["copy_tbps"]
     cfgs = {st: configs_for(shape, st)["pipelined"] for st in tf}
     pred = {st: predict_config(c, dram).tflops for st, c in cfgs.items()}
     gpu = f"{record['device']} ({record['date']}, copy ceiling {dram:.2f} TB/s)"
-    lines.append(f"Measured at {name} on {gpu}, TFLOPS (model):  " +
-                 "  ".join(f"{st} stage{'s' * (st > 1)} {tf[st]:.1f} ({pred[st]:.0f})" for st in sorted(tf)))
+    lines = [f"Measured at {name} on {gpu}, TFLOPS (model):  " +
+             "  ".join(f"{st} stage{'s' * (st > 1)} {tf[st]:.1f} ({pred[st]:.0f})" for st in sorted(tf))]
     best = max(tf, key=tf.get)
     lines.append(f"Fastest: {best} stages ({tf[best] / tf[min(tf)]:.2f}x one stage).")
     deep = sorted(st for st in tf if st in one)
     if len(deep) >= 2:
-        a, b = deep[0], deep[-1]
-        c = cfgs[a]
-        w = wave_traffic(c)
-        floor = no_reuse_floor(c, dram)
-        t_in_step = w["dram_bytes"] * (math.ceil(shape[0] / c.tile[0]) * math.ceil(shape[1] / c.tile[1])) \
-            / w["ctas"] / (2.0 * shape[0] * shape[1] * shape[2] / (tf[a] * 1e12))
-        lines.append(
-            f"{a} and {b} stages, one CTA per SM each: {tf[a]:.1f} and {tf[b]:.1f} TFLOPS ({tf[b] / tf[a] - 1:+.0%}). "
-            f"What can part them is DRAM: a wave of {w['ctas']} CTAs is {w['ctas'] / w['tile_cols']:.1f} tile rows "
-            f"deep "
-            f"across all {w['tile_cols']:.0f} tile columns, so it streams all of B "
-            f"({w['tile_cols'] * c.tile[1] * shape[2] * 2 / 2**20:.0f} MiB, more than the {L2_BYTES / 2**20:.0f} MiB "
-            f"L2) from DRAM once per wave — with the CTAs that share a B panel in step (the model's DRAM term): "
-            f"{t_in_step / 1e12:.2f} TB/s at {a} stages' rate, {t_in_step / 1e12 / dram:.0%} of this run's copy "
-            f"ceiling. If those CTAs drift apart, L2 must hold B for {b_reuse_distance(c) / 2**20:.0f} MiB of "
-            f"other traffic between the two reads and cannot: B comes from DRAM twice, and the floor is "
-            f"{floor:.0f} TFLOPS here. {b} stages measured {tf[b]:.1f} ({tf[b] / floor - 1:.0%} above that floor), "
-            f"{a} stages {tf[a]:.1f} ({tf[a] / floor - 1:.0%} above it).")
-        if tf[b] < 0.9 * pred[b]:
-            lines.append(f"On this GPU ({device_tag(record['device'])}) the deeper ring landed near the no-reuse "
-                         f"floor and the model misses it by {pred[b] / tf[b] - 1:+.0%} (a named miss: "
-                         "model.KNOWN_MISSES); the model does not say which state a run falls into. A deeper ring "
-                         "is not free: beyond the depth that hides the round trip it buys nothing and costs CTAs.")
-        else:
-            lines.append(f"On this GPU ({device_tag(record['device'])}) the two stayed within "
-                         f"{abs(tf[b] / tf[a] - 1):.0%} of each other and within {abs(pred[b] / tf[b] - 1):.0%} of "
-                         f"the model; its DRAM is fast enough that the no-reuse floor ({floor:.0f}) sits close to "
-                         "the drain bound, so the two states are hard to tell apart here.")
+        lines.extend(_deep_ring_lines(record, shape, tf, pred, cfgs, deep, dram))
+    return lines
+
+
+def _dram_counter_lines(record: dict, shape, name: str, one: list) -> list[str]:
+    """The DRAM bytes ncu measured per depth against the model's wave with and without B reuse (none without a
+    counters file)."""
+    from ..record import device_tag
+
+    lines = []
     dram_meas = measured_dram(record)
     if dram_meas:
         c4 = configs_for(shape, 4)["pipelined"]
@@ -586,6 +606,24 @@ def stage_depth_story(record: dict | None = None, shape=(8192, 8192, 8192)) -> s
                          f"{dram_meas[b] / dram_meas[a]:.2f}x what {a} stages read, "
                          f"{(dram_meas[b] - in_step) / (no_reuse - in_step):.0%} of the way to reading B once per CTA: "
                          "the deeper ring's CTAs drift out of step and B comes from DRAM again.")
+    return lines
+
+
+def stage_depth_story(record: dict | None = None, shape=(8192, 8192, 8192)) -> str:
+    """Rung 3's ring depths explained from the kernel (shared memory per stage x stages, the CTAs per SM that leaves,
+    registers) and, with a record, from its measurements: which depth is fastest and why, and what the model cannot
+    tell apart (four and six stages). The notebook prints it for the record of the GPU it runs on."""
+    occ = ring_occupancy()
+    lines = _occupancy_lines(occ)
+    one = [o["stages"] for o in occ if o["resident"] == 1]
+    if not record:
+        return "\n".join(lines)
+    name = "x".join(map(str, shape))
+    tf = _measured_tflops(record, name)
+    if not tf:
+        return "\n".join(lines)
+    lines.extend(_measured_depth_lines(record, shape, name, tf, one))
+    lines.extend(_dram_counter_lines(record, shape, name, one))
     return "\n".join(lines)
 
 

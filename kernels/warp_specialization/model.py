@@ -125,18 +125,9 @@ def _start(kw: dict) -> float:
     return kw.get("start_ns", START_NS)
 
 
-def simulate(cfg: Config, ceiling_tbps: float, **constants) -> Trace:
-    """Event simulation of one block of `cfg` with the memory system at `ceiling_tbps` shared by cfg.blocks."""
-    t0, compute, issue_t, sync_t = _constants(constants)
-    n, S = cfg.tiles_per_block, cfg.stages
-    if S < 1 or n < 0:
-        raise ValueError("need stages >= 1 and tiles_per_block >= 0")
-    drain = ceiling_tbps * 1e3 / cfg.blocks          # bytes per ns of this block's share ... per block in flight
-    per_load = cfg.tile_bytes * cfg.streams           # traffic one load stands for
-    sim = EventSim()
-    tr = Trace(0.0, stages=S)
-    landed: dict[int, float] = {}
-    in_flight = [0]
+def _event_board():
+    """The named events of one block (full<k>, empty<k>): `signal(name)` marks one done and runs what waited on it,
+    `on(name, fn)` runs fn now if the event is done, else when it is signalled."""
     waiting: dict[str, list] = {}                     # event name -> continuations
     done_events: set[str] = set()
 
@@ -151,6 +142,15 @@ def simulate(cfg: Config, ceiling_tbps: float, **constants) -> Trace:
         else:
             waiting.setdefault(name, []).append(fn)
 
+    return signal, on
+
+
+def _tma_loads(sim: EventSim, tr: Trace, signal, cfg: Config, ceiling_tbps: float, t0: float, per_load: float):
+    """`load(k)`: when tile k lands, given the round trip plus the bytes in flight ahead of it at the copy ceiling."""
+    S = cfg.stages
+    landed: dict[int, float] = {}
+    in_flight = [0]
+
     def load(k: int) -> None:  # the TMA instruction of tile k leaves the issuing thread now
         in_flight[0] += 1
         rt = t0 + in_flight[0] * per_load * cfg.blocks / (ceiling_tbps * 1e3)
@@ -164,69 +164,97 @@ def simulate(cfg: Config, ceiling_tbps: float, **constants) -> Trace:
 
         sim.after(rt, land)
 
+    return load
+
+
+def _schedule_uniform(sim: EventSim, tr: Trace, on, load, n: int, S: int, compute: float, issue_t: float,
+                      sync_t: float) -> None:
+    """Rung 1: who refills a stage and when, with no producer of its own."""
+    # One instruction stream: prologue issues, then per tile wait -> compute -> sync -> thread 0 refills.
+    def prologue(k: int) -> None:
+        if k >= min(S, n):
+            return step(0)
+        s0 = sim.now
+        sim.after(issue_t, lambda: (tr.issue.append((k, s0, sim.now)), load(k), prologue(k + 1)))
+
+    def step(k: int) -> None:
+        if k >= n:
+            tr.total = sim.now
+            return
+
+        def go() -> None:
+            c0 = sim.now
+
+            def synced() -> None:
+                tr.consume.append((k, k % S, c0, c0 + compute))
+                if k + S < n:
+                    s0 = sim.now
+                    sim.after(issue_t, lambda: (tr.issue.append((k + S, s0, sim.now)), load(k + S), step(k + 1)))
+                else:
+                    step(k + 1)
+
+            sim.after(compute + sync_t, synced)
+
+        on(f"full{k}", go)
+
+    sim.after(0.0, prologue, 0)
+
+
+def _schedule_specialized(sim: EventSim, tr: Trace, on, signal, load, n: int, S: int, compute: float,
+                          issue_t: float) -> None:
+    """Rungs 2, 3: a producer warp that waits on the empty barriers and consumers that release them."""
+    def produce(k: int) -> None:
+        if k >= n:
+            return
+
+        def go() -> None:
+            s0 = sim.now
+            sim.after(issue_t, lambda: (tr.issue.append((k, s0, sim.now)), load(k), produce(k + 1)))
+
+        if k < S:
+            go()  # first pass through the ring: empty[s] counts as released (parity trick)
+        else:
+            on(f"empty{k - S}", go)  # the consumers released use n - 1 of stage s
+
+    def consume(k: int) -> None:
+        if k >= n:
+            tr.total = sim.now
+            return
+
+        def go() -> None:
+            c0 = sim.now
+
+            def finished() -> None:
+                tr.consume.append((k, k % S, c0, sim.now))
+                signal(f"empty{k}")
+                consume(k + 1)
+
+            sim.after(compute, finished)
+
+        on(f"full{k}", go)
+
+    sim.after(0.0, produce, 0)
+    sim.after(0.0, consume, 0)
+
+
+def simulate(cfg: Config, ceiling_tbps: float, **constants) -> Trace:
+    """Event simulation of one block of `cfg` with the memory system at `ceiling_tbps` shared by cfg.blocks."""
+    t0, compute, issue_t, sync_t = _constants(constants)
+    n, S = cfg.tiles_per_block, cfg.stages
+    if S < 1 or n < 0:
+        raise ValueError("need stages >= 1 and tiles_per_block >= 0")
+    drain = ceiling_tbps * 1e3 / cfg.blocks          # bytes per ns of this block's share ... per block in flight
+    per_load = cfg.tile_bytes * cfg.streams           # traffic one load stands for
+    sim = EventSim()
+    tr = Trace(0.0, stages=S)
+    signal, on = _event_board()
+    load = _tma_loads(sim, tr, signal, cfg, ceiling_tbps, t0, per_load)
+
     del drain
     if cfg.kernel in UNIFORM:
-        # One instruction stream: prologue issues, then per tile wait -> compute -> sync -> thread 0 refills.
-        def prologue(k: int) -> None:
-            if k >= min(S, n):
-                return step(0)
-            s0 = sim.now
-            sim.after(issue_t, lambda: (tr.issue.append((k, s0, sim.now)), load(k), prologue(k + 1)))
-
-        def step(k: int) -> None:
-            if k >= n:
-                tr.total = sim.now
-                return
-
-            def go() -> None:
-                c0 = sim.now
-
-                def synced() -> None:
-                    tr.consume.append((k, k % S, c0, c0 + compute))
-                    if k + S < n:
-                        s0 = sim.now
-                        sim.after(issue_t, lambda: (tr.issue.append((k + S, s0, sim.now)), load(k + S), step(k + 1)))
-                    else:
-                        step(k + 1)
-
-                sim.after(compute + sync_t, synced)
-
-            on(f"full{k}", go)
-
-        sim.after(0.0, prologue, 0)
+        _schedule_uniform(sim, tr, on, load, n, S, compute, issue_t, sync_t)
     elif cfg.kernel in SPECIALIZED:
-        def produce(k: int) -> None:
-            if k >= n:
-                return
-
-            def go() -> None:
-                s0 = sim.now
-                sim.after(issue_t, lambda: (tr.issue.append((k, s0, sim.now)), load(k), produce(k + 1)))
-
-            if k < S:
-                go()  # first pass through the ring: empty[s] counts as released (parity trick)
-            else:
-                on(f"empty{k - S}", go)  # the consumers released use n - 1 of stage s
-
-        def consume(k: int) -> None:
-            if k >= n:
-                tr.total = sim.now
-                return
-
-            def go() -> None:
-                c0 = sim.now
-
-                def finished() -> None:
-                    tr.consume.append((k, k % S, c0, sim.now))
-                    signal(f"empty{k}")
-                    consume(k + 1)
-
-                sim.after(compute, finished)
-
-            on(f"full{k}", go)
-
-        sim.after(0.0, produce, 0)
-        sim.after(0.0, consume, 0)
+        _schedule_specialized(sim, tr, on, signal, load, n, S, compute, issue_t)
     else:
         raise ValueError(f"kernel {cfg.kernel!r} is not modelled ({UNIFORM + SPECIALIZED})")
     sim.run()
