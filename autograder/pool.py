@@ -810,104 +810,16 @@ def run_pool(week: str, students: list[str], lanes: list[Lane], *, grading: Path
 
     events: queue_mod.Queue = queue_mod.Queue()
     todo = _Queue(students, lanes)  # a job remembers the lanes it failed on by identity (Job.avoid: id(lane))
-
-    def work(lane: Lane) -> None:
-        t0 = time.perf_counter()
-        lane_dir = batch / (f"gpu{lane.id}" if lane.id is not None else "lane")
-        ok, why = gpu_healthy(lane.id, lane.env)
-        if ok:
-            try:
-                lane.figures = prepare_lane(week, lane_dir / "baseline", lane.env)
-            except Exception as exc:  # noqa: BLE001 - a lane that cannot measure its GPU grades nobody
-                ok, why = False, str(exc)[:500]
-        if not ok:
-            lane.state, lane.why = "wedged", why
-            todo.retire(lane)
-            events.put(("lane", lane, None, None))
-            return
-        lane.state = "grading"
-        events.put(("lane", lane, None, None))
-        while True:
-            job = todo.take(lane)
-            if job is None:
-                break
-            events.put(("start", lane, job, None))
-            out = batch / "tasks" / f"{job.student}.{len(job.attempts)}"
-            cmd = [sys.executable, "-m", "autograder.pool", "task", week, job.student, "--out", str(out),
-                   "--submitted", str(grading / "submitted"), "--template", str(template),
-                   "--batch-dir", str(lane_dir / "baseline")]
-            if lane.id is not None:
-                cmd += ["--lane", lane.id]
-            cmd += ["--attempt", str(len(job.attempts))]
-            env = dict(lane.env)
-            env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))])
-            try:
-                r = run_child(cmd, env=env, timeout=task_timeout)
-                code, tail = r.returncode, (r.stderr or "")[-1500:]
-            except subprocess.TimeoutExpired:
-                code, tail = 124, f"the task did not finish in {task_timeout:.0f} s: killed"
-            if STOP.is_set():
-                break
-            res = read_result(out)
-            if res is not None and res.get("state") == "done":
-                lane.failures_in_a_row = 0
-                lane.students.append(job.student)
-                events.put(("done", lane, job, (out, res)))
-                todo.finish()
-                continue
-            # A failed attempt: the task process died (no result) or nbgrader failed.
-            if res is None:
-                sig = -code if code < 0 else None
-                why = (f"the grading process died ({signal.Signals(sig).name})" if sig else
-                       f"the grading process exited {code} without a result") + (f": {tail}" if tail.strip() else "")
-            else:
-                why = f"nbgrader autograde exited {res.get('returncode')}: {res.get('log_tail', '')[-600:]}"
-            job.attempts.append({"lane": id(lane), "label": lane.label, "why": why[-800:], "out": str(out)})
-            # A process that died or ran out of time says something about the lane; nbgrader failing on a student's
-            # notebook does not (that student is handed back, the lane goes on).
-            if res is None:
-                lane.failures_in_a_row += 1
-            healthy, hwhy = gpu_healthy(lane.id, lane.env)
-            if not healthy:
-                lane.state, lane.why = "wedged", hwhy
-            elif lane.failures_in_a_row >= 2:
-                lane.state, lane.why = "retired", "its grading process died twice in a row"
-            if lane.state != "grading":
-                todo.retire(lane)
-            if len(job.attempts) < 2:
-                events.put(("handback", lane, job, None))
-                todo.finish(job, requeue=True)
-            else:
-                events.put(("failed", lane, job, None))
-                todo.finish()
-            if lane.state != "grading":
-                break
-        if STOP.is_set():
-            lane.state, lane.why = "interrupted", "interrupted"
-        if lane.state == "grading":
-            lane.state = "done"
-        lane.wall_s = time.perf_counter() - t0
-        events.put(("lane", lane, None, None))
-
     per_student: dict[str, dict] = {}
     STOP.clear()
-    threads = [threading.Thread(target=work, args=(lane,), daemon=True) for lane in lanes]
+    threads = [threading.Thread(target=_work, args=(lane, week, todo, events),
+                                kwargs={"grading": grading, "batch": batch, "template": template,
+                                        "task_timeout": task_timeout}, daemon=True) for lane in lanes]
     for t in threads:
         t.start()
     show = progress or (lambda *a: None)
     try:
-        while any(t.is_alive() for t in threads) or not events.empty():
-            try:
-                kind, lane, job, data = events.get(timeout=0.2)
-            except queue_mod.Empty:
-                continue
-            if kind == "done":
-                out, res = data
-                merge_result(out, grading)  # the single writer
-                per_student[job.student] = _entry(res, lane, job)
-            elif kind == "failed":
-                per_student[job.student] = _not_graded(job, "failed twice")
-            show(kind, lane, job, per_student.get(job.student) if job else None)
+        _merge_events(threads, events, grading, per_student, show)
     except KeyboardInterrupt:
         STOP.set()
         stop_children()
@@ -923,11 +835,139 @@ def run_pool(week: str, students: list[str], lanes: list[Lane], *, grading: Path
         job.attempts.append({"label": "—", "why": "no working GPU lane was left"})
         per_student[job.student] = _not_graded(job, "no working lane left")
         show("failed", None, job, per_student[job.student])
-    summary = {lane.label: {"gpu": lane.id, "cuda_visible_devices": lane.env.get("CUDA_VISIBLE_DEVICES"),
-                            "state": lane.state, "why": lane.why, "students": lane.students,
-                            "device": lane.figures.get("device"), "ceilings": lane.figures.get("ceilings"),
-                            "wall_s": lane.wall_s} for lane in lanes}
-    return per_student, summary
+    return per_student, _lanes_summary(lanes)
+
+
+def _merge_events(threads: list, events, grading: Path, per_student: dict, show) -> None:
+    """The single writer: merge each finished task as its worker reports it, until every worker has stopped."""
+    import queue as queue_mod
+
+    while any(t.is_alive() for t in threads) or not events.empty():
+        try:
+            kind, lane, job, data = events.get(timeout=0.2)
+        except queue_mod.Empty:
+            continue
+        if kind == "done":
+            out, res = data
+            merge_result(out, grading)  # the single writer
+            per_student[job.student] = _entry(res, lane, job)
+        elif kind == "failed":
+            per_student[job.student] = _not_graded(job, "failed twice")
+        show(kind, lane, job, per_student.get(job.student) if job else None)
+
+
+def _lanes_summary(lanes: list[Lane]) -> dict:
+    return {lane.label: {"gpu": lane.id, "cuda_visible_devices": lane.env.get("CUDA_VISIBLE_DEVICES"),
+                         "state": lane.state, "why": lane.why, "students": lane.students,
+                         "device": lane.figures.get("device"), "ceilings": lane.figures.get("ceilings"),
+                         "wall_s": lane.wall_s} for lane in lanes}
+
+
+def _work(lane: Lane, week: str, todo: _Queue, events, *, grading: Path, batch: Path, template: Path,
+          task_timeout: float | None) -> None:
+    """One worker: ready its lane, then grade the students it takes one after another until none is left for it,
+    its lane fails, or the pool stops."""
+    t0 = time.perf_counter()
+    lane_dir = batch / (f"gpu{lane.id}" if lane.id is not None else "lane")
+    ok, why = _lane_ready(week, lane, lane_dir)
+    if not ok:
+        lane.state, lane.why = "wedged", why
+        todo.retire(lane)
+        events.put(("lane", lane, None, None))
+        return
+    lane.state = "grading"
+    events.put(("lane", lane, None, None))
+    while True:
+        job = todo.take(lane)
+        if job is None:
+            break
+        events.put(("start", lane, job, None))
+        out = batch / "tasks" / f"{job.student}.{len(job.attempts)}"
+        cmd = _task_cmd(week, lane, job, out, grading=grading, template=template, lane_dir=lane_dir)
+        code, tail = _run_task(cmd, lane, task_timeout)
+        if STOP.is_set():
+            break
+        res = read_result(out)
+        if res is not None and res.get("state") == "done":
+            lane.failures_in_a_row = 0
+            lane.students.append(job.student)
+            events.put(("done", lane, job, (out, res)))
+            todo.finish()
+            continue
+        if not _failed_attempt(lane, job, out, res, code, tail, todo, events):
+            break
+    if STOP.is_set():
+        lane.state, lane.why = "interrupted", "interrupted"
+    if lane.state == "grading":
+        lane.state = "done"
+    lane.wall_s = time.perf_counter() - t0
+    events.put(("lane", lane, None, None))
+
+
+def _lane_ready(week: str, lane: Lane, lane_dir: Path) -> tuple[bool, str]:
+    """(ok, why): the lane's GPU answers and its ceilings and the course references were measured."""
+    ok, why = gpu_healthy(lane.id, lane.env)
+    if ok:
+        try:
+            lane.figures = prepare_lane(week, lane_dir / "baseline", lane.env)
+        except Exception as exc:  # noqa: BLE001 - a lane that cannot measure its GPU grades nobody
+            ok, why = False, str(exc)[:500]
+    return ok, why
+
+
+def _task_cmd(week: str, lane: Lane, job: Job, out: Path, *, grading: Path, template: Path,
+              lane_dir: Path) -> list[str]:
+    cmd = [sys.executable, "-m", "autograder.pool", "task", week, job.student, "--out", str(out),
+           "--submitted", str(grading / "submitted"), "--template", str(template),
+           "--batch-dir", str(lane_dir / "baseline")]
+    if lane.id is not None:
+        cmd += ["--lane", lane.id]
+    cmd += ["--attempt", str(len(job.attempts))]
+    return cmd
+
+
+def _run_task(cmd: list[str], lane: Lane, task_timeout: float | None) -> tuple[int, str]:
+    """(exit code, stderr tail) of one task process; 124 when it ran out of time."""
+    env = dict(lane.env)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))])
+    try:
+        r = run_child(cmd, env=env, timeout=task_timeout)
+        code, tail = r.returncode, (r.stderr or "")[-1500:]
+    except subprocess.TimeoutExpired:
+        code, tail = 124, f"the task did not finish in {task_timeout:.0f} s: killed"
+    return code, tail
+
+
+def _failed_attempt(lane: Lane, job: Job, out: Path, res: dict | None, code: int, tail: str, todo: _Queue,
+                    events) -> bool:
+    """Record a failed attempt, hand the student back (once) or give up on them, and judge the lane. Returns
+    whether the lane goes on grading."""
+    # A failed attempt: the task process died (no result) or nbgrader failed.
+    if res is None:
+        sig = -code if code < 0 else None
+        why = (f"the grading process died ({signal.Signals(sig).name})" if sig else
+               f"the grading process exited {code} without a result") + (f": {tail}" if tail.strip() else "")
+    else:
+        why = f"nbgrader autograde exited {res.get('returncode')}: {res.get('log_tail', '')[-600:]}"
+    job.attempts.append({"lane": id(lane), "label": lane.label, "why": why[-800:], "out": str(out)})
+    # A process that died or ran out of time says something about the lane; nbgrader failing on a student's
+    # notebook does not (that student is handed back, the lane goes on).
+    if res is None:
+        lane.failures_in_a_row += 1
+    healthy, hwhy = gpu_healthy(lane.id, lane.env)
+    if not healthy:
+        lane.state, lane.why = "wedged", hwhy
+    elif lane.failures_in_a_row >= 2:
+        lane.state, lane.why = "retired", "its grading process died twice in a row"
+    if lane.state != "grading":
+        todo.retire(lane)
+    if len(job.attempts) < 2:
+        events.put(("handback", lane, job, None))
+        todo.finish(job, requeue=True)
+    else:
+        events.put(("failed", lane, job, None))
+        todo.finish()
+    return lane.state == "grading"
 
 
 def _entry(res: dict, lane: Lane | None, job: Job) -> dict:

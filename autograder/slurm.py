@@ -256,8 +256,6 @@ def collect(week: str, out=print) -> dict:
 
 
 def _collect(week: str, out=print) -> dict:
-    from .pool import export_week, flag_feedback, problem_feedback, update_batch_record
-
     sdir = shared_dir(week)
     state = _load_state(sdir)
     if not state["submissions"]:
@@ -269,7 +267,6 @@ def _collect(week: str, out=print) -> dict:
     per_student, lanes, missing, waiting, new, lines = {}, {}, {}, {}, [], []
     for student in sorted(owners):
         job, idx = owners[student]
-        tid = f"{job}_{idx}"
         rdir, res = best_result(sdir, student)
         if res is not None:
             digest = result_digest(rdir)
@@ -277,78 +274,17 @@ def _collect(week: str, out=print) -> dict:
                 merge_result(rdir, grading_dir())
                 merged[student] = digest
                 new.append(student)
-            slurm = res.get("slurm") or {}
-            src = f"{slurm.get('array_job', '?')}_{slurm.get('array_task', '?')}" if slurm else "a task outside Slurm"
-            label = f"{res.get('host')} task {src}" + (f" GPU {res['gpu']}" if res.get("gpu") else "")
-            lane = lanes.setdefault(label, {"gpu": res.get("gpu"), "host": res.get("host"), "state": "done",
-                                            "students": [], "device": (res.get("figures") or {}).get("device"),
-                                            "ceilings": (res.get("figures") or {}).get("ceilings"),
-                                            "wall_s": 0.0})
-            lane["students"].append(student)
-            lane["wall_s"] += res.get("wall_s") or 0.0
-            device = (res.get("figures") or {}).get("device")
-            note = []
-            if src != tid:  # a later array includes the student: say what became of it
-                later = f"Slurm task {tid} (submitted later) is {q[tid]}" if tid in q else \
-                    f"Slurm task {tid} (submitted later): {(finished_state(job, idx, None) or ('no record', ''))[0]}"
-                note.append(f"result from array task {src}; {later}")
-            per_student[student] = {"returncode": 0, "wall_s": res.get("wall_s"), "gpu": res.get("gpu"),
-                                    "lane": label, "host": res.get("host"), "device": device, "cpu": not device,
-                                    "started_at": res.get("started_at"), "finished_at": res.get("finished_at"),
-                                    "malformed": res.get("malformed") or [],
-                                    "notes": (res.get("notes") or []) + note,
-                                    "log_tail": res.get("log_tail", ""), "slurm": src}
-            lines.append(f"  {student}: graded by array task {src}" + (f" ({note[0].split('; ', 1)[1]})" if note
-                                                                          else ""))
+            per_student[student], line = _graded_entry(student, res, job, idx, q, lanes)
+            lines.append(line)
             continue
-        started, failed = {}, None
-        for p in results_of(sdir, student):
-            try:
-                st = json.loads((p / STARTED).read_text())
-            except (OSError, ValueError):
-                continue
-            if (st.get("slurm") or {}).get("array_job") == job:
-                started, failed = st, read_result(p)
-        st_info = started.get("slurm") or {}
-        raw = st_info.get("job") if st_info.get("array_job") == job else None
-        if tid in q:
-            why = f"Slurm task {tid} is {q[tid]} (squeue)"
-            waiting[student] = why
-            per_student[student] = {"returncode": None, "not_graded": f"queued: {why}", "queued": True,
-                                    "slurm": tid}
-            continue
-        fin = finished_state(job, idx, raw)
-        why = f"Slurm task {tid}: {fin[0]} ({fin[1]})" if fin else \
-            f"Slurm task {tid} never started, or left no record (not in squeue, sacct or scontrol)"
-        if failed is not None:  # the task ran and nbgrader failed
-            why += f"; nbgrader autograde exited {failed.get('returncode')}: {str(failed.get('log_tail'))[-300:]}"
-        elif started:
-            why += f"; it started on {started.get('host')} and wrote no result (killed, timed out or crashed)"
-        missing[student] = why
-        per_student[student] = {"returncode": None, "not_graded": f"not graded, retry: {why}", "slurm": tid}
+        queued_now, why, per_student[student] = _ungraded_entry(sdir, student, job, idx, q)
+        (waiting if queued_now else missing)[student] = why
     _save_json(merged_f, merged)
     grading = grading_dir()
     first = state.get("first_submitted_at") or min(s["submitted_at"] for s in state["submissions"])
-    batch_f = grading / f"batch_{week}.json"
-    try:
-        old = json.loads(batch_f.read_text())
-    except (OSError, ValueError):
-        old = {}
-    strip = lambda d: {k: v for k, v in (d or {}).items() if k not in ("run", "started_at")}  # noqa: E731
-    changed = bool(new) or any(strip((old.get("per_student") or {}).get(s)) != strip(e)
-                               for s, e in per_student.items())
+    changed = _record_changed(grading, week, new, per_student)
     if changed or not (grading / f"grades_{week}.csv").exists():
-        run = {"id": "slurm", "where": "slurm", "started_at": first, "wall_s": time.time() - first,
-               "jobs": [s["job"] for s in state["submissions"]], "lanes": lanes,
-               "cpu": all(not e.get("device") for e in per_student.values() if not e.get("not_graded"))}
-        record = update_batch_record(grading, week, run, per_student)
-        nbgrader("generate_feedback", week, "--force", check=False)
-        problem_feedback(grading, week, record["per_student"])
-        flag_feedback(grading, week, record["per_student"])
-        export_week(week, grading)
-        from .report import write_report
-
-        write_report(week, grading)
+        _write_week(grading, week, first, state, lanes, per_student)
     graded = len(owners) - len(missing) - len(waiting)
     out(f"{week}: {graded} of {len(owners)} student(s) graded"
         + (f", {len(new)} merged now" if new else ", nothing new to merge")
@@ -362,6 +298,89 @@ def _collect(week: str, out=print) -> dict:
     if missing:
         out(f"  then: autograder slurm resubmit {week}")
     return {"merged": new, "missing": missing, "queued": waiting, "changed": changed}
+
+
+def _graded_entry(student: str, res: dict, job: str, idx: int, q: dict, lanes: dict) -> tuple[dict, str]:
+    """(per-student entry, line to print) of a student with a finished result; counts it in its task's lane."""
+    tid = f"{job}_{idx}"
+    slurm = res.get("slurm") or {}
+    src = f"{slurm.get('array_job', '?')}_{slurm.get('array_task', '?')}" if slurm else "a task outside Slurm"
+    label = f"{res.get('host')} task {src}" + (f" GPU {res['gpu']}" if res.get("gpu") else "")
+    lane = lanes.setdefault(label, {"gpu": res.get("gpu"), "host": res.get("host"), "state": "done",
+                                    "students": [], "device": (res.get("figures") or {}).get("device"),
+                                    "ceilings": (res.get("figures") or {}).get("ceilings"),
+                                    "wall_s": 0.0})
+    lane["students"].append(student)
+    lane["wall_s"] += res.get("wall_s") or 0.0
+    device = (res.get("figures") or {}).get("device")
+    note = []
+    if src != tid:  # a later array includes the student: say what became of it
+        later = f"Slurm task {tid} (submitted later) is {q[tid]}" if tid in q else \
+            f"Slurm task {tid} (submitted later): {(finished_state(job, idx, None) or ('no record', ''))[0]}"
+        note.append(f"result from array task {src}; {later}")
+    entry = {"returncode": 0, "wall_s": res.get("wall_s"), "gpu": res.get("gpu"),
+             "lane": label, "host": res.get("host"), "device": device, "cpu": not device,
+             "started_at": res.get("started_at"), "finished_at": res.get("finished_at"),
+             "malformed": res.get("malformed") or [],
+             "notes": (res.get("notes") or []) + note,
+             "log_tail": res.get("log_tail", ""), "slurm": src}
+    return entry, f"  {student}: graded by array task {src}" + (f" ({note[0].split('; ', 1)[1]})" if note else "")
+
+
+def _ungraded_entry(sdir: Path, student: str, job: str, idx: int, q: dict) -> tuple[bool, str, dict]:
+    """(still queued, why, per-student entry) of a student with no finished result: its task is queued, or what
+    Slurm and the task's own files say became of it."""
+    tid = f"{job}_{idx}"
+    started, failed = {}, None
+    for p in results_of(sdir, student):
+        try:
+            st = json.loads((p / STARTED).read_text())
+        except (OSError, ValueError):
+            continue
+        if (st.get("slurm") or {}).get("array_job") == job:
+            started, failed = st, read_result(p)
+    st_info = started.get("slurm") or {}
+    raw = st_info.get("job") if st_info.get("array_job") == job else None
+    if tid in q:
+        why = f"Slurm task {tid} is {q[tid]} (squeue)"
+        return True, why, {"returncode": None, "not_graded": f"queued: {why}", "queued": True, "slurm": tid}
+    fin = finished_state(job, idx, raw)
+    why = f"Slurm task {tid}: {fin[0]} ({fin[1]})" if fin else \
+        f"Slurm task {tid} never started, or left no record (not in squeue, sacct or scontrol)"
+    if failed is not None:  # the task ran and nbgrader failed
+        why += f"; nbgrader autograde exited {failed.get('returncode')}: {str(failed.get('log_tail'))[-300:]}"
+    elif started:
+        why += f"; it started on {started.get('host')} and wrote no result (killed, timed out or crashed)"
+    return False, why, {"returncode": None, "not_graded": f"not graded, retry: {why}", "slurm": tid}
+
+
+def _record_changed(grading: Path, week: str, new: list, per_student: dict) -> bool:
+    """Whether something was merged now or a student's entry differs from the batch record's."""
+    batch_f = grading / f"batch_{week}.json"
+    try:
+        old = json.loads(batch_f.read_text())
+    except (OSError, ValueError):
+        old = {}
+    strip = lambda d: {k: v for k, v in (d or {}).items() if k not in ("run", "started_at")}  # noqa: E731
+    return bool(new) or any(strip((old.get("per_student") or {}).get(s)) != strip(e)
+                            for s, e in per_student.items())
+
+
+def _write_week(grading: Path, week: str, first: float, state: dict, lanes: dict, per_student: dict) -> None:
+    """The batch record, feedback, the CSV export and the report, written again."""
+    from .pool import export_week, flag_feedback, problem_feedback, update_batch_record
+
+    run = {"id": "slurm", "where": "slurm", "started_at": first, "wall_s": time.time() - first,
+           "jobs": [s["job"] for s in state["submissions"]], "lanes": lanes,
+           "cpu": all(not e.get("device") for e in per_student.values() if not e.get("not_graded"))}
+    record = update_batch_record(grading, week, run, per_student)
+    nbgrader("generate_feedback", week, "--force", check=False)
+    problem_feedback(grading, week, record["per_student"])
+    flag_feedback(grading, week, record["per_student"])
+    export_week(week, grading)
+    from .report import write_report
+
+    write_report(week, grading)
 
 
 def resubmit(week: str, opts: dict | None, *, secret: str | None, seed_file: str | None = None,
