@@ -140,3 +140,10 @@ def test_a_partial_regrade_replaces_only_its_rows_and_leaves_pending(tmp_path):
         gc.record_regrade("c", again, device=dev, path=path)
     with pytest.raises(ValueError):
         gc.record_regrade("c", again, device={"name": "NVIDIA H200", "driver": "1"}, path=path)
+
+
+def test_the_readme_quotes_the_recorded_gpu20_batch(record):
+    """README's "Grading a large class" figure for the gpu20 cohort is the record's, with its date."""
+    rec = record["gpu20"]
+    text = " ".join((AUTOGRADER.parent / "README.md").read_text().split())
+    assert f"gpu20` cohort in {rec['batch_wall_s']} s on one H100 on {rec['date']}" in text
