@@ -92,7 +92,7 @@ def quiz(slug: str, question: str, answers) -> None:
     print(f"{question}: answer {given!r} recorded")
 
 
-STUB_LINE = "raise NotImplementedError()"  # what nbgrader leaves in an answer cell (autograder/nbgrader_config.py)
+STUB_LINE = "raise NotImplementedError()"  # nbgrader's stub in an answer cell (autograder/nbgrader_config.py uses it)
 
 
 def _stub_handler(shell, etype, value, tb, tb_offset=None):

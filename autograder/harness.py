@@ -470,7 +470,7 @@ def _timed(ex, wl, cubin, seed: int, ceilings, facts: dict) -> dict:
     if not wanted:
         return time_exercise(ex, wl, cubin, seed, "student", ceilings)
     try:
-        rc = rangeprof.RangeCounters({q: (rangeprof.TIMED[q][0],) for q in rangeprof.TIMED if q in wanted})
+        rc = rangeprof.timed_counters(wanted)
         rc.__enter__()
     except rangeprof.RangeUnavailable as exc:
         path["timed"] = {"measured": False, "reason": str(exc)[:500]}
@@ -488,7 +488,7 @@ def _timed(ex, wl, cubin, seed: int, ceilings, facts: dict) -> dict:
     written = mine.get("written_bytes") or 0
     path["timed"] = {"measured": True, "launches": mine["plan"]["counted"], "timed_ms": mine["ms"],
                      "counted_ms": mine["counted_ms"], "skipped": rc.skipped,
-                     "per_launch": {q: [v * rangeprof.TIMED[q][1] for v in vals] for q, vals in rc.values.items()},
+                     "per_launch": rangeprof.bytes_per_launch(rc),
                      "den": {"read": mine["bytes"] - written, "written": written},
                      "what": {q: rangeprof.TIMED[q][2] for q in rc.values}}
     return mine

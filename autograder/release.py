@@ -149,13 +149,18 @@ def cuda_kernels(src: str) -> dict[str, list[str]]:
             continue
         head = re.sub(r"__launch_bounds__\s*\([^)]*\)", "", text[m.end():brace])
         name = (re.findall(r"(\w+)\s*\(", head) or ["?"])[0]
-        depth = 0
-        for j in range(brace, len(text)):
-            depth += {"{": 1, "}": -1}.get(text[j], 0)
-            if depth == 0:
-                break
-        out[name] = cuda_tokens(text[m.start():j + 1])
+        out[name] = cuda_tokens(text[m.start():_block_end(text, brace) + 1])
     return out
+
+
+def _block_end(text: str, brace: int) -> int:
+    """The index of the brace that closes the block opened at text[brace] (the text's last index if none does)."""
+    depth = 0
+    for j in range(brace, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[j], 0)
+        if depth == 0:
+            return j
+    return len(text) - 1
 
 
 def similarity(a: list[str], b: list[str]) -> float:
@@ -167,14 +172,7 @@ def similarity(a: list[str], b: list[str]) -> float:
 def release_stubs() -> dict[str, list[list[str]]]:
     """Each topic's release answer cell, untouched (its known answer "stub"): slug -> the token streams of its
     kernels. What every student is handed; release_problems measures near-copies against it."""
-    import ast
-
-    out: dict[str, list[list[str]]] = {}
-    for stub in (ROOT / "autograder" / "submissions").glob("*/stub.py"):
-        for node in ast.walk(ast.parse(stub.read_text())):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and "__global__" in node.value:
-                out.setdefault(stub.parent.name, []).extend(cuda_kernels(node.value).values())
-    return out
+    return {slug: list(cuda_kernels(src).values()) for slug, src in release_stub_sources().items()}
 
 
 def cuda_functions(src: str) -> dict[str, list[str]]:
@@ -192,15 +190,10 @@ def cuda_functions(src: str) -> dict[str, list[str]]:
         names = re.findall(r"(\w+)\s*\(", head)
         if not names:
             continue
-        depth = 0
-        for j in range(brace, len(text)):
-            depth += {"{": 1, "}": -1}.get(text[j], 0)
-            if depth == 0:
-                break
         key, k = names[0], 2
         while key in out:
             key, k = f"{names[0]}#{k}", k + 1
-        out[key] = cuda_tokens(text[brace:j + 1])
+        out[key] = cuda_tokens(text[brace:_block_end(text, brace) + 1])
     return out
 
 
@@ -234,6 +227,12 @@ def _lines(src: str) -> list[str]:
     return [" ".join(t) for t in (cuda_tokens(line) for line in src.splitlines()) if len(t) >= 4]
 
 
+def given_lines(stubs: dict[str, str]) -> set[str]:
+    """The (normalised) lines every student has anyway: any release stub's, and the course's own headers."""
+    given = {line for src in stubs.values() for line in _lines(src)}
+    return given | {line for h in (ROOT / "kernels" / "include").glob("*.cuh") for line in _lines(h.read_text())}
+
+
 def release_stub_sources() -> dict[str, str]:
     """Each topic's release answer cell, untouched (known answer "stub"): slug -> its CUDA source."""
     import ast
@@ -256,9 +255,7 @@ def transcription_problems(sources: dict[str, str], answers: dict[str, str] | No
     stubs = release_stub_sources() if stubs is None else stubs
     problems: list[str] = []
     shipped = {where: (cuda_functions(src), _lines(src)) for where, src in sources.items()}
-    # lines every student has anyway: any release stub's, and the course's own headers (the wrappers)
-    given = {line for src in stubs.values() for line in _lines(src)}
-    given |= {line for h in (ROOT / "kernels" / "include").glob("*.cuh") for line in _lines(h.read_text())}
+    given = given_lines(stubs)
     for aname, asrc in sorted(answers.items()):
         stub = stubs.get(aname.split("/")[0], "")
         runs = taught_runs(asrc, stub)

@@ -47,6 +47,17 @@ def counted_rules(rules) -> list:
             and r.bytes[0] in TIMED and r.per in ("read", "written")]
 
 
+def timed_counters(quantities) -> "RangeCounters":
+    """RangeCounters over TIMED's counter of each wanted quantity (TIMED's order), not yet entered."""
+    return RangeCounters({q: (TIMED[q][0],) for q in TIMED if q in set(quantities)})
+
+
+def bytes_per_launch(rc: "RangeCounters") -> dict[str, list[float]]:
+    """rc's values of TIMED quantities in bytes (counts x TIMED's bytes per count): one list per quantity, one value
+    per counted launch."""
+    return {q: [v * TIMED[q][1] for v in vals] for q, vals in rc.values.items()}
+
+
 class RangeUnavailable(RuntimeError):
     """The range profiler cannot run here (no cupti-python, no permission, counters needing more than one pass)."""
 

@@ -97,3 +97,17 @@ def test_the_counters_over_timed_launches_are_the_rules_quantities():
 
     for q, (counter, scale, what) in rangeprof.TIMED.items():
         assert q in QUANTITIES and counter.endswith(".sum") and scale > 0 and what
+
+
+def test_timed_counters_and_bytes_per_launch_follow_TIMED():
+    """The timed counters are TIMED's, in its order; their values become bytes with TIMED's bytes per count."""
+    import random
+
+    from kernels import rangeprof
+
+    rc = rangeprof.timed_counters(["ldgsts", "tma_load", "not_a_quantity"])
+    assert list(rc.quantities) == [q for q in rangeprof.TIMED if q in ("ldgsts", "tma_load")]
+    assert all(rc.quantities[q] == (rangeprof.TIMED[q][0],) for q in rc.quantities)
+    rc.values = {q: [float(random.randint(0, 10**6)) for _ in range(random.randint(1, 9))] for q in rc.quantities}
+    got = rangeprof.bytes_per_launch(rc)
+    assert got == {q: [v * rangeprof.TIMED[q][1] for v in vals] for q, vals in rc.values.items()}

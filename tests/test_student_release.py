@@ -182,12 +182,11 @@ def test_the_transcription_check_finds_an_answer_hidden_in_a_demo():
     """autograder.release.transcription_problems: an answer's own work (what it adds to its stub), renamed and
     pasted into a shipped demo function, is found; ten of its own lines in code no device function holds are found
     by the 10-line windows; a demo that does not hold them is not flagged."""
-    from autograder.release import (_KEYWORDS, _lines, known_good_sources, release_stub_sources,
+    from autograder.release import (_KEYWORDS, _lines, given_lines, known_good_sources, release_stub_sources,
                                     transcription_problems)
 
     answers, stubs = known_good_sources(), release_stub_sources()
-    given = {x for st in stubs.values() for x in _lines(st)}
-    given |= {x for h in (ROOT / "kernels" / "include").glob("*.cuh") for x in _lines(h.read_text())}
+    given = given_lines(stubs)
 
     def rename(line):  # every identifier gets a prefix (the check reads tokens, not names)
         return re.sub(r"\b([A-Za-z_]\w*)\b", lambda m: m.group(1) if m.group(1) in _KEYWORDS else "q_" + m.group(1),

@@ -73,9 +73,9 @@ def counted_launches(slugs=("ldgsts", "pipeline", "tma")):
                              name=ex.answer_var)
         (q,) = {r.bytes[0] for r in rangeprof.counted_rules(ex.parts["path"].executed)}
         plain = time_exercise(ex, wl, cubin, 101, "student")
-        with rangeprof.RangeCounters({q: (rangeprof.TIMED[q][0],)}) as rc:
+        with rangeprof.timed_counters([q]) as rc:
             mixed = time_exercise(ex, wl, cubin, 101, "student", ranges=rc)
-        per = [v * rangeprof.TIMED[q][1] for v in rc.values[q]]
+        per = rangeprof.bytes_per_launch(rc)[q]
         drift = mixed["ms"] / plain["ms"] - 1
         good = abs(drift) <= 0.03 and len(per) == mixed["plan"]["counted"] and min(per) > 0
         ok &= good
@@ -331,6 +331,16 @@ def cohort_record_path(device_name: str | None) -> Path:
     return ROOT / "autograder" / f"recorded_cohort_{device_tag(device_name)}.json"
 
 
+def _record_row(r: dict) -> dict:
+    """One student's row of a cohort record (a graded row from autograde_cohort): flags by name; where the names were
+    not kept (flags None), their count."""
+    return {"student": r["student"], "expected": r["expected"], "got": r["got"], "ok": r["ok"],
+            "wall_s": None if r["wall_s"] is None else round(r["wall_s"], 1),
+            "flags": None if r["flags"] is None else sorted({_flag_name(f) for f in r["flags"]}),
+            **({"flag_count": r["flag_count"]} if r["flags"] is None else {}),
+            **({} if r["ok"] else {"below_max": r.get("below_max", {})})}
+
+
 def record_cohort(cohort: str, res: dict, device: dict | None = None, date: str | None = None,
                   path: Path | None = None) -> Path:
     """The cohort's grading on this GPU, next to the grader (one file per GPU kind): per cohort, the batch wall time
@@ -344,11 +354,7 @@ def record_cohort(cohort: str, res: dict, device: dict | None = None, date: str 
     doc[cohort] = {"device": g.get("name"), "driver": g.get("driver"), "date": date or time.strftime("%Y-%m-%d"),
                    "students": res["students"], "batch_wall_s": round(res["wall_s"], 1), "ok": res["ok"],
                    "secret_leaked_into": res.get("secret_leaked_into", []),
-                   "rows": [{"student": r["student"], "expected": r["expected"], "got": r["got"], "ok": r["ok"],
-                             "wall_s": None if r["wall_s"] is None else round(r["wall_s"], 1),
-                             "flags": sorted({_flag_name(f) for f in r["flags"]}),
-                             **({} if r["ok"] else {"below_max": r.get("below_max", {})})}
-                            for r in res["rows"]]}
+                   "rows": [_record_row(r) for r in res["rows"]]}
     path.write_text(json.dumps(doc, indent=1) + "\n")
     return path
 
@@ -366,12 +372,7 @@ def record_regrade(cohort: str, res: dict, device: dict | None = None, date: str
     entry = doc[cohort]
     if entry.get("device") != g.get("name"):
         raise ValueError(f"cohort {cohort} was graded on {entry.get('device')}, not on {g.get('name')}")
-    new = {r["student"]: {"student": r["student"], "expected": r["expected"], "got": r["got"], "ok": r["ok"],
-                          "wall_s": None if r["wall_s"] is None else round(r["wall_s"], 1),
-                          "flags": None if r["flags"] is None else sorted({_flag_name(f) for f in r["flags"]}),
-                          **({"flag_count": r["flag_count"]} if r["flags"] is None else {}),
-                          **({} if r["ok"] else {"below_max": r.get("below_max", {})})}
-           for r in res["rows"]}
+    new = {r["student"]: _record_row(r) for r in res["rows"]}
     unknown = set(new) - {r["student"] for r in entry["rows"]}
     if unknown:
         raise ValueError(f"not in cohort {cohort}: {sorted(unknown)}")

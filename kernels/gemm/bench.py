@@ -182,9 +182,17 @@ def exercise_bench_shape():
     return load(SLUG).exercises[exercise.NAME].bench_shape
 
 
+def row_of(rows: list[dict], name: str, shape=shape_name(SHAPES[0]), lesson: bool = False) -> dict | None:
+    """The row `name` (its config_name) at `shape` with a TFLOPS figure, timed on the exercise's data: a main row
+    (main_rows), or with lesson=True a data-effect lesson row."""
+    return next((r for r in rows if r.get("config_name", r["kernel"]) == name and r["shape"] == shape
+                 and r.get("tflops") and bool(r.get("lesson")) == lesson and r.get("data", "exercise") == "exercise"),
+                None)
+
+
 def _tf(rows, name, shape=shape_name(SHAPES[0])):
-    return next((r["tflops"] for r in main_rows(rows) if r.get("config_name", r["kernel"]) == name
-                 and r["shape"] == shape and r.get("tflops")), None)
+    r = row_of(rows, name, shape)
+    return r["tflops"] if r else None
 
 
 def best_cuda(rows: list[dict], shape=shape_name(SHAPES[0])) -> tuple[str | None, float | None]:

@@ -337,13 +337,11 @@ WELL_SHORT = 0.80  # section 2's heading: rung 2 "stops well short of cuBLAS" = 
 
 
 def record_row(record: dict, name: str, shape: str = "8192x8192x8192", lesson: bool = False) -> dict | None:
-    """The record's row `name` (its config_name) at `shape`: a main row (the exercise's data, no lesson), or with
-    lesson=True a data-effect lesson row."""
-    for r in record.get("rows", []):
-        if r.get("config_name", r["kernel"]) == name and r["shape"] == shape and r.get("tflops") \
-                and bool(r.get("lesson")) == lesson and r.get("data", "exercise") == "exercise":
-            return r
-    return None
+    """The record's row `name` at `shape` (kernels.gemm.bench.row_of: a main row, or with lesson=True a data-effect
+    lesson row)."""
+    from .bench import row_of
+
+    return row_of(record.get("rows", []), name, shape, lesson)
 
 
 def first_tensor_core_fraction(record: dict, shape: str = "8192x8192x8192") -> dict | None:
