@@ -50,6 +50,17 @@ def _kernel(data: bytes, name: str, module_name: str):
         raise KeyError(f"kernel {name!r} not found in {module_name}; it has {functions(data)}") from exc
 
 
+def device_global(cubin: Cubin, name: str) -> tuple[int, int]:
+    """(device address, size in bytes) of the module's `__device__` variable `name` (an extern "C" one: its name is
+    not mangled), e.g. the debug barrier trace (kernels.hangs). The module is the one launch() loads."""
+    from cuda.bindings import driver
+
+    err, ptr, size = driver.cuLibraryGetGlobal(_module(cubin.data).handle, name.encode())
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise KeyError(f"no __device__ variable {name!r} in {cubin.name} ({err})")
+    return int(ptr), int(size)
+
+
 _streams: dict = {}
 
 

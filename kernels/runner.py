@@ -48,16 +48,16 @@ def wait(deadline_s: float, what: str) -> None:
     torch.cuda.synchronize()  # raises the kernel's error, if any
 
 
-def checked_launch(ex, wl, cubin, inputs: dict, ref, what: str):
-    """One launch on fresh inputs, checked: the output poisoned first, the launch waited for with the spec's deadline,
-    the output compared with `ref` — the reference of the inputs *as they were drawn*, computed before the launch,
-    so a kernel that rewrites its inputs cannot make its output "right" for what it left behind. Returns
-    (output, kernels.check report)."""
+def checked_launch(ex, wl, cubin, inputs: dict, ref, what: str, deadline_s: float | None = None):
+    """One launch on fresh inputs, checked: the output poisoned first, the launch waited for with the spec's deadline
+    (or `deadline_s`: a kernel under compute-sanitizer runs many times slower), the output compared with `ref` — the
+    reference of the inputs *as they were drawn*, computed before the launch, so a kernel that rewrites its inputs
+    cannot make its output "right" for what it left behind. Returns (output, kernels.check report)."""
     from .check import compare, poison
 
     out = poison(wl.make_output(inputs))
     launch_contract(ex, cubin, wl.launch_args(inputs, out))
-    wait(ex.launch_timeout_s, what)
+    wait(ex.launch_timeout_s if deadline_s is None else deadline_s, what)
     return out, compare(out, ref, **dict(wl.CHECK))
 
 

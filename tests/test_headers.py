@@ -69,3 +69,85 @@ def test_the_solutions_answer_cells_use_the_headers(slug, headers):
     for h in headers:
         assert f'#include "{h}"' in src, f"{slug}'s solution does not include {h}"
     assert not re.search(r"\basm\b", src), f"{slug}'s solution writes PTX inline: use the header's wrappers"
+
+
+# ------------------------------------------------------------------------------------------- SASS held to a record
+# Every course kernel's SASS is recorded (a digest per extern "C" entry, tests/data/sass_digests.json) and compared on
+# every run: a change of a header, a wrapper or a kernel that moves any instruction of any kernel fails here, named
+# by file and entry. Comments, line numbers and code under a macro no course build defines (COURSE_DEBUG_BARRIERS)
+# do not move the SASS. A change that is meant to move it is recorded on purpose:
+#     COURSE_UPDATE_SASS=1 python -m pytest tests/test_headers.py -k recorded_sass -n 0
+# and the commit says why the SASS moved. The digests hold for the NVRTC they were recorded with (another compiler
+# emits other SASS: the test then skips and says so).
+SASS_DIGESTS = ROOT / "tests" / "data" / "sass_digests.json"
+UPDATE_HOW = "COURSE_UPDATE_SASS=1 python -m pytest tests/test_headers.py -k recorded_sass -n 0"
+# known answers that must never compile (the compile helper refuses their include before NVRTC reads a file)
+REFUSED = {f"autograder/submissions/naive_loads/{n}.cu" for n in ("include_environ", "include_macro")}
+
+
+def course_kernel_files() -> list[Path]:
+    """Every .cu file of the course: the topics' kernels and the known answers' kernels (the course solutions among
+    them), each compiled as its launcher compiles it (no define: every tunable has a default in its file)."""
+    files = sorted((ROOT / "kernels").rglob("*.cu")) + sorted((ROOT / "autograder" / "submissions").rglob("*.cu"))
+    return [f for f in files if str(f.relative_to(ROOT)) not in REFUSED]
+
+
+def sass_digests() -> dict[str, dict[str, str]]:
+    """{file: {entry: sha256 of its SASS instructions}} (addresses left out; branch targets are in the text)."""
+    import hashlib
+
+    from kernels.sass import disassemble
+
+    out = {}
+    for f in course_kernel_files():
+        funcs = disassemble(compile_cuda(f))
+        out[str(f.relative_to(ROOT))] = {k: hashlib.sha256("\n".join(i.text for i in ins).encode()).hexdigest()[:20]
+                                         for k, ins in sorted(funcs.items())}
+    return out
+
+
+def test_every_course_kernel_keeps_its_recorded_sass():
+    import json
+    import os
+
+    from kernels.compile import ARCH, nvrtc_version
+
+    now = sass_digests()
+    if os.environ.get("COURSE_UPDATE_SASS") == "1":
+        SASS_DIGESTS.write_text(json.dumps(
+            {"what": "sha256 (20 hex digits) of each course kernel entry's SASS instructions, per .cu file",
+             "arch": ARCH, "nvrtc": nvrtc_version(), "update": UPDATE_HOW, "digests": now}, indent=1) + "\n")
+        return
+    rec = json.loads(SASS_DIGESTS.read_text())
+    if rec["nvrtc"] != nvrtc_version():
+        pytest.skip(f"SASS digests recorded with NVRTC {rec['nvrtc']}, this is NVRTC {nvrtc_version()}: another "
+                    f"compiler emits other SASS (record them for this one: {UPDATE_HOW})")
+    old = rec["digests"]
+    problems = [f"{f}: new file, not recorded" for f in sorted(set(now) - set(old))]
+    problems += [f"{f}: recorded, no longer a course kernel file" for f in sorted(set(old) - set(now))]
+    for f in sorted(set(now) & set(old)):
+        for k in sorted(set(now[f]) | set(old[f])):
+            if k not in old[f]:
+                problems.append(f"{f}: {k}: new entry, not recorded")
+            elif k not in now[f]:
+                problems.append(f"{f}: {k}: recorded entry is gone")
+            elif now[f][k] != old[f][k]:
+                problems.append(f"{f}: {k}: SASS changed")
+    assert not problems, ("the SASS of course kernels differs from the record (tests/data/sass_digests.json):\n  "
+                          + "\n  ".join(problems) + f"\nIf that is meant (a kernel or header edited on purpose), "
+                          f"record it: {UPDATE_HOW}, and say in the commit why the SASS moved.")
+
+
+def test_the_sass_record_catches_a_moved_instruction(tmp_path, monkeypatch):
+    # the digest is of the instructions: a comment does not move it, one changed operand does
+    import hashlib
+
+    from kernels.sass import disassemble
+
+    def digest(src):
+        ins = disassemble(compile_cuda(src, name="digest_probe.cu"))["k"]
+        return hashlib.sha256("\n".join(i.text for i in ins).encode()).hexdigest()[:20]
+
+    base = 'extern "C" __global__ void k(float* y) { y[threadIdx.x] = 2.0f; }\n'
+    assert digest("// a comment\n" + base) == digest(base)
+    assert digest(base.replace("2.0f", "3.0f")) != digest(base)

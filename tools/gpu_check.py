@@ -5,6 +5,8 @@
    recorded_<gpu>.json per topic (copied next to the code when COURSE_RECORD=1)
 3. grader calibration of every spec for this GPU kind, from the records step 2 wrote (autograder.calibration)
 4. known answers graded on the GPU: every score and flag equal to its expected value
+   4b. week 2's answers that hang or race, and the course solutions: the debug barrier build's stuck-warp lines and
+   what compute-sanitizer (memcheck, racecheck, synccheck) catches of each (kernels/<slug>/sanitizer_<gpu>.json)
 5. the solution notebooks executed top to bottom
 6. nbgrader autograde of the solutions and of each known answer as a student: full marks / expected scores
 
@@ -230,6 +232,16 @@ def known_all(slugs, names=None):
     return {"ok": ok, "known": out, "gpu": (gpu() or {}).get("name")}
 
 
+def hangs_and_races(out: Path, slugs):
+    """Week 2's known answers that hang or race and the course solutions (kernels.hangs.HANGS_AND_RACES): the first
+    shape each fails on, the debug barrier build's stuck warps there, and each compute-sanitizer tool's verdict
+    (caught / not caught / hung / error; clean / false alarm for the solution) with its first message. Every
+    sanitizer run is a process group killed at its timeout: a hang costs its own run only."""
+    from kernels.hangs import hangs_and_races as run
+
+    return run(out, slugs)
+
+
 def execute_notebooks(out: Path, slugs=None):
     """The solution notebooks of `slugs` (default: every one) executed top to bottom, one at a time: their timing
     cells check that CUDA events and a wall clock agree, which another notebook's kernels on the same GPU would
@@ -431,6 +443,12 @@ def main() -> int:
             shutil.copy(ROOT / "autograder" / "specs" / f"{s}.toml", out / "specs" / f"{s}.toml")
     if "known" not in args.skip:
         step("known answers on the GPU", known_all, summary, args.known_slugs or graded, args.known_names)
+    if "sanitizer" not in args.skip:
+        from kernels.hangs import HANGS_AND_RACES
+
+        week2 = [s for s in slugs if s in HANGS_AND_RACES]
+        if week2:
+            step("hangs and races (debug barriers, compute-sanitizer)", hangs_and_races, summary, out, week2)
     if "notebooks" not in args.skip:
         step("execute solution notebooks", execute_notebooks, summary, out, slugs)
     if "autograde" not in args.skip:

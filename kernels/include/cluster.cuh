@@ -15,6 +15,9 @@
 #pragma once
 
 #include "course.cuh"
+#ifdef COURSE_DEBUG_BARRIERS
+#include "mbarrier_debug.cuh"  // the debug build of the cluster-scope wait, remote arrivals and copies (kernels.hangs)
+#endif
 
 // ---------------------------------------------------------------------------------------------------------------
 // Who am I: %cluster_ctarank (0 .. size-1, the CTA's rank in its cluster) and %cluster_nctarank (the cluster size
@@ -97,6 +100,9 @@ __device__ __forceinline__ uint4 ld_shared_cluster_v4(unsigned cluster_addr) {
 // aligned.
 // ---------------------------------------------------------------------------------------------------------------
 __device__ __forceinline__ void st_async_v4(unsigned remote_addr, uint4 v, unsigned remote_bar) {
+#ifdef COURSE_DEBUG_BARRIERS
+    if (!course_debug::may_issue()) return;
+#endif
     asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];"
                  ::"r"(remote_addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(remote_bar)
                  : "memory");
@@ -104,6 +110,9 @@ __device__ __forceinline__ void st_async_v4(unsigned remote_addr, uint4 v, unsig
 
 // 4 bytes, same contract.
 __device__ __forceinline__ void st_async_u32(unsigned remote_addr, unsigned v, unsigned remote_bar) {
+#ifdef COURSE_DEBUG_BARRIERS
+    if (!course_debug::may_issue()) return;
+#endif
     asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];"
                  ::"r"(remote_addr), "r"(v), "r"(remote_bar)
                  : "memory");
@@ -116,6 +125,9 @@ __device__ __forceinline__ void st_async_u32(unsigned remote_addr, unsigned v, u
 // remote arrive). The peer must not have exited (final cluster barrier).
 // ---------------------------------------------------------------------------------------------------------------
 __device__ __forceinline__ void mbar_arrive_cluster(unsigned remote_bar) {
+#ifdef COURSE_DEBUG_BARRIERS
+    if (!course_debug::may_issue()) return;
+#endif
     asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote_bar) : "memory");
 }
 
@@ -124,6 +136,9 @@ __device__ __forceinline__ void mbar_arrive_cluster(unsigned remote_bar) {
 // needed (the release.cluster form above makes ptxas emit MEMBAR.ALL.GPU before the arrive: ~1 us per call).
 //   mbarrier.arrive.shared::cluster.b64 _, [remote_bar];     SASS: SYNCS.ARRIVE.TRANS64.RED.A1T0
 __device__ __forceinline__ void mbar_arrive_remote(unsigned remote_bar) {
+#ifdef COURSE_DEBUG_BARRIERS
+    if (!course_debug::may_issue()) return;
+#endif
     asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote_bar) : "memory");
 }
 
@@ -131,6 +146,9 @@ __device__ __forceinline__ void mbar_arrive_remote(unsigned remote_bar) {
 // wrote into this CTA before signalling the barrier (st.async, remote arrive after their writes) is visible after
 // it. (mbarrier.cuh's mbar_wait is the CTA-scope form; a TMA's complete_tx needs no more than that.)
 __device__ __forceinline__ void mbar_wait_cluster(unsigned bar, unsigned parity) {
+#ifdef COURSE_DEBUG_BARRIERS
+    course_debug::wait<true>(bar, parity);
+#else
     unsigned done = 0;
     while (!done) {
         asm volatile(
@@ -141,6 +159,7 @@ __device__ __forceinline__ void mbar_wait_cluster(unsigned bar, unsigned parity)
             : "r"(bar), "r"(parity)
             : "memory");
     }
+#endif
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -162,6 +181,9 @@ __device__ __forceinline__ void mbar_wait_cluster(unsigned bar, unsigned parity)
 // ---------------------------------------------------------------------------------------------------------------
 __device__ __forceinline__ void tma_load_2d_multicast(unsigned dst, const CUtensorMap* map, int c0, int c1,
                                                       unsigned bar, unsigned short cta_mask) {
+#ifdef COURSE_DEBUG_BARRIERS
+    if (!course_debug::may_issue()) return;
+#endif
     asm volatile(
         "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
         " [%0], [%1, {%3, %4}], [%2], %5;"

@@ -5,10 +5,16 @@
 #pragma once
 
 #include "course.cuh"
+#ifdef COURSE_DEBUG_BARRIERS
+#include "mbarrier_debug.cuh"  // debug build: no load is issued after an abort (mbarrier_debug.cuh)
+#endif
 
 // TMA load of the box whose first element is (row = c1, col = c0) into shared memory at dst; the bytes are counted
 // on barrier bar. Coordinates are in elements, innermost (column) first, and may run past the tensor's edge.
 __device__ __forceinline__ void tma_load_2d(unsigned dst, const CUtensorMap* map, int c0, int c1, unsigned bar) {
+#ifdef COURSE_DEBUG_BARRIERS
+    if (!course_debug::may_issue()) return;
+#endif
     asm volatile(
         "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
         ::"r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(bar)
