@@ -21,8 +21,8 @@ import re
 from pathlib import Path
 
 from kernels import record
-from kernels.spec import Calibration, Spec
-from kernels.spec import calibrated_fraction as fraction_for  # the one formula (kernels.spec)
+from autograder.spec import Calibration, Spec
+from autograder.spec import calibrated_fraction as fraction_for  # the one formula (autograder.spec)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -147,7 +147,7 @@ def calibrate(slug: str, *, records: list[Path] | None = None, measure_here: boo
               write_spec: bool = False) -> dict:
     """Calibrations of `slug`'s exercises: from each record given (default: every kernels/<slug>/recorded_*.json),
     or measured on this GPU. Returns {gpu: {exercise: {fraction, bar, baseline, solution, margin, source}}}."""
-    from kernels.spec import load
+    from autograder.spec import load
 
     spec = load(slug)
     per_gpu: dict[str, dict[str, Calibration]] = {}

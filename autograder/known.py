@@ -1,25 +1,201 @@
-"""Known answers: submissions with the scores they must get (autograder/submissions/<slug>/expected.toml).
+"""Known answers: autograder/submissions/<slug>/expected.toml, the kernels it names and the scores they must get.
 
-The answers themselves — a `source` (the solution, a `.cu` kernel, a `.py` answer cell) or a `base` + `mutate` (a
-kernel with named changes, each old text exactly once) — are data, read and assembled by
-kernels.known (its docstring gives the format). This module grades them.
+Each entry names its answer in one of two ways:
 
-The submission notebook is the solutions notebook with that answer cell replaced, graded by the same code as the
-gradebook. Parts that cannot be graded on this machine (no Hopper GPU) are reported, not compared.
+- `source`: "solution" (the answer cell of the solutions notebook), a `.cu` file (the kernel source, put into the
+  answer variable) or a `.py` file (the whole answer cell, as a student might write it);
+- `base` + `mutate`: a kernel that is another kernel with a few named changes — "a missing wait" is literally the
+  solution with that wait deleted. `base` is "solution" (the solutions notebook's answer, nbgrader markers removed),
+  a file name without a slash (a file of the topic's submissions folder: "correct.cu") or a path with a slash,
+  relative to the repository root ("autograder/submissions/pipeline/rungs/block_scope.cu"). `mutate` is a list of
+  ["old text", "new text"] pairs applied in order to the base without its leading comment block; each old text
+  must occur exactly once in the text it is applied to, so that an edit of the base under a mutation fails loudly
+  (MutationError) instead of silently grading another kernel. The answer's source is the mutated text under a
+  generated header: which answer it is, from which base, and its `about` (what changed and why it must score so).
+
+Only the grader reads them: a topic's benchmark times known answers it is handed (autograder.benchmarks builds the
+kernels.topic.Answers it runs with). The second half of this module grades them: the submission notebook is the
+solutions notebook with that answer cell replaced, graded by the same code as the gradebook. Parts that cannot be
+graded on this machine (no Hopper GPU) are reported, not compared.
 """
 
 from __future__ import annotations
 
+import ast
 import copy
-from dataclasses import dataclass
+import json
+import re
+import textwrap
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from kernels.known import (SUBMISSIONS, KnownAnswer, MutationError, _exercise, answer_text,  # noqa: F401
-                           apply_mutations, base_path, base_text, kernel_source, known_answer, known_answers)
-
-from .answers import cells_by_grade_id
-from .grading import NotebookGrade, grade_notebook, solution_notebook
 from .spec import load
 
+if TYPE_CHECKING:
+    from .grading import NotebookGrade
+
+ROOT = Path(__file__).resolve().parents[1]
+SUBMISSIONS = Path(__file__).resolve().parent / "submissions"
+_MARKER = re.compile(r"^\s*###\s*(BEGIN|END)\s+SOLUTION\s*$")
+
+
+def solution_literal(spec, answer_cell: str, var: str):
+    """The literal assigned to `var` in the solutions notebook's cell `answer_cell` (None if there is none)."""
+    nb = json.loads((ROOT / "solutions" / spec.assignment / spec.notebook).read_text())
+    for cell in nb["cells"]:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == answer_cell:
+            text = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+            for node in ast.parse(text).body:
+                if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == [var]:
+                    return ast.literal_eval(node.value)
+    return None
+
+
+class MutationError(ValueError):
+    """A known answer's `mutate` does not apply to its base (an old text missing or repeated, or no change)."""
+
+
+@dataclass
+class KnownAnswer:
+    name: str
+    about: str
+    source: str  # "solution", a file of the topic's folder, or for a mutated answer "<base> + N change(s)"
+    expected: dict  # exercise part -> points
+    status: str | None = None
+    flags: list[str] = field(default_factory=list)
+    exercise: str | None = None
+    gpu_status: tuple[str, ...] = ()  # statuses allowed when the kernel really runs ("timeout": a hang by design)
+    gpu_flags: list[str] = field(default_factory=list)  # flags that only a run on the GPU can raise
+    base: str | None = None  # a mutated answer: the kernel it changes (see the module docstring)
+    mutate: tuple[tuple[str, str], ...] = ()  # its changes, (old, new), applied in order
+    path_static: float | None = None  # path points where only static evidence exists (no executed path measured)
+
+
+def known_answers(slug: str) -> list[KnownAnswer]:
+    with (SUBMISSIONS / slug / "expected.toml").open("rb") as f:
+        data = tomllib.load(f)
+    out = []
+    for name, d in data.items():
+        parts = {k: d[k] for k in ("correctness", "path", "throughput") if k in d}
+        gs = d.get("gpu_status", ())
+        base, mutate = d.get("base"), d.get("mutate")
+        where = f"{slug}/expected.toml [{name}]"
+        if (base is None) != (mutate is None):
+            raise MutationError(f"{where}: `base` and `mutate` go together (a base with no change is a copy: "
+                                "name it with `source`)")
+        if base is not None:
+            if "source" in d:
+                raise MutationError(f"{where}: give either `source` or `base` + `mutate`, not both")
+            if not mutate or not all(isinstance(m, list) and len(m) == 2 and all(isinstance(s, str) for s in m)
+                                     for m in mutate):
+                raise MutationError(f"{where}: `mutate` must be a non-empty list of [\"old text\", \"new text\"]")
+            source = f"{base} + {len(mutate)} change{'s' if len(mutate) > 1 else ''}"
+        else:
+            source = d["source"]
+        out.append(KnownAnswer(name, d.get("about", ""), source, parts, d.get("status"), list(d.get("flags", [])),
+                               d.get("exercise"), tuple([gs] if isinstance(gs, str) else gs),
+                               list(d.get("gpu_flags", [])), base,
+                               tuple((old, new) for old, new in mutate or ()), d.get("path_static")))
+    return out
+
+
+def known_answer(slug: str, name: str) -> KnownAnswer:
+    for ka in known_answers(slug):
+        if ka.name == name:
+            return ka
+    raise KeyError(f"no known answer {name!r} in autograder/submissions/{slug}/expected.toml")
+
+
+def _exercise(spec, ka: KnownAnswer):
+    return spec.exercises[ka.exercise] if ka.exercise else next(iter(spec.exercises.values()))
+
+
+def base_path(slug: str, base: str) -> Path:
+    """Where a `base` lives: a name without a slash in the topic's submissions folder, a path with one from the
+    repository root."""
+    return (SUBMISSIONS / slug / base) if "/" not in base else (ROOT / base)
+
+
+def base_text(slug: str, ka: KnownAnswer) -> str:
+    """The base kernel of a mutated answer, without its leading comment block (the answer's header replaces it)."""
+    if ka.base == "solution":
+        spec = load(slug)
+        ex = _exercise(spec, ka)
+        value = solution_literal(spec, ex.answer_cell, ex.answer_var)
+        if not isinstance(value, str):
+            raise MutationError(f"{slug}/{ka.name}: the solutions notebook's {ex.answer_cell} holds no "
+                                f"{ex.answer_var} string literal to mutate")
+        text = "".join(line for line in value.splitlines(keepends=True) if not _MARKER.match(line))
+    else:
+        path = base_path(slug, ka.base)
+        if not path.is_file():
+            raise MutationError(f"{slug}/{ka.name}: base {ka.base!r} is not a file ({path})")
+        text = path.read_text()
+    lines = text.splitlines(keepends=True)
+    while lines and (lines[0].startswith("//") or not lines[0].strip()):
+        lines.pop(0)
+    return "".join(lines)
+
+
+def apply_mutations(text: str, mutations, *, who: str = "answer", base: str = "its base") -> str:
+    """`text` with each (old, new) applied in order. Every old text must occur exactly once in the text it is
+    applied to; a change that changes nothing, or changes that cancel out, are errors too."""
+    if not mutations:
+        raise MutationError(f"{who}: no changes to {base}")
+    out = text
+    for i, (old, new) in enumerate(mutations, 1):
+        if not old:
+            raise MutationError(f"{who}: change {i} has an empty old text")
+        if old == new:
+            raise MutationError(f"{who}: change {i} changes nothing (old text = new text: {old!r})")
+        n = out.count(old)
+        if n != 1:
+            raise MutationError(f"{who}: change {i}'s old text occurs {n} times in {base}"
+                                f"{' (after changes 1..' + str(i - 1) + ')' if i > 1 else ''}, "
+                                f"it must occur exactly once: {old!r}")
+        out = out.replace(old, new)
+    if out == text:
+        raise MutationError(f"{who}: the changes leave {base} as it was")
+    return out
+
+
+def _header(slug: str, ka: KnownAnswer) -> str:
+    n = len(ka.mutate)
+    base = "the solution (the solutions notebook's answer)" if ka.base == "solution" else ka.base
+    first = (f'Known answer "{ka.name}" = {base} with {n} change{"s" if n > 1 else ""} '
+             f"(autograder/submissions/{slug}/expected.toml): {ka.about}.")
+    lines = textwrap.wrap(first, 117, break_on_hyphens=False)
+    if ka.expected:
+        lines.append("Expected: " + ", ".join(f"{part} {points:g}" for part, points in ka.expected.items()) + ".")
+    return "".join(f"// {line}\n" for line in lines)
+
+
+def answer_text(slug: str, ka: KnownAnswer) -> str | None:
+    """The answer as it goes into the answer cell: a kernel's CUDA source, or a `.py` answer cell's whole text;
+    None for "solution" (the solutions notebook's own cell)."""
+    if ka.base is not None:
+        body = apply_mutations(base_text(slug, ka), ka.mutate, who=f"{slug}/{ka.name}", base=ka.base)
+        return _header(slug, ka) + body
+    if ka.source == "solution":
+        return None
+    return (SUBMISSIONS / slug / ka.source).read_text()
+
+
+def kernel_source(slug: str, name: str) -> str:
+    """The CUDA source of a known answer given as a kernel (a `.cu` file or a base with changes)."""
+    ka = known_answer(slug, name)
+    if ka.base is None and ka.source == "solution":  # the solutions notebook's answer cell
+        spec = load(slug)
+        ex = _exercise(spec, ka)
+        return solution_literal(spec, ex.answer_cell, ex.answer_var)
+    if ka.base is None and not ka.source.endswith(".cu"):
+        raise ValueError(f"{slug}/{name} is not a kernel of its own ({ka.source})")
+    return answer_text(slug, ka)
+
+
+# --- grading them ----------------------------------------------------------------------------------------------
 
 def answer_cell_source(slug: str, ka: KnownAnswer, var: str) -> str | None:
     text = answer_text(slug, ka)
@@ -31,6 +207,9 @@ def answer_cell_source(slug: str, ka: KnownAnswer, var: str) -> str | None:
 
 
 def submission_notebook(slug: str, ka: KnownAnswer) -> dict:
+    from .answers import cells_by_grade_id
+    from .grading import solution_notebook
+
     spec = load(slug)
     nb = copy.deepcopy(solution_notebook(spec))
     ex = _exercise(spec, ka)
@@ -53,6 +232,8 @@ class KnownResult:
 
 
 def check_known(slug: str, *, seed: int = 12345, gpu: bool | None = None, names=None) -> list[KnownResult]:
+    from .grading import grade_notebook
+
     spec = load(slug)
     results = []
     for ka in known_answers(slug):

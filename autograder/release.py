@@ -59,7 +59,8 @@ INSTRUCTOR_ONLY = {
     "autograder/recorded_cohort_h100.json": "the grades of the synthetic cohorts on an H100",
     "autograder/recorded_cohort_h200.json": "the grades of the synthetic cohorts on an H200",
     "autograder/cohort.py": "the synthetic cohorts, built from known answers",
-    "autograder/known.py": "grades the known answers",
+    "autograder/known.py": "reads and grades the known answers",
+    "autograder/benchmarks.py": "runs a topic's benchmark with its known answers (make gpu-test)",
     "autograder/nbgrader_config.py": "the instructors' nbgrader set-up (autograde, feedback)",
     "autograder/nbgrader_plugin.py": "nbgrader's autograde step",
     "autograder/report.py": "the class report of a graded batch",
@@ -281,7 +282,7 @@ def known_good_sources() -> dict[str, str]:
     expected to earn full correctness and full path points ('<slug>/<answer>' -> source)."""
     import tomllib
 
-    from kernels.spec import all_specs
+    from autograder.spec import all_specs
 
     good = {}
     hide = answers_to_hide()
@@ -302,8 +303,8 @@ def answers_to_hide() -> dict[str, str]:
     answer graded full correctness points ('<slug>/<answer>' -> source)."""
     import tomllib
 
-    from kernels.known import kernel_source, known_answers
-    from kernels.spec import all_specs
+    from autograder.known import kernel_source, known_answers
+    from autograder.spec import all_specs
 
     out = {}
     for spec in all_specs():

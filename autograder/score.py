@@ -2,7 +2,7 @@
 
 Throughput: the bar is a fraction of the trusted baseline measured in the same grading run on the same GPU (the D2D
 copy ceiling, or the vendor library doing the exercise's work on its own inputs), the fraction calibrated per GPU
-kind (kernels.spec.Part.fraction_for): on a Hopper GPU with no calibration of its own, the H100's fraction, and the
+kind (autograder.spec.Part.fraction_for): on a Hopper GPU with no calibration of its own, the H100's fraction, and the
 feedback says so. Figures above the GPU's datasheet peak fail and are flagged.
 """
 

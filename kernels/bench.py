@@ -302,23 +302,3 @@ def refill(generate: Callable, shape, seed: int) -> Callable[[dict], None]:
                 inputs[key].copy_(value)
 
     return refresh
-
-
-def script_main(slug: str, run: Callable, doc: str | None = None) -> None:
-    """The command line of a topic's benchmark script: `python -m kernels.<slug>.bench [--out DIR] [--quick]`."""
-    import argparse
-    import json
-    from pathlib import Path
-
-    from . import record
-
-    ap = argparse.ArgumentParser(description=doc)
-    ap.add_argument("--out", default="build/gpu")
-    ap.add_argument("--quick", action="store_true")
-    args = ap.parse_args()
-    res = run(Path(args.out), args.quick)
-    print(json.dumps({k: v for k, v in res.items() if k not in ("rows", "checks")}, indent=1, default=str))
-    recorded = Path(res.get("recorded") or "")
-    if res.get("recorded") and recorded.is_file():
-        print(record.table(json.loads(recorded.read_text()), slug))
-    raise SystemExit(0 if res.get("ok") else 1)

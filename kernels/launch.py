@@ -52,7 +52,7 @@ def _kernel(data: bytes, name: str, module_name: str):
 
 def device_global(cubin: Cubin, name: str) -> tuple[int, int]:
     """(device address, size in bytes) of the module's `__device__` variable `name` (an extern "C" one: its name is
-    not mangled), e.g. the debug barrier trace (kernels.hangs). The module is the one launch() loads."""
+    not mangled), e.g. the debug barrier trace (autograder.hangs). The module is the one launch() loads."""
     from cuda.bindings import driver
 
     err, ptr, size = driver.cuLibraryGetGlobal(_module(cubin.data).handle, name.encode())

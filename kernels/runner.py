@@ -2,7 +2,7 @@
 verified. The grader's harness and a topic's benchmark share it (a benchmark times an answer exactly as grading
 does), so it lives in the library.
 
-    cubin = compile_cuda(source); ex = kernels.spec.load("tma").exercises["tma_add"]
+    cubin = compile_cuda(source); ex = autograder.spec.load("tma").exercises["tma_add"]
     res = time_exercise(ex, ex.workload(), cubin, seed=7, tag="student")
     res["value"], res["output_ok"], res["problems"], res["plan"]
 """

@@ -5,10 +5,13 @@ A topic declares what is its own, in its bench.py:
     TOPIC = Topic(slug="tma", title="Day 5: TMA", check=check_all, measure=measure,
                   constants=lambda: {"LATENCY_NS": model.LATENCY_NS, ...}, fit=model.fit, claims=claims,
                   plots={"tma_sweep.png": plot_sweep})
-    run = TOPIC.run                     # python -m kernels.tma.bench --out build/gpu  (script_main)
+    run = TOPIC.run
+    if __name__ == "__main__":
+        TOPIC.main(__doc__)             # python -m kernels.tma.bench --out build/gpu [--quick]
 
-- check(quick) -> failures, or (failures, evidence): every kernel against its reference (fresh inputs, awkward
-  shapes, poisoned outputs); the evidence (what each check saw) goes into the record and to `extra`;
+- check(quick) -> failures, or (failures, evidence): every kernel against its reference through the scaffold's loop
+  (check_kernels: fresh inputs, awkward shapes, poisoned outputs, NaN never passes); the evidence (what each check
+  saw) goes into the record and to `extra`;
 - measure(quick) -> (rows, problems) or (rows, problems, evidence): the rows (`row()` builds one), each with the
   model's prediction beside it; `evidence` (a dict, e.g. what the known-bad answers did) goes into the record;
 - constants() -> the model's fitted constants with their source; fit(rows, ceilings) -> a refit on this run's rows
@@ -17,19 +20,20 @@ A topic declares what is its own, in its bench.py:
 - plots: file name -> plot(rows, ceilings), beside the predicted-vs-measured plot every topic gets
   (<slug>_vs_model.png, plot_rows).
 
-What every topic shares lives here: the order (check, measure, compare with the model, check the claims and the
-exercise's margin, record, plot), the band (worst |prediction / measurement - 1| over the rows the model covers),
-the record (kernels.record: device, driver, date, ceilings), the margin of each exercise's course solution over
-its bar (kernels.spec.SOLUTION_MARGIN), and the timing of known answers with the grader's own function.
+What every topic shares lives here: the correctness loop, the order (check, measure, compare with the model, check
+the claims, record, plot), the band (worst |prediction / measurement - 1| over the rows the model covers), the
+record (kernels.record: device, driver, date, ceilings), the command line, and the checking and timing of the
+exercise's known answers with the grader's own function — answers the grader hands in (Answers; kernels/ never reads
+grading data). What the grader holds those timings to (bars, the course solution's margin) is the grader's:
+autograder.benchmarks runs a topic with its answers and that `grading` (`make gpu-test`).
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
@@ -60,8 +64,11 @@ class Topic:
     known_misses: dict[str, str] = field(default_factory=dict)
     keep_going: bool = False  # True: a failed check does not stop the run (everything is measured, then reported)
 
-    def run(self, out_dir: Path, quick: bool = False) -> dict:
-        return run(self, out_dir, quick)
+    def run(self, out_dir: Path, quick: bool = False, **kw) -> dict:
+        return run(self, out_dir, quick, **kw)
+
+    def main(self, doc: str | None = None, argv=None, **kw) -> None:
+        main(self, doc, argv, **kw)
 
     def plot(self, rows: list[dict], ceiling: float | None = None, bar: float | None = None):
         """The topic's predicted-vs-measured plot (what run() saves as <slug>_vs_model.png); `ceiling`: the copy
@@ -113,32 +120,128 @@ def band(rows: list[dict]) -> tuple[float, dict | None]:
     return abs(worst["model_prediction"] / measured(worst) - 1), worst
 
 
-# --- known answers of a topic's exercise (the .cu files the grader's tests use, read as data) -------------------
+# --- the correctness loop every benchmark runs -----------------------------------------------------------------
+
+@dataclass
+class Checked:
+    """One launch of the correctness loop: which run, on which shape and draw, and what the comparison said (a
+    kernels.check report; None where the launch itself raised, `message` then says what)."""
+    run: object
+    shape: object
+    draw: int
+    ok: bool
+    message: str
+    report: object = None
+
+
+def shape_label(shape) -> str:
+    """'127x129' for a shape tuple, 'n=4099' for a length."""
+    return "x".join(map(str, shape)) if isinstance(shape, (tuple, list)) else f"n={shape}"
+
+
+def check_reports(runs, shapes, *, inputs, launch, output, reference=None, reference_for=None, check=None,
+                  seed: int = 1, stride: int = 1, draws: int = 1, skip=None):
+    """The correctness loop of every benchmark, one Checked per launch. For each shape (awkward ones: the
+    workload's TEST_SHAPES) and each of `draws` draws, fresh inputs `inputs(shape, seed + stride * i + draw)` and
+    their reference (`reference(inputs)`, computed before any launch; `reference_for(run, inputs)` where it
+    depends on the run); then each run launched, `launch(run, inputs, out)`, into an output poisoned first
+    (`output(inputs, run)` -> a fresh tensor, filled with NaN: an element the kernel never writes fails) and compared
+    (`check`: kernels.check.compare's options, or run -> options). NaN never passes; a launch that raises is a
+    failed launch (a rung that refuses a shape), never the end of the loop; `skip(run, shape)`: a pair not checked (a
+    shape the rung is not built for)."""
+    import torch
+
+    from .check import compare, poison
+
+    runs = list(runs)
+    for i, shape in enumerate(shapes):
+        for k in range(draws):
+            inp = inputs(shape, seed + stride * i + k)
+            ref = reference(inp) if reference is not None else None
+            for run in runs:
+                if skip is not None and skip(run, shape):
+                    continue
+                try:
+                    out = poison(output(inp, run))
+                    launch(run, inp, out)
+                    if out.is_cuda:
+                        torch.cuda.synchronize()
+                    want = reference_for(run, inp) if reference_for is not None else ref
+                    rep = compare(out, want, **((check(run) if callable(check) else check) or {}))
+                    yield Checked(run, shape, k, rep.ok, rep.message, rep)
+                except Exception as exc:  # noqa: BLE001 - reported as this launch's failure
+                    yield Checked(run, shape, k, False, f"{type(exc).__name__}: {exc}")
+
+
+def check_kernels(runs, shapes, *, label=str, shape_name=shape_label, **loop) -> list[str]:
+    """check_reports' failures, one line each: '<label(run)> <shape_name(shape)>: <what the check said>'."""
+    return [f"{label(c.run)} {shape_name(c.shape)}: {c.message}" for c in check_reports(runs, shapes, **loop)
+            if not c.ok]
+
+
+# --- known answers of a topic's exercise: handed in by the grader, never read here ------------------------------
+
+@dataclass
+class Answers:
+    """A topic's known answers as the grader hands them to its benchmark (autograder.benchmarks.answers): each
+    exercise (the grader's spec of it: test and bench shapes, repetitions, the kernel's name, its deadline) with its
+    workload module, and the CUDA source of an answer by name. The library never reads grading data: with no
+    Answers (a notebook, a student release) a benchmark checks and times the library's kernels only."""
+    exercises: dict  # exercise name -> (exercise, workload module); the first is the topic's exercise
+    source: Callable[[str], str]  # answer name -> its CUDA source
+    cubins: dict = field(default_factory=dict)  # compiled on first use
+
+
+_PROVIDED: dict[str, Answers] = {}
+
+
+@contextmanager
+def provided(slug: str, answers: Answers | None):
+    """Within this block the benchmark of `slug` sees `answers` (shipped, answer_cubin, time_answer, ...)."""
+    before = _PROVIDED.get(slug)
+    if answers is not None:
+        _PROVIDED[slug] = answers
+    try:
+        yield answers
+    finally:
+        if before is None:
+            _PROVIDED.pop(slug, None)
+        else:
+            _PROVIDED[slug] = before
+
+
+def _answers(slug: str) -> Answers:
+    if slug not in _PROVIDED:
+        raise LookupError(f"no known answers were handed to the {slug} benchmark (autograder.benchmarks runs it with "
+                          "them)")
+    return _PROVIDED[slug]
+
 
 def shipped(slug: str, names) -> list:
-    """The names among `names` whose known answer is here: all of them in the course repository, none in a student
-    release (which carries no known answer: autograder.release). The benchmarks time what is here."""
-    from .known import SUBMISSIONS
-
-    return list(names) if (SUBMISSIONS / slug / "expected.toml").exists() else []
+    """The names among `names` the benchmark can time: all of them where the grader handed it the topic's known
+    answers (autograder.benchmarks, `make gpu-test`), none otherwise (a notebook, a student release)."""
+    return list(names) if slug in _PROVIDED else []
 
 
-@lru_cache(maxsize=None)
+def answer_source(slug: str, name: str) -> str:
+    """The CUDA source of the known answer `name`, as the grader handed it."""
+    return _answers(slug).source(name)
+
+
 def answer_cubin(slug: str, name: str):
-    """The compiled known answer `name` of the topic's exercise (autograder/submissions/<slug>/, read by path)."""
+    """The compiled known answer `name` of the topic's exercise (its source as the grader handed it)."""
     from .compile import compile_cuda
-    from .known import kernel_source
 
-    return compile_cuda(kernel_source(slug, name), name=f"{slug}_{name}.cu")
+    book = _answers(slug)
+    if name not in book.cubins:
+        book.cubins[name] = compile_cuda(answer_source(slug, name), name=f"{slug}_{name}.cu")
+    return book.cubins[name]
 
 
 def exercise_of(slug: str, exercise: str | None = None):
-    """(spec exercise, workload module) of the topic's exercise (its only one unless named)."""
-    from .spec import load
-
-    exs = load(slug).exercises
-    ex = exs[exercise] if exercise else next(iter(exs.values()))
-    return ex, importlib.import_module(ex.module)
+    """(exercise, workload module) of the topic's exercise (its only one unless named), as the grader handed it."""
+    exs = _answers(slug).exercises
+    return exs[exercise] if exercise else next(iter(exs.values()))
 
 
 def run_answer(slug: str, cubin, inputs: dict, out, exercise: str | None = None):
@@ -151,34 +254,29 @@ def run_answer(slug: str, cubin, inputs: dict, out, exercise: str | None = None)
 
 
 def check_answers(slug: str, names, shapes=None, seed: int = 1, runs: int = 1, exercise: str | None = None,
-                  cubins: dict | None = None) -> list[str]:
-    """Each named answer on each test shape (the spec's unless given), `runs` fresh draws each, poisoned output,
-    the exercise's tolerance. Returns the failures: 'answer shape: message'."""
-    import torch
+                  workload=None, note: str = "") -> list[str]:
+    """Each named answer on each test shape (the exercise's unless given), `runs` fresh draws each, poisoned output,
+    the exercise's tolerance (the scaffold's loop, check_kernels); `workload`: another launch of the same exercise
+    (e.g. another cluster size). Returns the failures: '<exercise> (<answer>)<note> <shape>: message'."""
+    from .runner import launch_contract
 
-    from .check import compare, poison
-
+    names = shipped(slug, names)
+    if not names:
+        return []
     ex, wl = exercise_of(slug, exercise)
-    failures = []
-    for name in names if cubins else shipped(slug, names):
-        cub = (cubins or {}).get(name) or answer_cubin(slug, name)
-        for i, shape in enumerate(shapes or ex.test_shapes):
-            for k in range(runs):
-                inputs = wl.make_inputs(shape, seed + 1000 * i + k, device="cuda")
-                ref = wl.reference(inputs)
-                out = poison(wl.make_output(inputs))
-                run_answer(slug, cub, inputs, out, exercise)
-                torch.cuda.synchronize()
-                rep = compare(out, ref, **dict(wl.CHECK))
-                if not rep.ok:
-                    failures.append(f"{ex.name} ({name}) {'x'.join(map(str, shape))}: {rep.message}")
-    return failures
+    wl = workload or wl
+    cubs = {n: answer_cubin(slug, n) for n in names}
+    return check_kernels(names, shapes or ex.test_shapes, label=lambda n: f"{ex.name} ({n}){note}",
+                         inputs=lambda shape, s: wl.make_inputs(shape, s, device="cuda"),
+                         reference=wl.reference, output=lambda inp, n: wl.make_output(inp),
+                         launch=lambda n, inp, out: launch_contract(ex, cubs[n], wl.launch_args(inp, out)),
+                         check=dict(wl.CHECK), seed=seed, stride=1000, draws=runs)
 
 
 def time_answer(slug: str, name: str, *, shape=None, reps: int | None = None, seed: int = 0,
                 exercise: str | None = None, cubin=None) -> dict:
     """Time a known answer (or `cubin`) with the grader's own function, kernels.runner.time_exercise: every launch
-    verified, the counts drawn from the seed. At the spec's bench shape and repetitions unless given."""
+    verified, the counts drawn from the seed. At the exercise's bench shape and repetitions unless given."""
     from dataclasses import replace
 
     from .runner import time_exercise
@@ -191,55 +289,17 @@ def time_answer(slug: str, name: str, *, shape=None, reps: int | None = None, se
 def answer_row(slug: str, name: str, res: dict, prediction=None, *, kernel: str | None = None, shape: str | None = None,
                exercise: str | None = None, **extra) -> dict:
     """A recorded row for a known answer timed by time_answer (named `kernel`, default "<exercise> (<answer>)"):
-    `exercise`, `answer` and whether every timed launch was right are part of it (the margin check reads them)."""
+    `exercise`, `answer` and whether every timed launch was right are part of it (the grader's margin check reads
+    them)."""
     from .bench import ceilings
 
     ex, _ = exercise_of(slug, exercise)
     shape = shape or "x".join(map(str, ex.bench_shape))
     out = row(kernel or f"{ex.name} ({name})", shape, res, prediction, exercise=ex.name, answer=name,
-               output_ok=res["output_ok"], wrong_launches=res["wrong_launches"], launches=res["launches"],
-               timed_by="kernels.runner.time_exercise", **extra)
+              output_ok=res["output_ok"], wrong_launches=res["wrong_launches"], launches=res["launches"],
+              timed_by="kernels.runner.time_exercise", **extra)
     _with_fractions([out], ceilings())  # the same process's ceilings (measured once, cached)
     return out
-
-
-def exercise_margins(slug: str, rows: list[dict], ceilings: dict, device: str | None) -> tuple[dict, list[str]]:
-    """For each exercise whose course solution ("correct") was timed: the exercise's baseline measured in this run
-    (kernels.runner.exercise_baseline: the copy ceiling, or the vendor library on the exercise's inputs), the
-    solution's fraction of it, and its margin over the bar this GPU kind is graded with (kernels.spec.Part.
-    fraction_for). `autograder calibrate` turns these into the spec's per-GPU calibration; a solution that could not
-    clear SOLUTION_MARGIN over the spec's own fraction on this GPU is reported (the calibration lowers the bar)."""
-    from .runner import exercise_baseline
-    from .spec import SOLUTION_MARGIN, calibrated_fraction, load
-
-    spec = load(slug)
-    out, problems = {}, []
-    tag = record.device_tag(device)
-    for ex in spec.exercises.values():
-        sol = next((r for r in rows if r.get("exercise") == ex.name and r.get("answer") == "correct"), None)
-        tp = ex.parts["throughput"]
-        if sol is None or measured(sol) is None:
-            continue
-        value = measured(sol)
-        base = attempt(f"{ex.name} baseline", lambda ex=ex: exercise_baseline(ex, ex.workload()), problems, None)
-        if not base:
-            continue
-        fraction, cal, how = tp.fraction_for(tag)
-        most = calibrated_fraction(1.0, value, base["value"])  # the largest fraction calibration could give this GPU
-        out[ex.name] = {"solution": value, "baseline": base, "solution_fraction": value / base["value"],
-                        "spec_fraction": tp.fraction, "fraction_graded_here": fraction, "how": how,
-                        "over_bar_here": value / (fraction * base["value"]), "required": SOLUTION_MARGIN}
-        if most < CALIBRATION_FLOOR * tp.fraction:
-            problems.append(f"{ex.name}: the course solution reached {value / base['value']:.3f}x of its baseline "
-                            f"({base['what']}) on this GPU: calibration would have to lower the spec's fraction "
-                            f"{tp.fraction} to {most:.3f} (< {CALIBRATION_FLOOR} x it) to keep {SOLUTION_MARGIN}x; "
-                            "make the solution faster or state a lower fraction in the spec")
-    return out, problems
-
-
-# Calibration may lower a spec's fraction on a GPU kind (the solution must clear its bar there by SOLUTION_MARGIN),
-# but by at most this factor: below it the course solution is far slower than the course says it is on that GPU.
-CALIBRATION_FLOOR = 0.90
 
 
 def held_out_line(name: str, measured_: float, err: float, *, band: float, unit: str, named=(), width: int = 22,
@@ -302,61 +362,103 @@ def attempt(what: str, fn, failures: list[str], default):
         return default
 
 
-def run(topic: Topic, out_dir: Path, quick: bool = False) -> dict:
-    """Check, measure, compare with the model, record, plot; ok=False with every reason on any failed check,
-    contradicted claim, model outside its band or solution too close to its bar."""
+def _measured_run(topic: Topic, quick: bool, failures: list[str]) -> tuple[list[dict], dict, list]:
+    """The measure phase: (rows with their fractions of this run's ceilings, the ceilings, the measure's evidence)."""
     from .bench import ceilings
+
+    rows, problems, *evidence = attempt("measure", lambda: topic.measure(quick), failures, ([], []))
+    failures += problems
+    ceil = ceilings()
+    _with_fractions(rows, ceil)
+    return rows, ceil, evidence
+
+
+def _model_facts(topic: Topic, rows: list[dict], ceil: dict, failures: list[str]) -> dict:
+    """The model against the rows: the band (the named misses left out and recorded beside it), the refit, and a
+    failure where the band is exceeded."""
+    missed = [r for r in rows if f"{r['kernel']} {r['shape']}" in topic.known_misses]
+    worst_band, worst = band([r for r in rows if r not in missed])
+    fitted = attempt("fit", lambda: topic.fit(rows, ceil["copy_tbps"]), failures, None) if topic.fit and rows \
+        else None
+    if worst is not None and worst_band > topic.model_band:
+        failures.append(f"model off by {worst_band:.1%} (> {topic.model_band:.0%}), worst {worst['kernel']} "
+                        f"{worst['shape']}: predicted {worst['model_prediction']:.3f}, measured {measured(worst):.3f}")
+    return {"model_constants": topic.constants(), "model_band": worst_band,
+            "model_known_misses": {f"{r['kernel']} {r['shape']}": {
+                "why": topic.known_misses[f"{r['kernel']} {r['shape']}"],
+                "error": (r["model_prediction"] / measured(r) - 1) if r.get("model_prediction") and measured(r)
+                else None} for r in missed},
+            "model_worst_row": worst["kernel"] if worst else None, "model_fit": fitted}
+
+
+def _write(topic: Topic, rows: list[dict], ceil: dict, extra: dict, out_dir: Path, quick: bool,
+           failures: list[str]) -> Path | None:
+    """The record (out_dir/<slug>/recorded_h100.json; next to the code too with COURSE_RECORD=1) and the plots."""
+    if not rows:
+        return None
+    target = record.write(topic.slug, rows, ceil, extra, out=out_dir / topic.slug / "recorded_h100.json")
+    if os.environ.get("COURSE_RECORD") == "1" and not quick:
+        record.write(topic.slug, rows, ceil, extra)
+    plots = {f"{topic.slug}_vs_model.png": lambda rs, c: plot_rows(rs, c, f"{topic.title}, measured vs model"),
+             **topic.plots}  # a topic's own plot under the same name replaces the common one
+    for name, fn in plots.items():
+        fig = attempt(f"plot {name}", lambda fn=fn: fn(rows, ceil), failures, None)
+        if fig is not None:
+            fig.savefig(out_dir / topic.slug / name, dpi=110)
+    return target
+
+
+def run(topic: Topic, out_dir: Path, quick: bool = False, answers: Answers | None = None, grading=None) -> dict:
+    """Check, measure, compare with the model, record, plot; ok=False with every reason on any failed check,
+    contradicted claim or model outside its band. `answers` (Answers): the exercise's known answers, checked and
+    timed beside the library's kernels; `grading(rows, ceilings, device)` -> (facts for the record, failures): what
+    the grader holds the timed answers to (autograder.benchmarks: the bars, the course solution's margin)."""
     from .device import cpu_mode_reason, gpu, is_hopper
 
     out_dir = Path(out_dir)
     if not is_hopper():
         return {"ok": False, "failures": [f"needs an sm_90 GPU: {cpu_mode_reason()}"], "rows": []}
     (out_dir / topic.slug).mkdir(parents=True, exist_ok=True)
-    failures: list[str] = []
-    checked = attempt("check", lambda: topic.check(quick), failures, [])
-    check_failures, check_evidence = checked if isinstance(checked, tuple) else (checked, {})
-    failures += check_failures
-    if failures and not topic.keep_going:
-        return {"ok": False, "failures": failures, "rows": []}
-    rows, problems, *evidence = attempt("measure", lambda: topic.measure(quick), failures, ([], []))
-    failures += problems
-    ceil = ceilings()
-    _with_fractions(rows, ceil)
-    missed = [r for r in rows if f"{r['kernel']} {r['shape']}" in topic.known_misses]
-    worst_band, worst = band([r for r in rows if r not in missed])
-    fitted = attempt("fit", lambda: topic.fit(rows, ceil["copy_tbps"]), failures, None) if topic.fit and rows \
-        else None
+    with provided(topic.slug, answers):
+        failures: list[str] = []
+        checked = attempt("check", lambda: topic.check(quick), failures, [])
+        check_failures, check_evidence = checked if isinstance(checked, tuple) else (checked, {})
+        failures += check_failures
+        if failures and not topic.keep_going:
+            return {"ok": False, "failures": failures, "rows": []}
+        rows, ceil, evidence = _measured_run(topic, quick, failures)
+    facts = _model_facts(topic, rows, ceil, failures)
     failures += [f"{r['kernel']}: {r['wrong_launches']} timed launch(es) wrong" for r in rows
                  if r.get("wrong_launches")]
     failures += attempt("claims", lambda: topic.claims(rows, ceil), failures, []) if rows else []
-    if worst is not None and worst_band > topic.model_band:
-        failures.append(f"model off by {worst_band:.1%} (> {topic.model_band:.0%}), worst {worst['kernel']} "
-                        f"{worst['shape']}: predicted {worst['model_prediction']:.3f}, measured {measured(worst):.3f}")
-    device = (gpu() or {}).get("name")
-    margins, margin_problems = exercise_margins(topic.slug, rows, ceil, device)
-    failures += margin_problems
+    graded, graded_failures = attempt("grading", lambda: grading(rows, ceil, (gpu() or {}).get("name")), failures,
+                                      ({}, [])) if grading else ({}, [])
+    failures += graded_failures
     if not rows:
         failures.append("nothing was measured (see the failures above)")
-    extra = {"model_constants": topic.constants(), "model_band": worst_band,
-             "model_known_misses": {f"{r['kernel']} {r['shape']}": {
-                 "why": topic.known_misses[f"{r['kernel']} {r['shape']}"],
-                 "error": (r["model_prediction"] / measured(r) - 1) if r.get("model_prediction") and measured(r)
-                 else None} for r in missed},
-             "model_worst_row": worst["kernel"] if worst else None, "model_fit": fitted, "quick": quick,
-             "exercise_margins": margins, **(evidence[0] if evidence else {}),
+    checked = {"failures": check_failures, "evidence": check_evidence}
+    extra = {**facts, "quick": quick, **graded, **(evidence[0] if evidence else {}),
              **({"checks": check_evidence} if check_evidence else {}),
-             **(topic.extra(rows, ceil, {"failures": check_failures, "evidence": check_evidence}) if topic.extra and rows
-                else {})}
-    target = None
-    if rows:
-        target = record.write(topic.slug, rows, ceil, extra, out=out_dir / topic.slug / "recorded_h100.json")
-        if os.environ.get("COURSE_RECORD") == "1" and not quick:
-            record.write(topic.slug, rows, ceil, extra)
-        plots = {f"{topic.slug}_vs_model.png": lambda rs, c: plot_rows(rs, c, f"{topic.title}, measured vs model"),
-                 **topic.plots}  # a topic's own plot under the same name replaces the common one
-        for name, fn in plots.items():
-            fig = attempt(f"plot {name}", lambda fn=fn: fn(rows, ceil), failures, None)
-            if fig is not None:
-                fig.savefig(out_dir / topic.slug / name, dpi=110)
-    return {"ok": not failures, "failures": failures, "rows": rows, "ceilings": ceil, "model_band": worst_band,
-            "model_fit": fitted, "exercise_margins": margins, "recorded": str(target) if target else None}
+             **(topic.extra(rows, ceil, checked) if topic.extra and rows else {})}
+    target = _write(topic, rows, ceil, extra, out_dir, quick, failures)
+    return {"ok": not failures, "failures": failures, "rows": rows, "ceilings": ceil, "model_band": facts["model_band"],
+            "model_fit": facts["model_fit"], **graded, "recorded": str(target) if target else None}
+
+
+def main(topic: Topic, doc: str | None = None, argv=None, **run_kw) -> None:
+    """The command line of a topic's benchmark script, `python -m kernels.<slug>.bench [--out DIR] [--quick]`: the
+    library's kernels (`python -m autograder.benchmarks <slug>` runs the same with the exercise's known answers).
+    Prints the result and the record's table; exits 1 when the run failed."""
+    import argparse
+    import json
+
+    ap = argparse.ArgumentParser(description=doc)
+    ap.add_argument("--out", default="build/gpu")
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args(argv)
+    res = run(topic, Path(args.out), args.quick, **run_kw)
+    print(json.dumps({k: v for k, v in res.items() if k not in ("rows", "checks")}, indent=1, default=str))
+    recorded = Path(res.get("recorded") or "")
+    if res.get("recorded") and recorded.is_file():
+        print(record.table(json.loads(recorded.read_text()), topic.slug))
+    raise SystemExit(0 if res.get("ok") else 1)

@@ -17,7 +17,7 @@ import torch
 
 from kernels.attention import exercise, model, workload
 from kernels.compile import compile_cuda
-from kernels.known import kernel_source, known_answers, solution_literal
+from autograder.known import kernel_source, known_answers, solution_literal
 from kernels.sass import opcodes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,7 +40,7 @@ def _n(ops, prefix):
 
 
 def _spec():
-    from kernels.spec import load
+    from autograder.spec import load
 
     return load(SLUG)
 

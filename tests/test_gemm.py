@@ -21,7 +21,7 @@ import torch
 
 from kernels.compile import COURSE_INCLUDE, compile_cuda, kernel_file
 from kernels.gemm import exercise, model, workload
-from kernels.known import kernel_source, known_answers, solution_literal
+from autograder.known import kernel_source, known_answers, solution_literal
 from kernels.sass import disassemble, opcodes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,7 +43,7 @@ def _n(ops, prefix):
 
 
 def _spec():
-    from kernels.spec import load
+    from autograder.spec import load
 
     return load(SLUG)
 
@@ -235,7 +235,7 @@ NO_FENCE_COMMIT = (
 
 
 def test_ptxas_repairs_registers_not_shared_memory():
-    from kernels.known import apply_mutations
+    from autograder.known import apply_mutations
 
     strip = lambda c: [re.sub(r"/\*[0-9a-f]+\*/", "", i.text) for i in disassemble(c)["gemm_mainloop"]]  # noqa: E731
     # no fence, no commit (the wait kept): ptxas emits the solution's SASS, instruction for instruction — which is

@@ -262,7 +262,7 @@ def test_every_course_solution_clears_its_bar_by_the_margin_on_every_calibrated_
     """Each calibration leaves the course solution at least SOLUTION_MARGIN above the bar of its GPU kind, and every
     exercise is calibrated for every GPU kind its topic has a record of (and for the H100 at least)."""
     from kernels import record
-    from kernels.spec import SOLUTION_MARGIN
+    from autograder.spec import SOLUTION_MARGIN
 
     for s in spec.all_specs():
         recorded = set(record.tags(s.slug))

@@ -1,4 +1,4 @@
-"""kernels.hangs on the CPU: the debug barrier build (compiled out without its macro, compiled in for every kernel
+"""autograder.hangs on the CPU: the debug barrier build (compiled out without its macro, compiled in for every kernel
 that waits on a barrier, its trace layout equal to the header's), the trace decoder and its diagnosis on trace bytes
 written as the device writes them, compute-sanitizer's output parsed from samples in its documented format, the
 process group that a hang's timeout kills, and the list of week 2's hanging and racing answers. What the debug
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from kernels import hangs
+from autograder import hangs
+from autograder.hangs import (HANGS_AND_RACES, STUCK_REC, TRACE_LAYOUT, debug_cubin, decode_trace, describe, diagnose,
+                              instrument, parse_sanitizer, trace_layout, verdict)
 from kernels.compile import compile_cuda
-from kernels.hangs import (HANGS_AND_RACES, STUCK_REC, TRACE_LAYOUT, debug_cubin, decode_trace, describe, diagnose,
-                           instrument, parse_sanitizer, trace_layout, verdict)
 from kernels.sass import disassemble
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,8 +64,8 @@ def test_the_debug_build_compiles_for_every_kernel_that_waits_on_a_barrier(path)
 
 @pytest.mark.parametrize("target", [f"{s}.{n}" for s, ns in HANGS_AND_RACES.items() for n in ("solution", *ns)])
 def test_the_debug_build_compiles_for_the_answers_it_measures(target):
-    from kernels.known import kernel_source
-    from kernels.spec import load
+    from autograder.known import kernel_source
+    from autograder.spec import load
 
     slug, name = target.split(".")
     ex = next(iter(load(slug).exercises.values()))

@@ -63,7 +63,7 @@ def test_a_kernel_built_on_the_headers_emits_the_instructions():
 def test_the_solutions_answer_cells_use_the_headers(slug, headers):
     # The course's solution of day 3 / day 5 (the answer cell of the solutions notebook) includes the mechanism's
     # header and writes none of its PTX inline; the notebook prints the header where the lesson is the instruction.
-    from kernels.known import kernel_source
+    from autograder.known import kernel_source
 
     src = kernel_source(slug, "solution")
     for h in headers:

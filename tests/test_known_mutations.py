@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernels import known  # the data half of known answers (autograder.known grades them)
+from autograder import known  # known answers: the data and their grading
 from autograder.known import (MutationError, answer_text, apply_mutations, base_path, base_text, kernel_source,
                               known_answers)
 from autograder.spec import all_specs, load
@@ -211,8 +211,8 @@ def test_naive_loads_mutations_build_on_the_notebook_solution():
 def test_the_solution_answer_is_a_kernel_source_too():
     """A known answer whose source is the solutions notebook's cell is compiled and timed by the benches like any
     other (the H200 run of day 1's bench found kernel_source refusing it)."""
-    from kernels.known import kernel_source, known_answers, solution_literal
-    from kernels.spec import all_specs
+    from autograder.known import kernel_source, known_answers, solution_literal
+    from autograder.spec import all_specs
 
     for spec in all_specs():
         for ka in known_answers(spec.slug):

@@ -76,6 +76,48 @@ def test_the_library_never_imports_the_grader():
     assert not bad, f"kernels -> autograder imports: {bad}"
 
 
+def _docstrings(tree) -> set[int]:
+    return {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.body
+            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)
+            and isinstance(n.body[0].value.value, str)}
+
+
+def grader_paths(source: str) -> list[tuple[int, str]]:
+    """(line, text) of every string in `source` (docstrings aside) that names a path into the grader's folder:
+    "autograder/..." or the path segment "autograder" (a Path / "autograder" / "specs" join), and every
+    importlib.import_module / __import__ call whose module the code does not name literally (a module name read from
+    data hides an import from the graph above)."""
+    tree = ast.parse(source)
+    docs = _docstrings(tree)
+    out = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs:
+            if "autograder/" in n.value or n.value.strip() == "autograder":
+                out.append((n.lineno, n.value))
+        elif isinstance(n, ast.Call):
+            fn = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
+            if fn in ("import_module", "__import__") and not (n.args and isinstance(n.args[0], ast.Constant)):
+                out.append((n.lineno, f"{fn}(<a name read at run time>)"))
+    return out
+
+
+def test_the_library_names_no_path_into_the_grader():
+    """kernels/ reads no grading data (specs, known answers) by path, and imports nothing by a name it read: what the
+    grader hands a benchmark comes as arguments (kernels.topic.Answers, from autograder.benchmarks)."""
+    bad = {str(p.relative_to(ROOT)): found for p in (ROOT / "kernels").rglob("*.py")
+           if (found := grader_paths(p.read_text()))}
+    assert not bad, f"kernels/ reaches into autograder/ or imports by a name read at run time: {bad}"
+
+
+def test_the_path_check_can_fail():
+    src = ('"""Reads autograder/specs (a docstring may say so)."""\nfrom pathlib import Path\nimport importlib\n'
+           'A = Path(__file__).parents[1] / "autograder" / "specs"\nB = "autograder/submissions/x/correct.cu"\n'
+           'def f(name):\n    """autograder/ in a docstring."""\n    return importlib.import_module(name)\n'
+           'C = importlib.import_module("kernels.bench")\n')
+    assert sorted(line for line, _ in grader_paths(src)) == [4, 5, 8]
+
+
 def test_no_import_circle():
     assert _cycle(import_graph()) is None, f"import circle: {' -> '.join(_cycle(import_graph()))}"
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernels import record
+from autograder import benchmarks
+from kernels import record, topic
 from kernels.compile import CompileError, NotAttempted, compile_cuda
 from kernels.device import is_hopper
 from autograder.known import answer_text, kernel_source, known_answers
@@ -22,7 +23,7 @@ from kernels.ldgsts import bench, exercise, model, workload
 from kernels.ldgsts.launch import (COPY_KERNELS, STATIC_SMEM, VARIANTS, copy_kernel_name, cubin, kernel_name,
                                    launch_config, occupancy_smem, stage_copy, stencil, validate, validate_copy)
 from kernels.sass import disassemble, opcodes, path_evidence
-from kernels.spec import SOLUTION_MARGIN
+from autograder.spec import SOLUTION_MARGIN
 from kernels.topic import MODEL_BAND
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -563,9 +564,10 @@ def test_bench_times_known_answers_that_reach_the_bar():
     for name in bench.TIMED_ANSWERS:
         # each reaches the bar by speed; without the mechanism (path 0) that speed earns nothing
         assert exp[name]["source"] == f"{name}.cu" and (exp[name]["throughput"] > 0 or exp[name]["path"] == 0)
-    # the record keeps the bar's ceiling fraction (the spec's) and the bar it gives the run's ceilings
-    assert bench.extra([], {"copy_tbps": 3.0}, {"failures": [], "evidence": {}}) == {"bar_copy_fraction": _bar_copy_fraction(),
-                                                    "suggested_bar_tbps": pytest.approx(_bar_copy_fraction() * 3.0)}
+    # the record keeps the bar's ceiling fraction (the spec's) and the bar it gives the run's ceilings (the grader's
+    # half of the run, autograder.benchmarks)
+    facts, _ = benchmarks.bar_checks(SLUG, [], {"copy_tbps": 3.0})
+    assert facts == {"bar_copy_fraction": _bar_copy_fraction(), "suggested_bar_tbps": pytest.approx(_bar_copy_fraction() * 3.0)}
 
 
 # ------------------------------------------------------------------------------------------- bench, CPU parts
@@ -579,10 +581,16 @@ def _fake_rows(copy=3.0, **kw):
                      "blocks_per_sm_cap": bps, "resident_blocks": bps or 8})
     for answer in bench.TIMED_ANSWERS:
         p = model.predict("smooth_bf16", copy, 8, **kw)
-        rows.append({"kernel": f"smooth_bf16 ({answer})", "shape": "n=2^27 bf16", "ms": 1.0, "tbps": p.tbps,
+        rows.append({"kernel": f"smooth_bf16 ({answer})", "exercise": "smooth_bf16", "answer": answer,
+                     "shape": "n=2^27 bf16", "ms": 1.0, "tbps": p.tbps,
                      "tflops": None, "fraction_of_ceiling": p.tbps / copy, "model_prediction": p.tbps, "n": p.n,
                      "blocks_per_sm_cap": None, "resident_blocks": 8})
     return rows
+
+
+def _verdicts(rows, ceil):
+    """The bench's claims and the grader's checks of the timed answers against this run's bar."""
+    return bench.claims(rows, ceil) + benchmarks.bar_checks(SLUG, rows, ceil)[1]
 
 
 def test_bench_claims_and_plot(tmp_path):
@@ -605,12 +613,12 @@ def test_bench_claims_and_plot(tmp_path):
                                "buy nothing")]:
         broken = [dict(r) for r in rows]
         next(r for r in broken if (r["kernel"], r["blocks_per_sm_cap"]) == key)["tbps"] = value
-        assert any(words in c for c in bench.claims(broken, ceil)), (key, bench.claims(broken, ceil))
+        assert any(words in c for c in _verdicts(broken, ceil)), (key, _verdicts(broken, ceil))
     # at the margin exactly, the course solution passes; a higher ceiling raises the bar above every answer
     ok = [dict(r) for r in rows]
     next(r for r in ok if r["kernel"] == "smooth_bf16 (correct)")["tbps"] = SOLUTION_MARGIN * bar
-    assert bench.claims(ok, ceil) == []
-    assert sum("below the bar" in c for c in bench.claims(rows, {"copy_tbps": 10.0})) == len(bench.TIMED_ANSWERS)
+    assert _verdicts(ok, ceil) == []
+    assert sum("below the bar" in c for c in _verdicts(rows, {"copy_tbps": 10.0})) == len(bench.TIMED_ANSWERS)
     fig = bench.plot(rows, 3.0)
     fig.savefig(tmp_path / "p.png")
     assert (tmp_path / "p.png").stat().st_size > 1000
@@ -637,7 +645,8 @@ def test_bench_times_the_exercise_with_the_harness(monkeypatch):
     monkeypatch.setattr(kernels.bench, "ceilings", lambda: {"copy_tbps": 3.0})  # answer_row's fraction
     monkeypatch.setattr(bench, "answer_cubin", lambda slug, name: f"cubin:{slug}/{name}")
     monkeypatch.setattr(bench, "_resident", lambda cub, kernel: 8)
-    rows, problems = bench.exercise_rows(4096, 3.0, 132, seed=3)
+    with topic.provided(SLUG, benchmarks.answers(SLUG)):
+        rows, problems = bench.exercise_rows(4096, 3.0, 132, seed=3)
     spec_ex = _spec().exercises["smooth_bf16"]
     assert [s["tag"] for s in seen] == list(bench.TIMED_ANSWERS)
     for s in seen:
@@ -654,7 +663,8 @@ def test_bench_times_the_exercise_with_the_harness(monkeypatch):
         assert r["n"] == 4096 and r["blocks_per_sm_cap"] is None and r["resident_blocks"] == 8
         assert r["timed_by"] == "kernels.runner.time_exercise" and r["answer"] == answer
     assert rows[1]["wrong_launches"] == 1 and problems == ["smooth_bf16 (plain_loads): one wrong"]
-    bench.exercise_rows(4096, 3.0, 132, reps=5)
+    with topic.provided(SLUG, benchmarks.answers(SLUG)):
+        bench.exercise_rows(4096, 3.0, 132, reps=5)
     assert seen[-1]["ex"].bench_reps == 5
 
 
@@ -662,7 +672,7 @@ def test_topic_declares_what_run_did(monkeypatch):
     # kernels.topic runs the day: the bench declares its check, its sizes (quick: 1/8 and 10 repetitions), its
     # constants, its fit, its claims and its extras
     assert bench.run == bench.TOPIC.run and bench.TOPIC.slug == SLUG
-    assert bench.TOPIC.claims is bench.claims and bench.TOPIC.extra is bench.extra and bench.TOPIC.fit is model.fit
+    assert bench.TOPIC.claims is bench.claims and bench.TOPIC.fit is model.fit
     assert bench.TOPIC.model_band == (MODEL_BAND if model.FITTED else float("inf"))
     calls = []
     monkeypatch.setattr(bench, "measure", lambda **kw: calls.append(kw) or ([], []))
@@ -731,7 +741,8 @@ def _run_answer(name: str, shape, seed: int):
     cub = _cubin(name)
     inputs = exercise.make_inputs(shape, seed)
     out = poison(exercise.make_output(inputs))
-    run_answer(SLUG, cub, inputs, out)
+    with topic.provided(SLUG, benchmarks.answers(SLUG)):
+        run_answer(SLUG, cub, inputs, out)
     torch.cuda.synchronize()
     return compare(out, exercise.reference(inputs), **exercise.CHECK)
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from autograder import benchmarks
 from autograder.known import answer_text, kernel_source, known_answers
 from kernels import record, topic
 from kernels.check import compare
@@ -26,6 +27,14 @@ from kernels.sass import disassemble, opcodes, path_evidence
 ROOT = Path(__file__).resolve().parent.parent
 SLUG = "pipeline"
 SUBMISSIONS = ROOT / "autograder" / "submissions" / SLUG
+RUNGS = SUBMISSIONS / "rungs"  # the measured rungs of the lesson, kept with the known answers
+
+
+@pytest.fixture(autouse=True)
+def _known_answers():
+    """The exercise's known answers, handed to the benchmark as the grader does (autograder.benchmarks)."""
+    with topic.provided(SLUG, benchmarks.answers(SLUG)):
+        yield
 NOTEBOOK = ROOT / "solutions" / "week1" / "day4_pipeline.ipynb"
 gpu = pytest.mark.skipif(not is_hopper(), reason="needs an sm_90 GPU (CPU mode)")
 
@@ -393,7 +402,7 @@ def test_known_answer_sources_are_the_port():
                  "fmaf(a, y.x - x.x, x.x)", "cuda::aligned_size_t<4>(4)"):
         assert frag in c, frag
     # off_by_one and missing_wait are the block-scope form of the solution (a measured rung) with one change each
-    blk = bench.DEMO_ANSWERS["block_scope"].read_text()
+    blk = (RUNGS / "block_scope.cu").read_text()
     body = blk[blk.index("#include"):]
     ob = _source("off_by_one")
     assert "const float bound = tk[ROWS - 2];" in ob and ob[ob.index("#include"):].count("\n") == body.count("\n")
@@ -653,7 +662,7 @@ def test_known_answers_path_check(name):
         assert any(o.startswith("BAR.RED.POPC") for o in ops)
     n_wait = sum(1 for o in ops if o.startswith("SYNCS.PHASECHK.TRANS64.TRYWAIT"))
     if name == "missing_wait":  # only producer_acquire's waits are left
-        blk = opcodes(compile_cuda(bench.DEMO_ANSWERS["block_scope"].read_text(), name=ex.answer_var), ex.kernel)
+        blk = opcodes(compile_cuda((RUNGS / "block_scope.cu").read_text(), name=ex.answer_var), ex.kernel)
         assert n_wait < sum(1 for o in blk if o.startswith("SYNCS.PHASECHK.TRANS64.TRYWAIT"))
     if name in ("correct", "correct_primitives"):  # each thread's own cp.async groups + one __syncthreads per tile
         assert "LDGDEPBAR" in ops and "DEPBAR.LE SB0, 0x2" in texts and any("BAR.SYNC" in t for t in texts)
@@ -776,15 +785,15 @@ def test_bench_plot_and_cpu_mode(tmp_path):
         assert bench.resample_cubin(name) is topic.answer_cubin(SLUG, name)
     for name in bench.MUST_FAIL:
         assert _expected()[name]["correctness"] == 0
-    for name, path_ in bench.DEMO_ANSWERS.items():  # measured rungs, not known answers: compiled from their file
-        assert name not in _expected() and path_.parent == ROOT / "autograder" / "submissions" / "pipeline" / "rungs"
+    for name in bench.DEMO_ANSWERS:  # measured rungs, not known answers: compiled from their file in rungs/
+        assert name not in _expected() and (RUNGS / f"{name}.cu").is_file()
         assert exercise.KERNEL in bench.resample_cubin(name).kernels
 
 
 def test_search_per_target_rung_is_the_calibrated_kernel():
     # autograder/submissions/pipeline/rungs/search_per_target.cu is the course solution the grader calibrated on the H100
     # (2.419 TB/s, model.CALIBRATION): the same kernel body, 48 registers (5 blocks/SM), a binary search per target.
-    src = bench.DEMO_ANSWERS["search_per_target"].read_text()
+    src = (RUNGS / "search_per_target.cu").read_text()
     for frag in ("int lo = 0, len = S;", "__ldg(times + lo + half) <= t", "s_idx[lo + half] < bound"):
         assert frag in src, frag
     cub = compile_cuda(src, name="RESAMPLE_CU")
@@ -837,7 +846,7 @@ def test_pipe_consumer_wait_is_a_runtime_switch_here():
 def test_block_scope_rung():
     # autograder/submissions/pipeline/rungs/block_scope.cu: the course solution's algorithm through a block-scope cuda::pipeline
     # (the course solution until 2026-11-22): mbarriers, no cp.async groups; a measured rung, not a known answer.
-    path_ = bench.DEMO_ANSWERS["block_scope"]
+    path_ = RUNGS / "block_scope.cu"
     assert "block_scope" not in _expected() and bench.MODEL_KIND["block_scope"] == "block_scope"
     src = path_.read_text()
     assert "cuda::pipeline_shared_state<cuda::thread_scope_block, STAGES> state;" in src
@@ -1050,7 +1059,7 @@ def test_bench_run_plumbing_with_fakes(tmp_path, monkeypatch):
     if is_hopper():
         pytest.skip("on a GPU the real bench runs (make gpu-test)")
     _fake_gpu(monkeypatch)
-    res = bench.run(tmp_path, quick=True)
+    res = benchmarks.run_topic(SLUG, tmp_path, quick=True)
     print(res["failures"])
     assert set(res) >= {"ok", "failures", "rows", "model_band", "model_fit", "recorded"}
     assert not _measurement_verdicts(res), res["failures"]
@@ -1075,7 +1084,7 @@ def test_bench_records_first_and_reports_failures_after(tmp_path, monkeypatch):
     if is_hopper():
         pytest.skip("on a GPU the real bench runs (make gpu-test)")
     _fake_gpu(monkeypatch, catch_must_fail=False)
-    res = bench.run(tmp_path, quick=True)
+    res = benchmarks.run_topic(SLUG, tmp_path, quick=True)
     assert not res["ok"]
     assert any("missing_wait passed every check" in f for f in res["failures"])
     assert any("off_by_one passed every check" in f for f in res["failures"])

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernels import record
+from autograder import benchmarks
+from kernels import record, topic
 from kernels.compile import NotAttempted, compile_cuda
 from kernels.device import is_hopper
 from kernels.sass import disassemble, opcodes, path_evidence
@@ -23,6 +24,13 @@ from kernels.topic import MODEL_BAND
 ROOT = Path(__file__).resolve().parents[1]
 SUBMISSIONS = ROOT / "autograder" / "submissions" / "smem_tiling"
 SLUG = "smem_tiling"
+
+
+@pytest.fixture(autouse=True)
+def _known_answers():
+    """The exercise's known answers, handed to the benchmark as the grader does (autograder.benchmarks)."""
+    with topic.provided(SLUG, benchmarks.answers(SLUG)):
+        yield
 gpu = pytest.mark.skipif(not is_hopper(), reason="needs an sm_90 GPU")
 
 
@@ -404,7 +412,7 @@ def test_stub_and_torch_call_answers():
 
 
 def test_bench_times_the_known_answers_the_grader_tests():
-    from kernels.known import kernel_source
+    from autograder.known import kernel_source
 
     # the scaffold compiles the known answer by path, the .cu file the grader's tests use
     assert kernel_source(SLUG, "correct") == (SUBMISSIONS / "correct.cu").read_text()
@@ -670,7 +678,7 @@ def test_bench_run_plumbing_with_fake_gpu(tmp_path, monkeypatch):
 
     ceil = {"copy_tbps": 3.0, "cublas_bf16_tflops": None}
     checked = _fake_bench(monkeypatch, ceil)
-    res = bench.run(tmp_path, quick=True)
+    res = benchmarks.run_topic(SLUG, tmp_path, quick=True)
     assert res["ok"], res["failures"]
     assert checked == [bench.QUICK_SHAPES]
     assert res["model_band"] == pytest.approx(0, abs=1e-9)
@@ -703,7 +711,7 @@ def test_bench_run_fails_with_the_reason(tmp_path, monkeypatch, case):
         monkeypatch.setattr(bench, "TIMED_ANSWERS", dict(bench.TIMED_ANSWERS, correct="smem", swizzled="smem"))
     if case == "check":
         monkeypatch.setattr(bench, "check_all", lambda **kw: ["transpose_smem 127x129: WRONG"])
-    res = bench.run(tmp_path, quick=True)
+    res = benchmarks.run_topic(SLUG, tmp_path, quick=True)
     assert not res["ok"]
     text = "\n".join(res["failures"])
     assert {"separation": "no throughput bar separates them", "band": "model off by 100.0%",

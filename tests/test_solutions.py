@@ -7,7 +7,7 @@ import pytest
 from autograder.answers import _source, cells_by_grade_id, quiz_key, read_literal
 from autograder.grading import solution_notebook
 from autograder.spec import all_specs
-from kernels.known import SUBMISSIONS
+from autograder.known import SUBMISSIONS
 
 SLUGS = [s.slug for s in all_specs()
          if (SUBMISSIONS / s.slug / "correct.cu").exists() and (SUBMISSIONS / s.slug / "stub.py").exists()]

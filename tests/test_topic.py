@@ -1,4 +1,5 @@
-"""kernels/topic.py, the one bench scaffold: run() on a fake topic (no GPU), the band, rows, the exercise margin."""
+"""kernels/topic.py, the one bench scaffold: run() on a fake topic (no GPU), the band, rows, the correctness loop,
+known answers handed in; the grader's half (autograder.benchmarks): the exercise margin."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ import random
 
 import pytest
 
+import torch
+
 import kernels.bench
 import kernels.device
+from autograder import benchmarks
+from autograder.spec import SOLUTION_MARGIN, load
 from kernels import topic
-from kernels.spec import SOLUTION_MARGIN, load
 
 
 class _Res:
@@ -77,10 +81,15 @@ def _solution_at(margin, copy=3.0):
     return load("tma").exercises["tma_add"].parts["throughput"].fraction * copy * margin
 
 
+def _graded(t, tmp_path, slug="tma"):
+    """A run with the grader's half (autograder.benchmarks.grading: the course solution's margin)."""
+    return topic.run(t, tmp_path, grading=lambda rows, c, device: benchmarks.grading(slug, rows, c, device))
+
+
 def test_run_records_plots_and_passes(tmp_path, monkeypatch):
     _fake_gpu(monkeypatch)
     sol = _solution_at(SOLUTION_MARGIN + 0.02)
-    res = topic.run(_topic(_rows(1.05, solution_tbps=sol), evidence={"known_bad": {"no_sync": [3, 5]}}), tmp_path)
+    res = _graded(_topic(_rows(1.05, solution_tbps=sol), evidence={"known_bad": {"no_sync": [3, 5]}}), tmp_path)
     assert res["ok"], res["failures"]
     doc = json.loads((tmp_path / "tma" / "recorded_h100.json").read_text())
     assert doc["device"] == "NVIDIA H100 80GB HBM3" and doc["ceilings"]["copy_tbps"] == 3.0
@@ -101,13 +110,13 @@ def test_run_fails_with_the_reason(tmp_path, monkeypatch, case):
     CALIBRATION_FLOOR allows."""
     _fake_gpu(monkeypatch)
     rows = _rows(1.30 if case == "band" else 1.0,
-                 solution_tbps=_solution_at(SOLUTION_MARGIN * (topic.CALIBRATION_FLOOR - 0.02 if case == "margin"
+                 solution_tbps=_solution_at(SOLUTION_MARGIN * (benchmarks.CALIBRATION_FLOOR - 0.02 if case == "margin"
                                                                else 1.05)))
     if case == "wrong_launch":
         rows[0]["wrong_launches"] = 2
     t = _topic(rows, claims=["a claim broke"] if case == "claim" else (),
                check=["kernel x wrong"] if case == "check" else ())
-    res = topic.run(t, tmp_path)
+    res = _graded(t, tmp_path)
     assert not res["ok"]
     text = "\n".join(res["failures"])
     assert {"band": "model off by 30.0%", "claim": "a claim broke", "margin": "make the solution faster",
@@ -130,7 +139,7 @@ def test_a_solution_just_under_the_specs_fraction_passes_calibration_lowers_the_
 
     _fake_gpu(monkeypatch, name="NVIDIA H200", copy=4.2)
     sol = _solution_at(1.01, copy=4.2)
-    res = topic.run(_topic(_rows(solution_tbps=sol)), tmp_path)
+    res = _graded(_topic(_rows(solution_tbps=sol)), tmp_path)
     assert res["ok"], res["failures"]
     path = tmp_path / "tma" / "recorded_h200.json"
     doc = json.loads(path.read_text())
@@ -149,7 +158,7 @@ def test_every_topic_declares_its_scaffold():
     """Every week-1 topic's bench is a Topic run by the shared scaffold (no hand-written run())."""
     import importlib
 
-    from kernels.spec import all_specs
+    from autograder.spec import all_specs
 
     for spec in all_specs():
         bench = importlib.import_module(f"kernels.{spec.slug}.bench")
@@ -194,3 +203,137 @@ def test_fit_table_shows_every_constant_row_and_named_miss():
     for n in rows + held:
         assert sum(line.rstrip().endswith(n) for line in text.splitlines()) >= 1, n
     assert f"h100: {held[0]} +13.7%" in text and "{" not in text
+
+
+# --- the scaffold's correctness loop (check_kernels), on CPU with fake kernels -----------------------------------
+SHAPES = (64, 127)  # one tile-aligned length, one awkward
+
+
+def _copy_kernel(kind: str):
+    """A fake copy "kernel" (CPU) that is right, or wrong in one of the ways the loop must catch."""
+    def launch(run, x, out):
+        if kind == "right":
+            out.copy_(x)
+        elif kind == "unwritten_tail":  # never writes the last element: only the poison can show it
+            out[:-1] = x[:-1]
+        elif kind == "edge_on_awkward":  # right on the aligned length, one wrong element past the last full tile
+            out.copy_(x)
+            if x.numel() % 64:
+                out[-1] += 1.0
+        elif kind == "nan":  # a NaN it produced itself: must fail even where a tolerance is given
+            out.copy_(x)
+            out[3] = float("nan")
+        elif kind == "eats_input":  # rewrites its input, then "matches" what it left behind
+            x.zero_()
+            out.zero_()
+        elif kind == "raises":
+            raise ValueError("shape not supported")
+    return launch
+
+
+def _loop(kind: str, **kw):
+    seeds = []
+
+    def inputs(n, seed):
+        seeds.append(seed)
+        return torch.randn(n, generator=torch.Generator().manual_seed(seed))
+
+    failures = topic.check_kernels([kind], SHAPES, inputs=inputs, reference=lambda x: x.clone(),
+                                   output=lambda x, run: torch.empty_like(x), launch=_copy_kernel(kind),
+                                   label=lambda run: f"copy_{run}", **kw)
+    return failures, seeds
+
+
+def test_the_loop_passes_a_right_kernel_on_fresh_inputs_per_shape():
+    failures, seeds = _loop("right", check={"exact": True}, seed=7, stride=10, draws=2)
+    assert failures == [] and seeds == [7, 8, 17, 18]  # fresh inputs per shape and draw
+
+
+@pytest.mark.parametrize("kind,shapes", [("unwritten_tail", ["n=64", "n=127"]), ("edge_on_awkward", ["n=127"]),
+                                         ("nan", ["n=64", "n=127"]), ("eats_input", ["n=64", "n=127"]),
+                                         ("raises", ["n=64", "n=127"])])
+def test_the_loop_catches_what_a_wrong_kernel_does(kind, shapes):
+    """Unwritten elements (the output is poisoned first), one wrong element on the awkward shape only, a NaN under
+    a tolerance, a kernel that rewrites its input (the reference is taken before the launch), a launch that raises
+    (a failure, not the end of the loop): each named with its shape."""
+    failures, _ = _loop(kind, check={"rtol": 1e-2} if kind == "nan" else {"exact": True})
+    assert [f.split(":")[0] for f in failures] == [f"copy_{kind} {s}" for s in shapes], failures
+    if kind == "unwritten_tail":
+        assert "NaN" in failures[0]
+    if kind == "raises":
+        assert "ValueError: shape not supported" in failures[0]
+
+
+def test_the_loop_skips_what_a_rung_is_not_built_for_and_checks_per_run_references():
+    seen = []
+    failures = topic.check_kernels(
+        [1, 2], SHAPES, inputs=lambda n, s: torch.arange(n, dtype=torch.float32), output=lambda x, k: torch.empty_like(x),
+        reference_for=lambda k, x: x * k, launch=lambda k, x, out: seen.append((k, x.numel())) or out.copy_(x * k),
+        check={"exact": True}, skip=lambda k, n: k == 2 and n % 64)
+    assert failures == [] and seen == [(1, 64), (2, 64), (1, 127)]
+
+
+class _Ex:
+    name, kernel, test_shapes, bench_shape = "fake_copy", "fake_copy", ((64,), (127,)), (4096,)
+
+
+class _Wl:
+    CHECK = {"exact": True}
+
+    @staticmethod
+    def make_inputs(shape, seed, device="cuda"):
+        return {"x": torch.randn(shape[0], generator=torch.Generator().manual_seed(seed))}
+
+    @staticmethod
+    def reference(inputs):
+        return inputs["x"].clone()
+
+    @staticmethod
+    def make_output(inputs):
+        return torch.empty_like(inputs["x"])
+
+    @staticmethod
+    def launch_args(inputs, out):
+        return {"grid": 1, "block": 1, "args": (inputs["x"], out)}
+
+
+def test_known_answers_come_only_from_the_grader(monkeypatch):
+    """Without Answers a benchmark checks no known answer (a notebook, a student release); with them, each answer
+    runs through the same loop under the exercise's launch contract: the answer wrong at the tile edge is caught on
+    the awkward shape only."""
+    import kernels.compile
+    import kernels.runner
+
+    assert topic.shipped("fake", ["correct"]) == [] and topic.check_answers("fake", ["correct", "edge"]) == []
+    monkeypatch.setattr(kernels.compile, "compile_cuda", lambda src, name: src)  # the "cubin" is the source's name
+
+    def launch_contract(ex, cubin, la):
+        x, out = la["args"]
+        _copy_kernel("right" if cubin == "good.cu" else "edge_on_awkward")(None, x, out)
+
+    monkeypatch.setattr(kernels.runner, "launch_contract", launch_contract)
+    answers = topic.Answers({"fake_copy": (_Ex, _Wl)}, {"correct": "good.cu", "edge": "edge.cu"}.__getitem__)
+    with topic.provided("fake", answers):
+        assert topic.shipped("fake", ["correct"]) == ["correct"]
+        assert topic.exercise_of("fake") == (_Ex, _Wl)
+        failures = topic.check_answers("fake", ["correct", "edge"], runs=2)
+    assert [f.split(":")[0] for f in failures] == ["fake_copy (edge) 127"] * 2, failures
+    assert topic.shipped("fake", ["correct"]) == []  # handed in for that block only
+
+
+def test_the_grader_hands_every_topic_its_answers():
+    """autograder.benchmarks.answers: each spec's exercises with their workload modules, every known answer's and
+    measured rung's CUDA source by name."""
+    from autograder.known import known_answers
+    from autograder.spec import all_specs
+
+    for spec in all_specs():
+        answers = benchmarks.answers(spec.slug)
+        assert list(answers.exercises) == list(spec.exercises)
+        for ex, wl in answers.exercises.values():
+            assert wl.__name__ == ex.module and callable(wl.make_inputs)
+        cu = [ka.name for ka in known_answers(spec.slug) if ka.base or ka.source.endswith(".cu")]
+        assert all("__global__" in answers.source(n) for n in cu), spec.slug
+    assert "__global__" in benchmarks.answers("pipeline").source("block_scope")
+    with pytest.raises(KeyError):
+        benchmarks.answers("tma").source("no_such_answer")

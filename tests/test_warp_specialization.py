@@ -354,10 +354,11 @@ def test_spec_matches_the_workload_and_the_model_clears_the_bar():
     most = max(ex.test_shapes, key=exercise.tiles)
     assert exercise.tiles(most) // exercise.grid_for(most, H100.sm_count) >= 3 * bench.SOLUTION_STAGES + 1
     pp, tp = ex.parts["path"], ex.parts["throughput"]
+    assert tuple(ex.bench_shape) == exercise.BENCH_SHAPE  # the bench's model configs use the spec's shape
     assert pp.require == ("UTMALDG", "USETMAXREG") and "LDG" in pp.forbid
     assert pp.executed[0].bytes == ("tma_load",) and pp.executed[0].at_least == 0.9
     assert tp.baseline_kind == "copy" and tp.copy_fraction
-    from kernels.spec import SOLUTION_MARGIN
+    from autograder.spec import SOLUTION_MARGIN
 
     sol = model.predict_config(model.Config(**bench.exercise_configs()["correct"]), CEIL)
     assert sol >= SOLUTION_MARGIN * tp.copy_fraction * CEIL, (sol, tp.copy_fraction * CEIL)

@@ -1,8 +1,9 @@
 """Everything that needs a Hopper GPU, in one run (`make gpu-test`): results and logs under $OUT.
 
 1. self-test and the ceilings of this run (D2D copy, cuBLAS bf16)
-2. every topic's benchmark script: kernels checked against their references, timed, model beside them;
-   recorded_<gpu>.json per topic (copied next to the code when COURSE_RECORD=1)
+2. every topic's benchmark (autograder.benchmarks: the topic's kernels and its exercise's known answers checked
+   against their references, timed, model beside them, the answers held to their bars); recorded_<gpu>.json per
+   topic (copied next to the code when COURSE_RECORD=1)
 3. grader calibration of every spec for this GPU kind, from the records step 2 wrote (autograder.calibration)
 4. known answers graded on the GPU: every score and flag equal to its expected value
    4b. week 2's answers that hang or race, and the course solutions: the debug barrier build's stuck-warp lines and
@@ -120,11 +121,11 @@ def timer_traps():
 
 
 def topic_bench(slug: str, out: Path):
-    """A topic's benchmark in a process of its own: a fault there cannot take the next topic's CUDA context."""
-    code = ("import json, sys; from pathlib import Path; import importlib; "
-            f"res = importlib.import_module('kernels.{slug}.bench').run(Path(sys.argv[1])); "
-            "print('BENCH ' + json.dumps(res, default=str))")
-    p = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, cwd=ROOT)
+    """A topic's benchmark in a process of its own (a fault there cannot take the next topic's CUDA context), with
+    the exercise's known answers and the grader's checks of their timings (autograder.benchmarks.run_topic)."""
+    code = ("import json, sys; from pathlib import Path; from autograder.benchmarks import run_topic; "
+            "res = run_topic(sys.argv[1], Path(sys.argv[2])); print('BENCH ' + json.dumps(res, default=str))")
+    p = subprocess.run([sys.executable, "-c", code, slug, str(out)], capture_output=True, text=True, cwd=ROOT)
     res = None
     for line in p.stdout.splitlines():
         if line.startswith("BENCH "):
@@ -233,11 +234,11 @@ def known_all(slugs, names=None):
 
 
 def hangs_and_races(out: Path, slugs):
-    """Week 2's known answers that hang or race and the course solutions (kernels.hangs.HANGS_AND_RACES): the first
+    """Week 2's known answers that hang or race and the course solutions (autograder.hangs.HANGS_AND_RACES): the first
     shape each fails on, the debug barrier build's stuck warps there, and each compute-sanitizer tool's verdict
     (caught / not caught / hung / error; clean / false alarm for the solution) with its first message. Every
     sanitizer run is a process group killed at its timeout: a hang costs its own run only."""
-    from kernels.hangs import hangs_and_races as run
+    from autograder.hangs import hangs_and_races as run
 
     return run(out, slugs)
 
@@ -444,7 +445,7 @@ def main() -> int:
     if "known" not in args.skip:
         step("known answers on the GPU", known_all, summary, args.known_slugs or graded, args.known_names)
     if "sanitizer" not in args.skip:
-        from kernels.hangs import HANGS_AND_RACES
+        from autograder.hangs import HANGS_AND_RACES
 
         week2 = [s for s in slugs if s in HANGS_AND_RACES]
         if week2:

@@ -19,10 +19,9 @@ Everything here needs an sm_90 GPU except `configs()`, `claims()`, `main_rows()`
 from __future__ import annotations
 
 from .. import record
-from ..bench import bench, ceilings, refill, rotating_inputs, script_main
-from ..check import compare
+from ..bench import bench, ceilings, refill, rotating_inputs
 from ..clock import timed
-from ..topic import Topic, answer_row, check_answers, row, shipped, time_answer
+from ..topic import Topic, answer_row, check_answers, check_kernels, row, shipped, time_answer
 from . import exercise, model
 from .launch import STAGES, attention
 from .workload import BENCH_SHAPE, DATA, TEST_SHAPES, flops, inputs_for, make_inputs, reference, shape_name
@@ -54,24 +53,20 @@ def configs(quick: bool = False) -> list[dict]:
 
 
 def check_all(seed: int = 1) -> list[str]:
-    """Every rung on every awkward test shape (its head dim), against torch's fp32 math SDPA; the exercise's timed
-    answers on the spec's test shapes. Returns the failures."""
-    failures = []
-    for i, shape in enumerate(TEST_SHAPES):
-        inp = make_inputs(shape, seed + i)
-        ref = reference(inp)
-        d = shape[3]
-        runs = [("cuda", st) for st in STAGES[d]] + [(lib, None) for lib in LIBS]
-        for variant, st in runs:
-            try:
-                out = attention(inp["q"], inp["k"], inp["v"], bool(inp["causal"]), variant, stages=st)
-                rep = compare(out, ref, rtol=RTOL)
-                ok, msg = rep.ok, rep.message
-            except Exception as exc:  # noqa: BLE001 - a backend that refuses a shape is a failure to report
-                ok, msg = False, f"{type(exc).__name__}: {exc}"
-            if not ok:
-                failures.append(f"{variant} s{st} {shape_name(shape)}: {msg.splitlines()[0]}")
-    return failures + check_answers(SLUG, TIMED_ANSWERS, seed=seed + 200)
+    """Every rung on every awkward test shape (the CUDA depths of its head dim), against torch's fp32 math SDPA,
+    each output poisoned first (the scaffold's loop); the exercise's timed answers on the spec's test shapes.
+    Returns the failures."""
+    import torch
+
+    depths = sorted({st for sts in STAGES.values() for st in sts})
+    return check_kernels(
+        [("cuda", st) for st in depths] + [(lib, None) for lib in LIBS], TEST_SHAPES, inputs=make_inputs,
+        reference=reference, check={"rtol": RTOL}, seed=seed, shape_name=shape_name,
+        skip=lambda run, shape: run[0] == "cuda" and run[1] not in STAGES[shape[3]],
+        output=lambda inp, run: torch.empty_like(inp["q"]), label=lambda run: f"{run[0]} s{run[1]}",
+        launch=lambda run, inp, out: attention(inp["q"], inp["k"], inp["v"], bool(inp["causal"]), run[0],
+                                               stages=run[1], out=out)) \
+        + check_answers(SLUG, TIMED_ANSWERS, seed=seed + 200)
 
 
 def _pool(shape, seed):
@@ -294,9 +289,5 @@ TOPIC = Topic(
 run = TOPIC.run
 
 
-def main() -> None:
-    script_main(SLUG, run, __doc__)
-
-
 if __name__ == "__main__":
-    main()
+    TOPIC.main(__doc__)

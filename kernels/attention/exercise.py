@@ -78,7 +78,7 @@ def flops(shape) -> int:
     return workload.flops(shape)
 
 
-# The trusted baseline of the throughput bar (autograder/specs/attention.toml, vendor_fraction): cuDNN's SDPA forward
+# The trusted baseline of the throughput bar (the grader spec's vendor_fraction): cuDNN's SDPA forward
 # on the exercise's own inputs at its bench shape, timed in the grading run (kernels.runner.exercise_baseline).
 VENDOR = "cuDNN SDPA forward (torch) on the exercise's inputs"
 

@@ -19,10 +19,9 @@ Everything here needs an sm_90 GPU except `claims()`, `best_cuda()`, `main_rows(
 from __future__ import annotations
 
 from .. import record
-from ..bench import bench, refill, rotating_inputs, script_main
-from ..check import compare, poison
+from ..bench import bench, refill, rotating_inputs
 from ..clock import timed
-from ..topic import Topic, answer_row, check_answers, row, shipped, time_answer
+from ..topic import Topic, answer_row, check_answers, check_kernels, exercise_of, row, shipped, time_answer
 from . import exercise, model
 from .launch import CONFIG, CUDA_VARIANTS, VARIANTS, gemm
 from .workload import DATA, MEASURE_ORDER, SHAPES, TEST_SHAPES, flops, inputs_for, make_inputs, reference, shape_name
@@ -48,27 +47,15 @@ def configs(quick: bool = False) -> list[dict]:
 
 def check_all(seed: int = 1) -> list[str]:
     """Every rung (and rung 3 at every swept depth) on every awkward test shape against the fp32 reference, NaN-
-    poisoned outputs; the exercise's timed known answers on the spec's test shapes. Returns the failures."""
-    import torch
-
-    failures = []
+    poisoned outputs (the scaffold's loop); the exercise's timed known answers on the spec's test shapes. Returns the
+    failures."""
     runs = [(v, None) for v in VARIANTS] + [("pipelined", st) for st in SWEEP]
-    for i, shape in enumerate(TEST_SHAPES):
-        inp = make_inputs(shape, seed + i)
-        ref = reference(inp)
-        for variant, st in runs:
-            try:
-                out = poison(torch.empty(shape[0], shape[1], dtype=torch.bfloat16, device="cuda"))
-                gemm(inp["a"], inp["b"], variant, out=out, stages=st)
-                torch.cuda.synchronize()
-                rep = compare(out, ref, rtol=RTOL)
-                ok, msg = rep.ok, rep.message
-            except Exception as exc:  # noqa: BLE001 - a rung that refuses a shape is a failure to report
-                ok, msg = False, f"{type(exc).__name__}: {exc}"
-            if not ok:
-                failures.append(f"{variant}{'' if st is None else f' s{st}'} {shape_name(shape)}: "
-                                f"{msg.splitlines()[0]}")
-    return failures + check_answers(SLUG, TIMED_ANSWERS, seed=seed + 200)
+    return check_kernels(
+        runs, TEST_SHAPES, inputs=make_inputs, reference=reference, check={"rtol": RTOL}, seed=seed,
+        output=lambda inp, run: exercise.make_output(inp), shape_name=shape_name,
+        launch=lambda run, inp, out: gemm(inp["a"], inp["b"], run[0], out=out, stages=run[1]),
+        label=lambda run: f"{run[0]}{'' if run[1] is None else f' s{run[1]}'}") \
+        + check_answers(SLUG, TIMED_ANSWERS, seed=seed + 200)
 
 
 def _time_rung(variant: str, stages, shape, data: str, pool, clock, reps: int, seed: int):
@@ -177,9 +164,8 @@ def main_rows(rows: list[dict]) -> list[dict]:
 
 
 def exercise_bench_shape():
-    from ..spec import load
-
-    return load(SLUG).exercises[exercise.NAME].bench_shape
+    """The exercise's bench shape, as the grader handed it with the known answers."""
+    return exercise_of(SLUG)[0].bench_shape
 
 
 def row_of(rows: list[dict], name: str, shape=shape_name(SHAPES[0]), lesson: bool = False) -> dict | None:
@@ -347,9 +333,5 @@ TOPIC = Topic(
 run = TOPIC.run
 
 
-def main() -> None:
-    script_main(SLUG, run, __doc__)
-
-
 if __name__ == "__main__":
-    main()
+    TOPIC.main(__doc__)

@@ -100,7 +100,7 @@ def flops(shape) -> int:
     return 2 * m * n * k
 
 
-# The trusted baseline of the throughput bar (autograder/specs/gemm.toml, vendor_fraction): cuBLAS on the exercise's
+# The trusted baseline of the throughput bar (the grader spec's vendor_fraction): cuBLAS on the exercise's
 # own inputs at its bench shape, timed in the grading run (kernels.runner.exercise_baseline). Tensor-core clocks
 # depend on the data, so the bar compares like with like only on the inputs the answer is timed on.
 VENDOR = "cuBLAS bf16 (torch.matmul) on the exercise's inputs"

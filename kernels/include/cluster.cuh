@@ -16,7 +16,7 @@
 
 #include "course.cuh"
 #ifdef COURSE_DEBUG_BARRIERS
-#include "mbarrier_debug.cuh"  // the debug build of the cluster-scope wait, remote arrivals and copies (kernels.hangs)
+#include "mbarrier_debug.cuh"  // the debug build of the cluster-scope wait, remote arrivals and copies (autograder.hangs)
 #endif
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@
 
 #include "course.cuh"
 #ifdef COURSE_DEBUG_BARRIERS
-#include "mbarrier_debug.cuh"  // the debug build of these waits and arrivals (kernels.hangs); nothing otherwise
+#include "mbarrier_debug.cuh"  // the debug build of these waits and arrivals (autograder.hangs); nothing otherwise
 #endif
 
 

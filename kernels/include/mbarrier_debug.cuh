@@ -1,6 +1,6 @@
 // mbarrier_debug.cuh — the debug build of the course's mbarrier waits: a hang becomes a line that names the barrier
 // and the phase a warp waits on, instead of a GPU that never answers. Compiled in only with COURSE_DEBUG_BARRIERS
-// (kernels.hangs compiles a kernel so); without the macro mbarrier.cuh, tma.cuh and cluster.cuh do not include this
+// (autograder.hangs compiles a kernel so); without the macro mbarrier.cuh, tma.cuh and cluster.cuh do not include this
 // file and emit the same SASS as before, instruction for instruction (tests/test_headers.py holds every kernel's
 // SASS to a record).
 //
@@ -17,13 +17,13 @@
 //   its contract forbids and no copy is still in flight when a block exits.
 // - One lane per warp (the lowest active one) keeps the warp's record in global memory: its last completed wait
 //   (barrier, parity), and per barrier how many waits it completed and how many arrivals it made. Block 0 records
-//   each mbar_init (barrier, arrival count) and, where kernels.hangs named them, the barrier variables.
+//   each mbar_init (barrier, arrival count) and, where autograder.hangs named them, the barrier variables.
 // - Why return and not __trap(): a trap ends the context, and the trace with it. Why the abort reaches every block:
 //   a deadlock in one block leaves the others spinning on their own waits or on the grid's end.
 //
 // The trace is one __device__ variable, course_barrier_trace (extern "C": the host finds it by name); the host
 // zeroes it before each launch and reads it after the launch (or, when a kernel still hangs, while it runs).
-// Its layout is read back by kernels/hangs.py (TRACE_LAYOUT): change one, change both.
+// Its layout is read back by autograder/hangs.py (TRACE_LAYOUT): change one, change both.
 #pragma once
 
 #include "course.cuh"
@@ -40,7 +40,7 @@
 #ifndef COURSE_DEBUG_BARRIER_SLOTS
 #define COURSE_DEBUG_BARRIER_SLOTS 32     // barriers counted per warp
 #endif
-#define COURSE_DEBUG_BARRIER_NAMES 32     // barrier variables kernels.hangs can name
+#define COURSE_DEBUG_BARRIER_NAMES 32     // barrier variables autograder.hangs can name
 #define COURSE_DEBUG_BARRIER_INITS 64     // mbar_init calls of block 0 recorded
 
 struct CourseBarrierSlot {   // one barrier as one warp saw it
@@ -82,7 +82,7 @@ struct CourseBarrierTrace {
     unsigned long long abort_ns;                      // %globaltimer when the abort was set
     unsigned n_init;                                  // mbar_init calls of block 0 (may exceed the table)
     unsigned pad;
-    unsigned names[COURSE_DEBUG_BARRIER_NAMES][2];    // name id -> {address, bytes} (kernels.hangs.instrument)
+    unsigned names[COURSE_DEBUG_BARRIER_NAMES][2];    // name id -> {address, bytes} (autograder.hangs.instrument)
     unsigned inits[COURSE_DEBUG_BARRIER_INITS][2];    // {address, arrival count} of block 0's mbar_init calls
     CourseBarrierStuck stuck[COURSE_DEBUG_BARRIER_STUCK];
     CourseBarrierWarp warps[COURSE_DEBUG_BARRIER_WARPS];
@@ -262,6 +262,6 @@ __device__ __forceinline__ void wait(unsigned bar, unsigned parity) {
 
 }  // namespace course_debug
 
-// Name a barrier variable in the trace (kernels.hangs inserts these after the kernel's __shared__ barrier
+// Name a barrier variable in the trace (autograder.hangs inserts these after the kernel's __shared__ barrier
 // declarations in a debug build; a kernel need not write them).
 #define COURSE_DEBUG_NAME_BARRIER(var, id) course_debug::name_barrier(smem_addr(&(var)), sizeof(var), id)

@@ -12,9 +12,10 @@ from __future__ import annotations
 import types
 from functools import partial
 
-from ..bench import bench, rotating_inputs, script_main
+from ..bench import bench, rotating_inputs
 from ..check import compare, poison
-from ..topic import Topic, answer_cubin, answer_row, check_answers, row, shipped, time_answer
+from ..topic import (Topic, answer_cubin, answer_row, check_answers, check_kernels, exercise_of, row, shipped,
+                     time_answer)
 from . import exercise, model
 from .launch import ROTATE_VARIANTS, broadcast_sum, rotate, sum_ctas
 from .workload import (CLUSTERS, ROTATE_SHAPE, ROTATE_TEST_SIZES, SUM_STAGES, SUM_TEST_TILES, SUM_TILES,
@@ -38,19 +39,11 @@ def check_all(seed: int = 1) -> list[str]:
     solution (and the per-CTA known answer) on the spec's test shapes, cluster 2 and 4."""
     import torch
 
-    from ..runner import launch_contract
-    from ..topic import exercise_of
-
-    failures = []
-    for variant in ROTATE_VARIANTS:
-        for c in CLUSTERS:
-            for i, n in enumerate(ROTATE_TEST_SIZES):
-                x = make_rotate_input(n, seed + i)
-                out = poison(torch.empty_like(x))
-                rotate(x, c, variant, out=out)
-                rep = compare(out, rotate_reference(x, c), exact=True)
-                if not rep.ok:
-                    failures.append(f"rotate {variant} c{c} n={n}: {rep.message}")
+    failures = check_kernels(
+        [(v, c) for v in ROTATE_VARIANTS for c in CLUSTERS], ROTATE_TEST_SIZES, inputs=make_rotate_input,
+        reference_for=lambda run, x: rotate_reference(x, run[1]), check={"exact": True}, seed=seed,
+        output=lambda x, run: torch.empty_like(x), launch=lambda run, x, out: rotate(x, run[1], run[0], out=out),
+        label=lambda run: f"rotate {run[0]} c{run[1]}")
     for c in CLUSTERS:
         for stages in (SUM_STAGES, 2):
             for i, k in enumerate(SUM_TEST_TILES):
@@ -62,16 +55,9 @@ def check_all(seed: int = 1) -> list[str]:
                 if not rep.ok:
                     failures.append(f"broadcast_sum c{c} s{stages} K={k}: {rep.message}")
     failures += check_answers(SLUG, ("correct", "per_cta"), seed=seed + 100)
-    ex, _ = exercise_of(SLUG)
-    wl4 = workload_with_cluster(4)
-    for i, shape in enumerate(ex.test_shapes):  # the course solution with cluster 4 (the bench's other row)
-        inputs = wl4.make_inputs(shape, seed + 300 + i)
-        out = poison(wl4.make_output(inputs))
-        launch_contract(ex, answer_cubin(SLUG, "correct"), wl4.launch_args(inputs, out))
-        torch.cuda.synchronize()
-        rep = compare(out, wl4.reference(inputs), exact=True)
-        if not rep.ok:
-            failures.append(f"bcast_add (correct) cluster 4 {shape}: {rep.message}")
+    # the course solution with cluster 4 (the bench's other row)
+    failures += check_answers(SLUG, ("correct",), seed=seed + 300, workload=workload_with_cluster(4),
+                              note=" cluster 4")
     return failures
 
 
@@ -80,7 +66,6 @@ def measure(reps: int = 20, seed: int = 0) -> list[dict]:
 
     from ..bench import ceilings
     from ..runner import time_exercise
-    from ..topic import exercise_of
 
     ceil = ceilings()["copy_tbps"]
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -105,10 +90,10 @@ def measure(reps: int = 20, seed: int = 0) -> list[dict]:
                         bytes=2 * 4 * ROTATE_SHAPE, reps=reps)
             rows.append(row(f"dsmem_rotate_{variant} c{c}", str(ROTATE_SHAPE), res, None, config=None))
     del table, xs
-    ex, _ = exercise_of(SLUG)
     for name, (answer, c, mc) in EXERCISE_ROWS.items():
         if not shipped(SLUG, [answer]):
             continue
+        ex, _ = exercise_of(SLUG)
         cfg = {"kernel": "bcast_add", "cluster": c, "multicast": mc}
         pred = model.predict_config(model.Config(**cfg), ceil, n_sm=sms)
         if c == exercise.CLUSTER:
@@ -261,9 +246,5 @@ TOPIC = Topic(
 run = TOPIC.run
 
 
-def main() -> None:
-    script_main(SLUG, run, __doc__)
-
-
 if __name__ == "__main__":
-    main()
+    TOPIC.main(__doc__)

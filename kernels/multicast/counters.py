@@ -3,7 +3,7 @@ broadcast_sum and bcast_add at cluster 1 / 2 / 4 (and the per-CTA and dead-branc
 each, and compare with the traffic model (kernels/multicast/model.py).
 
     python -m kernels.multicast.counters --out build/gpu/multicast/counters.json   # needs ncu and an sm_90 GPU
-    python -m kernels.multicast.counters --target "bcast_add correct c2"           # what ncu profiles (internal)
+    python -m kernels.multicast.counters --target "bcast_add correct c2" --source answer.cu   # what ncu profiles
 
 The benchmark (kernels/multicast/bench.py) records the result beside its rows.
 """
@@ -60,13 +60,16 @@ def model_bytes(name: str, sms: int = 132) -> dict:
             "x_bytes": EX_SHAPE[0] * EX_SHAPE[1] * 2}
 
 
-def _run_target(name: str) -> None:
-    """Launch the target twice (ncu measures the second launch)."""
+def _run_target(name: str, source: str | None = None) -> None:
+    """Launch the target twice (ncu measures the second launch); a bcast_add target runs the known answer whose
+    CUDA source is in the file `source` (its parent process was handed it), under the exercise's launch contract."""
+    import types
+
     import torch
 
     from ..check import compare, poison
+    from ..compile import compile_cuda
     from ..runner import launch_contract
-    from ..topic import answer_cubin, exercise_of
     from .launch import broadcast_sum
     from .workload import make_table, sum_reference
 
@@ -78,12 +81,12 @@ def _run_target(name: str) -> None:
             torch.cuda.synchronize()
             ok = compare(out, sum_reference(t, out.shape[0]), exact=True).ok
         else:
-            from .exercise import launch_args, make_inputs, make_output, reference
+            from .exercise import KERNEL, launch_args, make_inputs, make_output, reference
 
-            ex, _ = exercise_of("multicast")
+            cub = compile_cuda(Path(source).read_text(), name=f"multicast_{what}.cu")
             inputs = make_inputs(EX_SHAPE, i)
             out = poison(make_output(inputs))
-            launch_contract(ex, answer_cubin("multicast", what), launch_args(inputs, out, cluster=c))
+            launch_contract(types.SimpleNamespace(kernel=KERNEL), cub, launch_args(inputs, out, cluster=c))
             torch.cuda.synchronize()
             ok = compare(out, reference(inputs), exact=True).ok
         print(f"{name} launch {i}: {'ok' if ok else 'WRONG'}", flush=True)
@@ -109,12 +112,20 @@ def profile(name: str, metrics=CANDIDATES, timeout_s: float = 120) -> dict:
     ncu = find_ncu()
     if ncu is None:
         return {"error": "ncu not found"}
-    kernel = TARGETS[name][0]
+    from ..topic import answer_source, shipped
+
+    kernel, (what, _) = TARGETS[name]
+    if kernel == "bcast_add" and not shipped("multicast", [what]):
+        return {"error": f"the known answer {what} was not handed to this run"}
     with tempfile.TemporaryDirectory() as tmp:
         rep = Path(tmp) / "rep"
+        answer = []
+        if kernel == "bcast_add":
+            (Path(tmp) / "answer.cu").write_text(answer_source("multicast", what))
+            answer = ["--source", str(Path(tmp) / "answer.cu")]
         cmd = [ncu, "--clock-control", "none", "--target-processes", "all", "--kernel-name", kernel,
                "--launch-skip", "1", "--launch-count", "1", "--metrics", ",".join(metrics), "--export", str(rep),
-               "--force-overwrite", sys.executable, "-m", "kernels.multicast.counters", "--target", name]
+               "--force-overwrite", sys.executable, "-m", "kernels.multicast.counters", "--target", name, *answer]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
         if not rep.with_suffix(".ncu-rep").exists():
             return {"error": (p.stdout + p.stderr)[-1500:]}
@@ -151,10 +162,11 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--target")
+    ap.add_argument("--source", help="a bcast_add target's known answer (a .cu file)")
     ap.add_argument("--out")
     a = ap.parse_args()
     if a.target:
-        _run_target(a.target)
+        _run_target(a.target, a.source)
         return
     res = measure_all()
     text = json.dumps(res, indent=1)

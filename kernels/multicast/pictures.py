@@ -4,7 +4,7 @@ it lands in every CTA's shared memory, and which CTAs receive it (the ctaMask of
     plan = multicast_plan(2)            # the data: rank -> slice rows / bytes -> destination offset -> mask
     fig = plot_multicast_plan((2, 4))   # drawn from multicast_plan, one panel per cluster size
 
-The split is the course solution's (autograder/submissions/multicast/correct.cu): with a cluster of N, rank r loads
+The split is the course solution's (known answer "correct"): with a cluster of N, rank r loads
 rows r * 64 / N .. of the (64, 128) bf16 W tile — the w_map's box (64 / N, 128) — and multicasts it with
 cluster_mask_all(N) to offset r x (tile bytes / N) of the W buffer in every CTA; each CTA arms its barrier for its
 x tile and the whole W tile, whoever sends the slices. tests/test_multicast.py holds the plan to the .cu's

@@ -10,12 +10,12 @@ Rows timed:
   - stream_sum_prim (__pipeline_* primitives) at 4 stages, stream_sum_pipe at 8 stages (past the knee: the
     bandwidth caps it) and at 1 stage with 4 blocks per SM (the same 16 KiB in flight per SM as 4 stages of 1 block);
   - resample at B=128, S=T=4096, D=256, timed by the grader's own function (kernels.topic.time_answer, every launch
-    verified): the course reference (autograder/submissions/pipeline/correct.cu, a thread-scope cuda::pipeline), its
-    primitives twin, the known answers not_pipelined and reads_twice (expected.toml says they reach the bar too;
-    this recording is what decides), and two measured rungs of the lesson that are not known answers: the same
-    algorithm through a block-scope cuda::pipeline (autograder/submissions/pipeline/rungs/block_scope.cu, the course solution
-    until it measured at the bar) and the exercise's first solution, a binary search per target
-    (autograder/submissions/pipeline/rungs/search_per_target.cu).
+    verified), with the known answers the grader hands in (autograder.benchmarks): the course reference (correct.cu,
+    a thread-scope cuda::pipeline), its primitives twin, the known answers not_pipelined and reads_twice
+    (expected.toml says they reach the bar too; this recording is what decides), and two measured rungs of the
+    lesson that are not known answers (rungs/ beside them): the same algorithm through a block-scope cuda::pipeline
+    (block_scope, the course solution until it measured at the bar) and the exercise's first solution, a binary
+    search per target (search_per_target).
 Checks: every stream kernel at every stage against float64 per-block partial sums on awkward sizes (poisoned
 outputs); the resample answers that must be correct on the spec's shapes (2 fresh runs each); the known-bad answers
 (missing_wait, off_by_one) must FAIL the same check. A failed check does not stop the run (keep_going): everything
@@ -25,14 +25,10 @@ The order, the band, the record and the generic plot are the shared scaffold's (
 
 from __future__ import annotations
 
-from functools import lru_cache
-from pathlib import Path
-
-from ..bench import bench, ceilings, script_main
-from ..check import compare, poison
-from ..compile import compile_cuda
-from ..spec import SOLUTION_MARGIN, load
-from ..topic import MODEL_BAND, Topic, attempt, answer_cubin, answer_row, row, run_answer, shipped, time_answer
+from ..bench import bench, ceilings
+from ..check import compare
+from ..topic import (MODEL_BAND, Topic, attempt, answer_cubin, answer_row, check_kernels, check_reports, row,
+                     run_answer, shipped, time_answer)
 from . import exercise, model
 from .launch import THREADS, stream_partials
 from .workload import (BENCH_N, COMPILED_STAGES, STAGE_CHOICES, TEST_NS, VARIANTS, bytes_moved, make_inputs,
@@ -42,9 +38,9 @@ SLUG = "pipeline"
 STREAM_RTOL = 1e-5  # fp32 accumulation of <= a few thousand U[0,1) values per thread vs float64
 TIMED_ANSWERS = ("correct", "correct_primitives", "not_pipelined", "reads_twice")  # known answers: correct; timed
 # Measured rungs of the lesson, not known answers (not graded, not in expected.toml): timed beside them. They are
-# earlier answers of the exercise, so they live with the known answers (never in a student release).
-RUNGS = Path(__file__).resolve().parents[2] / "autograder" / "submissions" / "pipeline" / "rungs"
-DEMO_ANSWERS = {"block_scope": RUNGS / "block_scope.cu", "search_per_target": RUNGS / "search_per_target.cu"}
+# earlier answers of the exercise, so they live with the known answers (never in a student release) and come with
+# them (autograder.benchmarks.answers: the topic's rungs/).
+DEMO_ANSWERS = ("block_scope", "search_per_target")
 # Must fail the correctness check. They run in the grading harness's own processes (autograder known, make
 # gpu-test), never in this one: a race that reads garbage indices can fault and take this process's CUDA context
 # with it (seen on the H100: missing_wait ended in an unspecified launch failure).
@@ -55,11 +51,8 @@ DEVICE = "cuda"  # every tensor of the benchmark lives here (a test swaps in "cp
 MODEL_KIND = dict(model.ANSWER_KIND)  # answer -> the model's kind: correct and correct_primitives are "thread_scope"
 
 
-@lru_cache(maxsize=8)
 def resample_cubin(name: str = "correct"):
-    """A known answer (kernels.topic.answer_cubin) or a measured rung of DEMO_ANSWERS, compiled like an answer."""
-    if name in DEMO_ANSWERS:
-        return compile_cuda(DEMO_ANSWERS[name].read_text(), name=f"{SLUG}_{name}.cu")
+    """A known answer or a measured rung of DEMO_ANSWERS, compiled like an answer (kernels.topic.answer_cubin)."""
     return answer_cubin(SLUG, name)
 
 
@@ -73,44 +66,43 @@ def resident_blocks(cub) -> int:
 
 
 def check_stream(seed: int = 1) -> list[str]:
-    """Every stream kernel at every compiled stage count (1 and 2 blocks per SM) on awkward sizes, poisoned partials."""
+    """Every stream kernel at every compiled stage count (1 and 2 blocks per SM) on awkward sizes, poisoned partials
+    (the scaffold's loop)."""
     import torch
 
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
     failures = []
     for stages in COMPILED_STAGES:
-        for variant in VARIANTS:
-            for bps in (1, 2):
-                for i, n in enumerate(TEST_NS):
-                    x = make_inputs(n, seed + 31 * i + stages, device=DEVICE)
-                    grid = bps * torch.cuda.get_device_properties(0).multi_processor_count
-                    out = poison(torch.empty(grid, dtype=torch.float32, device=DEVICE))
-                    stream_partials(x, variant=variant, stages=stages, blocks_per_sm=bps, out=out)
-                    rep = compare(out, reference_partials(x, grid), rtol=STREAM_RTOL)
-                    if not rep.ok:
-                        failures.append(f"stream_sum_{variant} S={stages} x{bps}/SM n={n}: {rep.message}")
+        failures += check_kernels(
+            [(v, bps) for v in VARIANTS for bps in (1, 2)], TEST_NS, seed=seed + stages, stride=31,
+            inputs=lambda n, s: make_inputs(n, s, device=DEVICE), check={"rtol": STREAM_RTOL},
+            reference_for=lambda run, x: reference_partials(x, run[1] * sms),
+            output=lambda x, run: torch.empty(run[1] * sms, dtype=torch.float32, device=DEVICE),
+            launch=lambda run, x, out: stream_partials(x, variant=run[0], stages=stages, blocks_per_sm=run[1],
+                                                       out=out),
+            label=lambda run: f"stream_sum_{run[0]} S={stages} x{run[1]}/SM")
     torch.cuda.synchronize()
     return failures
 
 
 def check_resample(seed: int = 2, shapes=exercise.TEST_SHAPES, runs: int = 2) -> tuple[list[str], dict]:
-    """The timed answers must be right on every shape and run; the known-bad ones must be wrong on at least one.
-    Returns (failures, {answer: [messages]})."""
-    failures, seen = [], {}
-    for name in shipped(SLUG, TIMED_ANSWERS + tuple(DEMO_ANSWERS) + IN_PROCESS_MUST_FAIL):
-        cub = resample_cubin(name)
-        msgs, wrong = [], 0
-        for si, shape in enumerate(shapes):
-            for r in range(runs):
-                inputs = exercise.make_inputs(shape, seed + 1000 * si + r, device=DEVICE)
-                out = poison(exercise.make_output(inputs))
-                run_answer(SLUG, cub, inputs, out)
-                rep = compare(out, exercise.reference(inputs), **exercise.CHECK)
-                msgs.append(f"{shape} run {r}: {rep.message.splitlines()[0]}")
-                wrong += not rep.ok
-        seen[name] = msgs
-        if name not in MUST_FAIL and wrong:
+    """The timed answers must be right on every shape and run; the known-bad ones must be wrong on at least one
+    (the scaffold's loop, every report kept). Returns (failures, {answer: [messages]})."""
+    names = shipped(SLUG, TIMED_ANSWERS + DEMO_ANSWERS + IN_PROCESS_MUST_FAIL)
+    cubs = {name: resample_cubin(name) for name in names}
+    seen: dict = {name: [] for name in names}
+    wrong = dict.fromkeys(names, 0)
+    for c in check_reports(names, shapes, seed=seed, stride=1000, draws=runs, check=exercise.CHECK,
+                           inputs=lambda shape, s: exercise.make_inputs(shape, s, device=DEVICE),
+                           reference=exercise.reference, output=lambda inp, name: exercise.make_output(inp),
+                           launch=lambda name, inp, out: run_answer(SLUG, cubs[name], inp, out)):
+        seen[c.run].append(f"{c.shape} run {c.draw}: {c.message.splitlines()[0]}")
+        wrong[c.run] += not c.ok
+    failures = []
+    for name, msgs in seen.items():
+        if name not in MUST_FAIL and wrong[name]:
             failures.append(f"resample {name} is wrong: " + "; ".join(m for m in msgs if "WRONG" in m)[:2000])
-        if name in MUST_FAIL and not wrong:
+        if name in MUST_FAIL and not wrong[name]:
             failures.append(f"resample {name} passed every check: the check does not catch it")
     return failures, seen
 
@@ -159,14 +151,13 @@ def measure_stream(n: int = BENCH_N, reps: int = 20, seed: int = 0) -> tuple[lis
 
 
 def measure_resample(shape=exercise.BENCH_SHAPE, reps: int = 20, seed: int = 0,
-                     answers=TIMED_ANSWERS + tuple(DEMO_ANSWERS)) -> tuple[list[dict], list[str]]:
+                     answers=TIMED_ANSWERS + DEMO_ANSWERS) -> tuple[list[dict], list[str]]:
     """Time the exercise's answers at `shape` with the grader's own function (fresh inputs in the same buffers every
     repetition, every launch verified, L2 flushed, honest bytes: exercise.bytes_moved)."""
     import torch
 
     ceil = ceilings()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    bar = load(SLUG).exercises[exercise.NAME].parts["throughput"].ceiling_bar(ceil)
     rows, problems = [], []
     if exercise.bytes_for(exercise.make_inputs(shape, seed, device=DEVICE)) != exercise.bytes_moved(shape):
         problems.append(f"resample at {shape}: not every source row is needed, bytes_moved overcounts")
@@ -188,7 +179,7 @@ def measure_resample(shape=exercise.BENCH_SHAPE, reps: int = 20, seed: int = 0,
                                kind=MODEL_KIND[name], shape_tuple=list(shape), blocks_per_sm=resident,
                                registers=usage.get("REG"), local_bytes=usage.get("LOCAL"),
                                model_search_rounds=pred.detail["search_rounds"],
-                               model_dead_fraction=pred.detail["dead_fraction"], bar_tbps=bar,
+                               model_dead_fraction=pred.detail["dead_fraction"],
                                known_answer=name not in DEMO_ANSWERS))
         torch.cuda.empty_cache()
     return rows, problems
@@ -259,23 +250,10 @@ def claims(rows: list[dict], ceilings: dict) -> list[str]:
 
 
 def solution_checks(rows: list[dict], ceilings: dict) -> list[str]:
-    """The course reference against this run's bar (the spec's copy fraction of this run's ceiling), with the
-    course's margin (kernels.spec.SOLUTION_MARGIN: run-to-run noise must not fail the solution); no timed answer
-    may use local memory."""
-    bad = [f"{r['kernel']} uses {r['local_bytes']} bytes of local memory per thread" for r in rows
-           if r.get("local_bytes")]
-    ref = next((r for r in rows if r.get("answer") == "correct"), None)
-    tp = load(SLUG).exercises[exercise.NAME].parts["throughput"]
-    bar = tp.ceiling_bar(ceilings)
-    if ref is None:
-        bad.append("the course reference (resample (correct)) was not timed")
-    elif ref["tbps"] < bar:
-        bad.append(f"the course reference reaches {ref['tbps'] / ceilings['copy_tbps']:.3f}x of the copy ceiling "
-                   f"(< {tp.copy_fraction}x, the exercise's bar)")
-    elif ref["tbps"] < SOLUTION_MARGIN * bar:
-        bad.append(f"the course reference clears the bar by only {ref['tbps'] / bar - 1:.1%} (< "
-                   f"{SOLUTION_MARGIN - 1:.0%}): run-to-run noise will fail the solution")
-    return bad
+    """No timed answer may use local memory. (The course reference against this run's bar, with the course's margin,
+    is the grader's check: autograder.benchmarks.bar_checks.)"""
+    return [f"{r['kernel']} uses {r['local_bytes']} bytes of local memory per thread" for r in rows
+            if r.get("local_bytes")]
 
 
 def extra(rows: list[dict], ceilings: dict, checked: dict) -> dict:
@@ -340,4 +318,4 @@ run = TOPIC.run
 
 
 if __name__ == "__main__":
-    script_main(SLUG, run, __doc__)
+    TOPIC.main(__doc__)

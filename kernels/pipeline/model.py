@@ -25,7 +25,7 @@ resample exercise. Every constant is named below with the measurement it comes f
    search rounds: the course solution's 256-ary window search shrinks the range to ceil(n / 257) per round until
    256 probes cover it, 2 rounds at S = 4096 (`window_rounds`); a binary search per target takes
    floor(log2 S) + 1 = 13, + 1 for the interval's two times (`binary_rounds`, kind "search_per_target", the
-   exercise's first solution: autograder/submissions/pipeline/rungs/search_per_target.cu).
+   exercise's first solution: the measured rung search_per_target).
    The per-block cap (its tiles in flight per round trip) only matters when few blocks run: one block per SM, or a
    small last wave (2048 blocks over 5 x 132 slots leave 68; a one-tile-in-flight kernel is then latency-bound).
 
@@ -49,7 +49,7 @@ run with every pipeline row). Max |model/measured - 1| there: streaming 8.7 %, r
   Below day 1's loaded latency: part of a round is hidden by blocks that drift apart.
 - EX_COMPUTE_NS = 300: estimate — a resample tile's consumer work. Only the per-block cap uses it.
 
-The resample's per-tile hand-over: the "block" kinds (block_scope: autograder/submissions/pipeline/rungs/block_scope.cu, and
+The resample's per-tile hand-over: the "block" kinds (block_scope: the measured rung of that name, and
 reads_twice, search_per_target: block-scope cuda::pipeline, mbarriers in shared memory) pay BLOCK_TILE_NS per tile
 per wave; "thread" (thread_scope: correct.cu, the course solution, a thread-scope cuda::pipeline, and its twin
 correct_primitives on the __pipeline_* primitives, the same instructions: each thread's own cp.async groups +
@@ -119,10 +119,10 @@ EX_PROBES = 256             # the window search: one probe per thread and key pe
 #          memory, BLOCK_TILE_NS per tile), "sync" = loaded synchronously: one exposed round trip per tile)
 RESAMPLE_KINDS = {
     "thread_scope": ("window", EX_STAGES, None, "thread"),       # correct.cu and correct_primitives
-    "block_scope": ("window", EX_STAGES, None, "block"),         # autograder/submissions/pipeline/rungs/block_scope.cu
+    "block_scope": ("window", EX_STAGES, None, "block"),         # a measured rung of the lesson
     "not_pipelined": ("window", 1, None, "sync"),                # the same tiles, loaded synchronously
     "reads_twice": ("window+staged", EX_STAGES, 8, "block"),     # 8 targets' 2 rows per stage, intervals found first
-    "search_per_target": ("binary", EX_STAGES, None, "block"),   # autograder/submissions/pipeline/rungs/search_per_target.cu
+    "search_per_target": ("binary", EX_STAGES, None, "block"),   # the exercise's first solution
 }
 # the model's kind of each timed answer (bench.MODEL_KIND is this table)
 ANSWER_KIND = {"correct": "thread_scope", "correct_primitives": "thread_scope", "block_scope": "block_scope",

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import math
 
-from ..bench import bench, ceilings, rotating_inputs, script_main
+from ..bench import bench, ceilings, rotating_inputs
 from ..check import compare, poison
-from ..topic import Topic, answer_cubin, answer_row, check_answers, row, run_answer, shipped, time_answer
+from ..topic import (Topic, answer_cubin, answer_row, check_answers, check_kernels, row, run_answer, shape_label,
+                     shipped, time_answer)
 from . import exercise, model
 from .launch import RUNGS, VARIANTS, record_sums, transpose
 from .workload import (BENCH_SHAPE, DEMO_N, DEMO_TEST_NS, TEST_SHAPES, bytes_moved, make_inputs, make_records,
@@ -34,26 +35,16 @@ MIN_SEPARATION = 1.15  # conflict-free / unpadded throughput below this: no bar 
 SAME_SPEED = 0.05      # padded and swizzled tiles (same bytes, same wavefronts) within this of each other
 
 
-def shape_str(shape) -> str:
-    return f"{shape[0]}x{shape[1]}"
+shape_str = shape_label  # "127x129"
 
 
 def check_all(seed: int = 1, shapes=TEST_SHAPES, answers=tuple(TIMED_ANSWERS)) -> list[str]:
     """Every rung and every correct known answer against the reference: fresh inputs, awkward shapes, poisoned
     outputs, bit-exact. Returns the failures (empty when all are right)."""
-    import torch
-
-    failures = []
-    for i, shape in enumerate(shapes):
-        x = make_inputs(shape, seed + i)
-        ref = reference(x)
-        for variant in RUNGS:
-            out = poison(exercise.make_output({"x": x}))
-            transpose(x, variant=variant, out=out)
-            torch.cuda.synchronize()
-            rep = compare(out, ref, exact=True)
-            if not rep.ok:
-                failures.append(f"transpose_{variant} {shape_str(shape)}: {rep.message}")
+    failures = check_kernels(RUNGS, shapes, inputs=make_inputs, reference=reference, check={"exact": True},
+                             output=lambda x, v: exercise.make_output({"x": x}), seed=seed,
+                             launch=lambda v, x, out: transpose(x, variant=v, out=out),
+                             label=lambda v: f"transpose_{v}")
     return failures + check_answers(SLUG, answers, shapes, seed=seed + 100)
 
 
@@ -151,6 +142,8 @@ def check_bad_answers(seed: int = 7, shapes=TEST_SHAPES, race_repeats: int = 3) 
     failures: list[str] = []
     evidence: dict = {}
     big = max(shapes, key=lambda s: s[0] * s[1])
+    if not shipped(SLUG, BAD_ANSWERS):
+        return failures, evidence
     for name in BAD_ANSWERS:
         failed_on = [shape_str(s) for i, s in enumerate(shapes) if not _answer_report(name, s, seed + i).ok]
         evidence[name] = {"failed_on": failed_on}
@@ -307,4 +300,4 @@ run = TOPIC.run
 
 
 if __name__ == "__main__":
-    script_main(SLUG, run, __doc__)
+    TOPIC.main(__doc__)

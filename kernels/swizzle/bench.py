@@ -14,9 +14,8 @@ import json
 import subprocess
 import sys
 
-from ..bench import bench, ceilings, rotating_inputs, script_main
-from ..check import compare, poison
-from ..topic import Topic, answer_row, check_answers, row, shipped, time_answer
+from ..bench import bench, ceilings, rotating_inputs
+from ..topic import Topic, answer_row, check_answers, check_kernels, row, shipped, time_answer
 from . import exercise, model
 from .launch import colsum, probe
 from .workload import (BENCH_SHAPE, LAYOUTS, SWEEP_PASSES, TEST_SHAPES, bytes_moved, layout_name, make_inputs,
@@ -101,16 +100,12 @@ def check_all(seed: int = 1, quick: bool = False) -> list[str]:
     spec's test shapes (the correct ones right, the wrong ones wrong). Returns the failures."""
     import torch
 
-    failures = []
-    for mode, span in LAYOUTS:
-        for i, shape in enumerate(TEST_SHAPES):
-            x = make_inputs(shape, seed + i)
-            for p in CHECK_PASSES:
-                out = poison(torch.empty(shape[1], dtype=torch.float32, device="cuda"))
-                colsum(x, mode, span=span, passes=p, out=out)
-                rep = compare(out, reference(x, p), exact=True)
-                if not rep.ok:
-                    failures.append(f"colsum {layout_name(mode, span)} p{p} {shape}: {rep.message}")
+    failures = check_kernels(
+        [(mode, span, p) for mode, span in LAYOUTS for p in CHECK_PASSES], TEST_SHAPES, inputs=make_inputs,
+        reference_for=lambda run, x: reference(x, run[2]), check={"exact": True}, seed=seed,
+        output=lambda x, run: torch.empty(x.shape[1], dtype=torch.float32, device="cuda"),
+        launch=lambda run, x, out: colsum(x, run[0], span=run[1], passes=run[2], out=out),
+        label=lambda run: f"colsum {layout_name(run[0], run[1])} p{run[2]}", shape_name=str)
     failures += check_probe()
     failures += check_answers(SLUG, ("correct", "plain_loads"), seed=seed + 200)
     for name in ("no_swizzle", "wrong_mode_64b", "misaligned"):
@@ -252,9 +247,5 @@ TOPIC = Topic(
 run = TOPIC.run
 
 
-def main() -> None:
-    script_main(SLUG, run, __doc__)
-
-
 if __name__ == "__main__":
-    main()
+    TOPIC.main(__doc__)

@@ -9,9 +9,8 @@ the plots. Everything here needs an sm_90 GPU except `sweep_configs()`, `claims(
 
 from __future__ import annotations
 
-from ..bench import bench, ceilings, rotating_inputs, script_main
-from ..check import compare, poison
-from ..topic import Topic, answer_row, check_answers, row, shipped, time_answer
+from ..bench import bench, ceilings, rotating_inputs
+from ..topic import Topic, answer_row, check_answers, check_kernels, row, shipped, time_answer
 from . import exercise, model
 from .launch import VARIANTS, copy, resident_blocks
 from .workload import (BENCH_SHAPE, DEFAULT_BOX, ELEMENT_BYTES, SWEEP_BOXES, SWEEP_STAGES, TEST_SHAPES, box_bytes,
@@ -68,28 +67,20 @@ def _shape(shape) -> str:
 
 
 def check_all(seed: int = 1) -> list[str]:
-    """Every rung against the reference: fresh inputs, awkward shapes, NaN-poisoned outputs, bit-exact. Also the
-    sweep configurations on a shape that reuses every stage, and the exercise's course solution (and the plain-load
-    known answer, which is timed too) on the spec's test shapes. Returns the failures (empty when all are right)."""
+    """Every rung against the reference: fresh inputs, awkward shapes, NaN-poisoned outputs, bit-exact (the
+    scaffold's loop). Also the sweep configurations on a shape that reuses every stage, and the exercise's course
+    solution (and the plain-load known answer, which is timed too) on the spec's test shapes. Returns the failures
+    (empty when all are right)."""
     import torch
 
-    failures = []
-    for variant in VARIANTS:
-        for i, shape in enumerate(TEST_SHAPES):
-            x = make_inputs(shape, seed + i)
-            out = poison(torch.empty_like(x))
-            copy(x, variant, out=out)
-            rep = compare(out, reference(x), exact=True)
-            if not rep.ok:
-                failures.append(f"{variant} {shape}: {rep.message}")
-    x = make_inputs(SWEEP_CHECK_SHAPE, seed + 100)
-    ref = reference(x)
-    for cfg in sweep_configs():
-        out = poison(torch.empty_like(x))
-        copy(x, cfg["variant"], box=cfg["box"], stages=cfg["stages"], blocks_per_sm=cfg["blocks_per_sm"], out=out)
-        rep = compare(out, ref, exact=True)
-        if not rep.ok:
-            failures.append(f"{cfg['name']} {SWEEP_CHECK_SHAPE}: {rep.message}")
+    loop = {"inputs": make_inputs, "reference": reference, "output": lambda x, run: torch.empty_like(x),
+            "check": {"exact": True}}
+    failures = check_kernels(VARIANTS, TEST_SHAPES, launch=lambda v, x, out: copy(x, v, out=out), seed=seed,
+                             label=lambda v: v, **loop)
+    failures += check_kernels(
+        sweep_configs(), [SWEEP_CHECK_SHAPE], label=lambda cfg: cfg["name"], seed=seed + 100,
+        launch=lambda cfg, x, out: copy(x, cfg["variant"], box=cfg["box"], stages=cfg["stages"],
+                                        blocks_per_sm=cfg["blocks_per_sm"], out=out), **loop)
     return failures + check_answers(SLUG, TIMED_ANSWERS, seed=seed + 200)
 
 
@@ -251,9 +242,5 @@ TOPIC = Topic(
 run = TOPIC.run
 
 
-def main() -> None:
-    script_main(SLUG, run, __doc__)
-
-
 if __name__ == "__main__":
-    main()
+    TOPIC.main(__doc__)

@@ -43,6 +43,7 @@ SMEM_BYTES = 161 * 1024   # dynamic shared memory per block
 MAX_STAGES = 10           # what SMEM_BYTES holds: 10 x 16 KiB + 128 <= 161 KiB
 CHECK = {"exact": True}   # one fp32 multiply, one fp32 add, one rounding to bf16: the reference is bit-exact
 ELEMENT_BYTES = 2
+BENCH_SHAPE = (8192, 8192)  # the grader spec's bench_shape (a test holds them equal)
 
 
 def make_inputs(shape, seed: int, device="cuda") -> dict:

@@ -1,7 +1,7 @@
 """Hangs and races: which barrier and phase a hung kernel waits on, and what compute-sanitizer sees of it.
 
-    python -m kernels.hangs warp_specialization.wrong_empty_parity     # a known answer (slug.answer)
-    python -m kernels.hangs my_axpy.cu --exercise warp_specialization   # any .cu, under an exercise's launch contract
+    python -m autograder.hangs warp_specialization.wrong_empty_parity     # a known answer (slug.answer)
+    python -m autograder.hangs my_axpy.cu --exercise warp_specialization   # any .cu, under an exercise's launch contract
 
 1. The debug build. `debug_cubin` compiles a kernel with COURSE_DEBUG_BARRIERS through kernels.compile: the course's
    mbarrier waits (kernels/include/mbarrier_debug.cuh) then give up after a bound (default 2 s), record who waited
@@ -95,7 +95,7 @@ def instrument(source: str) -> tuple[str, dict[int, str]]:
     """`source` with each `__shared__` 64-bit barrier variable declared inside a function named in the debug trace
     (COURSE_DEBUG_NAME_BARRIER(var, id) appended on the declaring line: line numbers do not move), and the names by
     id. Barriers elsewhere (in dynamic shared memory, at namespace scope) are reported by address."""
-    from .compile import _strip_comments
+    from kernels.compile import _strip_comments
 
     clean = _strip_comments(source)
     names: dict[int, str] = {}
@@ -122,7 +122,7 @@ def instrument(source: str) -> tuple[str, dict[int, str]]:
 
 def debug_cubin(source: str, name: str = "debug.cu"):
     """(Cubin, names): `source` instrumented and compiled with COURSE_DEBUG_BARRIERS through kernels.compile."""
-    from .compile import compile_cuda
+    from kernels.compile import compile_cuda
 
     text, names = instrument(source)
     return compile_cuda(text, name=name, defines=DEBUG_DEFINES), names
@@ -183,7 +183,7 @@ class Trace:
         return next((w for w in self.warps if w.block == block and w.warp == warp), None)
 
     def name(self, addr: int) -> str:
-        """A barrier's name: `empty[2]` where kernels.hangs named its variable, else its shared-memory address."""
+        """A barrier's name: `empty[2]` where autograder.hangs named its variable, else its shared-memory address."""
         for var, base, nbytes in self.names.values():
             if base <= addr < base + max(nbytes, 8):
                 return var if nbytes <= 8 else f"{var}[{(addr - base) // 8}]"
@@ -353,11 +353,11 @@ def reset_trace(cubin, bound_s: float = DEFAULT_BOUND_S) -> None:
     import torch
     from cuda.bindings import driver
 
-    from .launch import device_global
+    from kernels.launch import device_global
 
     ptr, size = device_global(cubin, TRACE_SYMBOL)
     if size != TRACE_LAYOUT["size"]:
-        raise ValueError(f"{TRACE_SYMBOL} is {size} bytes, kernels.hangs expects {TRACE_LAYOUT['size']}: "
+        raise ValueError(f"{TRACE_SYMBOL} is {size} bytes, autograder.hangs expects {TRACE_LAYOUT['size']}: "
                          "mbarrier_debug.cuh and TRACE_LAYOUT disagree")
     torch.cuda.synchronize()
     (err,) = driver.cuMemsetD8(ptr, 0, size)
@@ -376,7 +376,7 @@ def read_trace(cubin, wait_s: float = 5.0) -> bytes | None:
 
     from cuda.bindings import driver
 
-    from .launch import device_global
+    from kernels.launch import device_global
 
     ptr, size = device_global(cubin, TRACE_SYMBOL)
     err, stream = driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_NON_BLOCKING)
@@ -436,9 +436,9 @@ def _emit(rec: dict) -> None:
 def _child(a) -> int:
     """One process: compile (debug or plain), then each shape through kernels.runner.checked_launch until one is not
     right. Prints a `HANGS {json}` line per event; ends itself (os._exit) after a hang or a fault."""
-    from .compile import compile_cuda
-    from .launch import get_kernel
-    from .runner import KernelHang, checked_launch, derive
+    from kernels.compile import compile_cuda
+    from kernels.launch import get_kernel
+    from kernels.runner import KernelHang, checked_launch, derive
 
     t = resolve(a.child, a.exercise)
     ex = t.exercise
@@ -514,7 +514,7 @@ def _spawn(cmd: list[str], timeout_s: float) -> dict:
 
 def _child_cmd(target: str, mode: str, *, exercise=None, shapes=None, deadline=None, bound=DEFAULT_BOUND_S,
                seed: int = 7, all_shapes: bool = False) -> list[str]:
-    cmd = [sys.executable, "-m", "kernels.hangs", "--child", target, "--mode", mode, "--bound", str(bound),
+    cmd = [sys.executable, "-m", "autograder.hangs", "--child", target, "--mode", mode, "--bound", str(bound),
            "--seed", str(seed)]
     if exercise:
         cmd += ["--exercise", exercise]
@@ -550,7 +550,7 @@ def _as_file(source: str) -> str:
     """A kernel's source text saved under build/cache (the child process compiles files and known answers)."""
     import hashlib
 
-    from .paths import cache_dir
+    from kernels.paths import cache_dir
 
     path = cache_dir("hangs") / f"kernel_{hashlib.sha256(source.encode()).hexdigest()[:16]}.cu"
     path.write_text(source)
@@ -561,7 +561,7 @@ def explain(target: str, *, exercise: str | None = None, shapes=None, bound_s: f
             quiet: bool = False) -> dict:
     """The debug build of `target` run shape by shape, each launch printed with its stuck warps and a diagnosis.
     `target`: "slug.answer", a .cu path, or a kernel's source text (a notebook's answer string) with `exercise`."""
-    from .device import cpu_mode_reason, is_hopper
+    from kernels.device import cpu_mode_reason, is_hopper
 
     label = "your kernel" if "\n" in target else target
     if not is_hopper():
@@ -570,7 +570,7 @@ def explain(target: str, *, exercise: str | None = None, shapes=None, bound_s: f
     if "\n" in target:
         if not exercise:
             raise ValueError("a kernel's source needs exercise=<slug>: whose launch contract runs it")
-        from .compile import NotAttempted, clean_source
+        from kernels.compile import NotAttempted, clean_source
 
         try:
             target = _as_file(clean_source(target))
@@ -726,7 +726,7 @@ def record_path(slug: str, tag: str) -> Path:
 def load_record(slug: str) -> dict | None:
     """kernels/<slug>/sanitizer_<gpu>.json of the GPU this process runs on, else the H100's, else another GPU's;
     None if `make gpu-test` has written none. Its "device" and "date" say where and when it was measured."""
-    from .record import DEFAULT_TAG, here
+    from kernels.record import DEFAULT_TAG, here
 
     found = sorted((ROOT / "kernels" / slug).glob("sanitizer_*.json"))
     for p in [record_path(slug, t) for t in (here(), DEFAULT_TAG) if t] + found:
@@ -770,8 +770,8 @@ def hangs_and_races(out: Path, slugs=None, tools=TOOLS, record: bool | None = No
     that shape (the stuck warps' lines), (3) each compute-sanitizer tool at that shape — the solution first, at the
     largest shape any bad answer needed, whose time under the tool bounds the bad answers' deadline. Written to
     out/sanitizer/<slug>.json and, when recording (COURSE_RECORD=1), kernels/<slug>/sanitizer_<gpu>.json."""
-    from .device import gpu
-    from .record import device_tag
+    from kernels.device import gpu
+    from kernels.record import device_tag
     from .spec import load
 
     g = gpu() or {}
@@ -824,7 +824,7 @@ def hangs_and_races(out: Path, slugs=None, tools=TOOLS, record: bool | None = No
                "compute_sanitizer": version, "tools": list(tools), "bound_s": DEFAULT_BOUND_S,
                "what": "week 2 known answers that hang or race, and the course solution: the plain build over the "
                        "spec's shapes (first failing shape), the debug build (COURSE_DEBUG_BARRIERS) and "
-                       "compute-sanitizer at that shape (kernels.hangs.hangs_and_races)",
+                       "compute-sanitizer at that shape (autograder.hangs.hangs_and_races)",
                "answers": answers}
         docs[slug] = doc
         (out / "sanitizer").mkdir(parents=True, exist_ok=True)
@@ -838,7 +838,7 @@ def hangs_and_races(out: Path, slugs=None, tools=TOOLS, record: bool | None = No
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m kernels.hangs", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m autograder.hangs", description=__doc__.split("\n\n")[0])
     ap.add_argument("target", nargs="?", help="slug.answer (a known answer) or a .cu file (with --exercise)")
     ap.add_argument("--exercise", help="the slug whose launch contract runs a .cu file")
     ap.add_argument("--shapes", help='JSON list of shapes (default: the spec\'s test shapes), e.g. "[[4096, 4104]]"')
