@@ -76,7 +76,7 @@ DEBUG_DEFINES = {"COURSE_DEBUG_BARRIERS": 1, "COURSE_DEBUG_BARRIER_WARPS": WARPS
 HANGS_AND_RACES = {
     "warp_specialization": ("wrong_empty_parity", "missing_empty_arrive", "early_release"),
     "multicast": ("wrong_mask", "early_exit"),
-    "gemm": ("missing_wait", "no_discipline"),
+    "gemm": ("missing_proxy_fence", "no_read_wait"),
     "attention": ("wrong_parity",),
 }
 TOOLS = ("memcheck", "racecheck", "synccheck")

@@ -186,7 +186,7 @@ def test_launcher_checks_name_the_rule():
 
 # ------------------------------------------------------------------------------------------------ exercise
 def test_correct_is_the_notebook_solution():
-    sol = solution_literal(_spec(), "gemm_mainloop_answer", "GEMM_MAINLOOP_CU")
+    sol = solution_literal(_spec(), "gemm_epilogue_answer", "GEMM_EPILOGUE_CU")
     sol = "\n".join(ln for ln in sol.splitlines() if not re.match(r"^\s*###\s*(BEGIN|END)\s+SOLUTION", ln))
     body = (SUB / "correct.cu").read_text()
     body = "\n".join(ln for ln in body.splitlines() if not re.match(r"^\s*###\s*(BEGIN|END)\s+SOLUTION", ln))
@@ -197,7 +197,7 @@ def test_correct_is_the_notebook_solution():
 
 
 def test_student_piece_is_bounded():
-    body = solution_literal(_spec(), "gemm_mainloop_answer", "GEMM_MAINLOOP_CU")
+    body = solution_literal(_spec(), "gemm_epilogue_answer", "GEMM_EPILOGUE_CU")
     regions = re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", body, re.S)
     assert len(regions) == 2
     lines = sum(len([ln for ln in r.splitlines() if ln.strip()]) for r in regions)
@@ -205,26 +205,104 @@ def test_student_piece_is_bounded():
 
 
 def _exercise_cubin(name):
-    return compile_cuda(kernel_source(SLUG, name), name="GEMM_MAINLOOP_CU")
+    return compile_cuda(kernel_source(SLUG, name), name="GEMM_EPILOGUE_CU")
 
 
 def test_known_answers_are_what_they_claim():
     names = {ka.name for ka in known_answers(SLUG)}
-    assert {"correct", "solution", "missing_wait", "no_discipline", "wrong_k_step", "one_stage", "torch_matmul",
-            "stub", "dead_branch"} <= names
-    ops = {n: _ops(_exercise_cubin(n), "gemm_mainloop")
-           for n in ("correct", "missing_wait", "no_discipline", "wrong_k_step", "one_stage", "dead_branch")}
-    for n, o in ops.items():  # static evidence: every one of them looks right to the SASS check
+    assert names == {"correct", "solution", "plain_stores", "missing_proxy_fence", "no_read_wait", "wrong_box_origin",
+                     "unswizzled_staging", "serial_epilogue", "one_stage", "torch_matmul", "stub", "dead_branch"}
+    kernels = ("correct", "plain_stores", "missing_proxy_fence", "no_read_wait", "wrong_box_origin",
+               "unswizzled_staging", "serial_epilogue", "one_stage", "dead_branch")
+    ops = {n: _ops(_exercise_cubin(n), "gemm_epilogue") for n in kernels}
+    for n, o in ops.items():  # the given mainloop in every one of them, and no spill
         assert _n(o, "UTMALDG") == 3 and _n(o, "HGMMA.64x256x16") >= 4 and _n(o, "LDG") == 0, n
-    assert _n(ops["dead_branch"], "FFMA") >= 128  # the FMA path that really does the work
+        assert _n(o, "LDL") == 0 and _n(o, "STL") == 0, n
+    for n in set(kernels) - {"plain_stores"}:  # static evidence: a TMA store in the SASS, no STG
+        assert _n(ops[n], "UTMASTG") == 4 and _n(ops[n], "STG") == 0, n
+    assert _n(ops["plain_stores"], "UTMASTG") == 0 and _n(ops["plain_stores"], "STG") >= 64
+    # dead_branch: C written by generic stores — the static rule cannot see them (no STG), the byte rules can
+    assert _n(ops["dead_branch"], "ST.E") >= 64 and _n(ops["correct"], "ST") == 0
+    # the solution writes the staging with 64 STS (4 pieces x 8 chunks x 2 rows) under 8 named barriers, each piece
+    # fenced for the async proxy; without the fence only fence_barrier_init's remains
+    assert _n(ops["correct"], "STS") == 64 and _n(ops["correct"], "BAR.SYNC") == 9
+    assert _n(ops["correct"], "FENCE.VIEW.ASYNC.S") == 5 and _n(ops["missing_proxy_fence"], "FENCE.VIEW.ASYNC.S") == 1
+    # bulk groups: one wait_read per piece + the final wait (DEPBAR); without the read wait only the final one;
+    # the serial epilogue waits for every store to complete
+    assert _n(ops["correct"], "DEPBAR.LE") == 5 and _n(ops["no_read_wait"], "DEPBAR.LE") == 1
+    assert _n(ops["serial_epilogue"], "DEPBAR.LE") == 9
     assert "STAGES = 1;" in kernel_source(SLUG, "one_stage")
-    assert "16 * kk" in kernel_source(SLUG, "wrong_k_step")
+    assert "tma_store_2d(&c_map, m0 + 64 * c, n0 + p * PIECE_COLS" in kernel_source(SLUG, "wrong_box_origin")
+
+
+def test_staging_offsets_are_the_c_maps_swizzle():
+    """The solution's staging offset (chunk ^ row % 8 in a 128-byte row) is where the TMA's 128B swizzle puts each
+    16-byte chunk of the (64, 64) C box (day 1's model: kernels/swizzle/model.py), a warp's bf16x2 store is
+    conflict-free, and the unswizzled layout of the known answer is both wrong for the map and 8-way conflicted."""
+    from kernels.swizzle.model import swizzle_offset
+
+    src = (SUB / "correct.cu").read_text()
+    assert "return row * 128 + ((chunk ^ (row % 8)) << 4);" in src
+    assert "row * 128 + (chunk << 4)" in kernel_source(SLUG, "unswizzled_staging")
+    for row in range(64):
+        for chunk in range(8):
+            assert row * 128 + ((chunk ^ (row % 8)) << 4) == swizzle_offset(row * 128 + 16 * chunk, "128B")
+    assert any(row * 128 + (chunk << 4) != swizzle_offset(row * 128 + 16 * chunk, "128B")
+               for row in range(64) for chunk in range(8))
+    assert model.staging_bank_ways(True) == 1 and model.staging_bank_ways(False) == 8
+    assert exercise.C_BOX == (64, 64) and exercise.C_BOX[1] * exercise.ELEMENT_BYTES == 128  # the 128B span
+
+
+def test_the_design_table_holds_what_the_notebook_says():
+    """model.epilogue_choices: four stages and two whole accumulators do not fit the launch's shared memory, three
+    stages and the solution's pieces do; the ring is tensor-bound from three stages; an overlapped epilogue beats the
+    exposed one, an unswizzled staging costs more than a swizzled one; the course solution's choice is in the table
+    and fits with the static_assert's arithmetic."""
+    rows = model.epilogue_choices()
+    by = {(r["choice"], r["stages"]): r for r in rows}
+    whole = "whole accumulator staged, 32 KiB"
+    assert not by[(whole, 4)]["fits"] and by[(whole, 4)]["tflops"] is None
+    assert by[(whole, 3)]["fits"] and by[(whole, 3)]["ring_bound"] == "tensor"
+    assert by[(whole, 2)]["ring_bound"] == "latency"
+    sol = by[("4 pieces, 2 x 8 KiB buffers", 4)]
+    assert sol["fits"] and sol["smem"] == 1024 + 4 * exercise.STAGE_BYTES + 2 * 16384 <= exercise.SMEM_BYTES
+    plain = by[("given plain stores (STG)", 4)]
+    assert sol["tflops"] > plain["tflops"] and sol["epilogue_ns"] < plain["epilogue_ns"]
+    unsw = by[("4 pieces, 2 x 8 KiB, unswizzled", 4)]
+    assert plain["tflops"] < unsw["tflops"] < sol["tflops"]
+    # no row for a bulk_wait<0> after every store: the model has no term for a store's completion (the known answer
+    # serial_epilogue timed like the solution on an H100)
+    assert not any("bulk_wait<0>" in r["choice"] for r in rows)
+    assert by[("4 pieces, 2 x 8 KiB buffers", 1)]["ring_bound"] == "latency"
+    # the solution's row is the model's exercise kernel as predict_config has it (the record's "exercise s4" rows)
+    cfg = model.configs_for(workload.BENCH_SHAPE)["exercise"]
+    assert cfg.epilogue == "tma" and sol["tflops"] == pytest.approx(model.predict_config(cfg).tflops)
+    src = (SUB / "correct.cu").read_text()
+    assert "constexpr int STAGES = 4;" in src and "constexpr unsigned STAGING_BYTES = 2 * PIECE_BYTES;" in src
+    assert "constexpr unsigned PIECE_BYTES = 64 * PIECE_COLS * 2;" in src and "constexpr int PIECE_COLS = 64;" in src
+    assert f"constexpr unsigned SMEM_BYTES = {exercise.SMEM_BYTES // 1024} * 1024;" in src
+    text = model.epilogue_table()
+    assert f"{exercise.SMEM_BYTES / 1024:.0f} KiB" in text and "NO " in text and "8-way" in text
+
+
+def test_the_stub_refuses_a_layout_that_does_not_fit():
+    """The given static_assert: the ring and two consumers' staging must fit SMEM_BYTES (4 stages + 2 x 32 KiB does
+    not compile, 3 stages + 2 x 32 KiB does)."""
+    from kernels.compile import CompileError
+
+    src = (SUB / "correct.cu").read_text()
+    design = "constexpr unsigned STAGING_BYTES = 2 * PIECE_BYTES;"
+    too_big = src.replace(design, "constexpr unsigned STAGING_BYTES = 4 * PIECE_BYTES;")
+    with pytest.raises(CompileError, match="must fit SMEM_BYTES"):
+        compile_cuda(too_big, name="GEMM_EPILOGUE_CU")
+    three = too_big.replace("constexpr int STAGES = 4;", "constexpr int STAGES = 3;")
+    assert _n(_ops(compile_cuda(three, name="GEMM_EPILOGUE_CU"), "gemm_epilogue"), "UTMASTG") == 4
 
 
 def _consumer_order(cubin):
     from kernels.gemm.launch import release_order
 
-    return release_order(cubin, "gemm_mainloop")
+    return release_order(cubin, "gemm_epilogue")
 
 
 NO_FENCE_COMMIT = (
@@ -234,18 +312,23 @@ NO_FENCE_COMMIT = (
 )
 
 
+WAIT_LINE = "            wgmma_wait<0>();  // ... retired: acc is final for this k-tile, stage s is no longer read"
+
+
 def test_ptxas_repairs_registers_not_shared_memory():
+    """What section 4b says of the given mainloop: ptxas re-creates wgmma.fence and commit_group (the SASS without
+    them is the solution's, instruction for instruction), and without the wait it still retires the group before the
+    accumulator is touched again — but after the release of the stage."""
     from autograder.known import apply_mutations
 
-    strip = lambda c: [re.sub(r"/\*[0-9a-f]+\*/", "", i.text) for i in disassemble(c)["gemm_mainloop"]]  # noqa: E731
-    # no fence, no commit (the wait kept): ptxas emits the solution's SASS, instruction for instruction — which is
-    # why expected.toml has no such known answer (it would grade exactly as the solution)
+    strip = lambda c: [re.sub(r"/\*[0-9a-f]+\*/", "", i.text) for i in disassemble(c)["gemm_epilogue"]]  # noqa: E731
     no_fc = apply_mutations((SUB / "correct.cu").read_text(), NO_FENCE_COMMIT)
-    assert strip(compile_cuda(no_fc, name="GEMM_MAINLOOP_CU")) == strip(_exercise_cubin("correct"))
+    assert strip(compile_cuda(no_fc, name="GEMM_EPILOGUE_CU")) == strip(_exercise_cubin("correct"))
     # with the wait, the group is retired before the stage goes back; without it, the release comes first
     assert _consumer_order(_exercise_cubin("correct")) == ["WARPGROUP.DEPBAR.LE", "SYNCS.ARRIVE.TRANS64.A1T0"]
-    for n in ("missing_wait", "no_discipline"):
-        assert _consumer_order(_exercise_cubin(n)) == ["SYNCS.ARRIVE.TRANS64.A1T0", "WARPGROUP.DEPBAR.LE"], n
+    no_wait = apply_mutations((SUB / "correct.cu").read_text(), ((WAIT_LINE, "            // (no wgmma_wait)"),))
+    assert _consumer_order(compile_cuda(no_wait, name="GEMM_EPILOGUE_CU")) == ["SYNCS.ARRIVE.TRANS64.A1T0",
+                                                                               "WARPGROUP.DEPBAR.LE"]
 
 
 def test_stub_is_not_attempted():
@@ -255,16 +338,19 @@ def test_stub_is_not_attempted():
     src = text.split('r"""', 1)[1].rsplit('"""', 1)[0]
     assert src.count("raise NotImplementedError()") == 2
     with pytest.raises(NotAttempted):
-        compile_cuda(src, name="GEMM_MAINLOOP_CU")
+        compile_cuda(src, name="GEMM_EPILOGUE_CU")
 
 
 def test_spec_and_contract_agree():
-    ex = _spec().exercises["gemm_mainloop"]
+    ex = _spec().exercises["gemm_epilogue"]
     tp, path = ex.parts["throughput"], ex.parts["path"]
     assert ex.metric == "tflops" and ex.kernel == exercise.KERNEL and ex.module == "kernels.gemm.exercise"
     assert tp.baseline_kind == "vendor" and tp.fraction == 0.85 and exercise.vendor and exercise.VENDOR
-    assert {"UTMALDG", "HGMMA"} <= set(path.require)
+    assert tp.requires_path
+    assert {"UTMALDG", "HGMMA", "UTMASTG"} <= set(path.require) and {"LDG", "LDGSTS", "STG"} <= set(path.forbid)
     assert any(r.opcode == "HGMMA" for r in path.executed) and any("tma_load" in r.bytes for r in path.executed)
+    store = {r.bytes[0]: r for r in path.executed if r.per == "written"}
+    assert store["tma_store"].at_least == 0.95 and store["global_store"].at_most == 0.05
     assert ex.launch_timeout_s <= 10
     assert [tuple(s) for s in ex.test_shapes] == list(workload.TEST_SHAPES)
     for m, n, k in ex.test_shapes:
@@ -272,7 +358,19 @@ def test_spec_and_contract_agree():
     assert any(m % 128 for m, _, _ in ex.test_shapes) and any(n % 256 for _, n, _ in ex.test_shapes)
     assert any(k % 64 for _, _, k in ex.test_shapes)  # a K tail the TMA zero-fills
     assert max(k for *_, k in ex.test_shapes) >= 64 * 64  # many passes through the ring
-    assert exercise.MAX_STAGES * 3 * 16384 + 1024 <= exercise.SMEM_BYTES <= 227 * 1024
+    # edge tiles the TMA store clips: a consumer's 64 rows wholly outside C, a (64, 64) piece wholly outside C
+    assert any(m % 128 and m % 128 <= 64 for m, _, _ in ex.test_shapes)
+    assert any(n % 256 and n % 256 <= 192 for _, n, _ in ex.test_shapes)
+    assert exercise.SMEM_BYTES == 227 * 1024 - 2048 and exercise.MAX_STAGES == 4
+    assert exercise.MAX_STAGES * exercise.STAGE_BYTES + 1024 <= exercise.SMEM_BYTES
+    assert (exercise.MAX_STAGES + 1) * exercise.STAGE_BYTES + 1024 > exercise.SMEM_BYTES
+    # the kernel's static shared memory (its mbarriers and the 1 KiB ptxas adds) fits the 2 KiB the contract leaves
+    # beside the dynamic bytes: the driver refuses a launch whose dynamic + static bytes pass 227 KiB
+    for name in ("correct", "one_stage", "dead_branch"):
+        static = model.static_smem(_exercise_cubin(name), "gemm_epilogue")
+        assert 1024 < static <= exercise.SMEM_OPTIN - exercise.SMEM_BYTES, (name, static)
+    assert "the course solution's: 1088 bytes" in (ROOT / "kernels" / "gemm" / "exercise.py").read_text()
+    assert model.static_smem(_exercise_cubin("correct"), "gemm_epilogue") == 1088
 
 
 def test_flops_declared_once():
@@ -431,7 +529,8 @@ def test_measured_dram_bytes_grow_with_depth_as_the_story_says():
 def test_record_goal_and_margin(tag):
     """The day's goal (best CUDA rung >= GOAL x cuBLAS, same run, same data) is reported, not claimed: the bench's
     extra() and goal_line() must say honestly whether the record's run met it (the H100 run of 2026-11-25 did not:
-    0.893x); the exercise's margin over its bar is required on every record."""
+    0.893x); the exercise's margin over its bar is required on every record that timed the exercise (a record taken
+    before its redesign timed the former one: no calibration of the new one may claim it)."""
     from kernels.gemm import bench
 
     rec = _record(tag)
@@ -445,10 +544,17 @@ def test_record_goal_and_margin(tag):
     assert ext["goal"].endswith(f"{'met' if frac >= bench.GOAL else 'not met'} ({frac:.3f}x)")
     line = bench.goal_line(rec)
     assert rec["device"] in line and ("not reached" in line) == (frac < bench.GOAL) and "reached" in line
-    tp = _spec().exercises["gemm_mainloop"].parts["throughput"]
+    # the exercise's margin over its bar, where the record timed this exercise; a record taken before the exercise
+    # was redesigned (its exercise rows are the former gemm_mainloop's) has no calibration of it to hold
+    tp = _spec().exercises[exercise.NAME].parts["throughput"]
     tf = {r["kernel"]: r["tflops"] for r in rows}
-    assert tf["gemm_mainloop (correct)"] >= 1.08 * tp.fraction * cub
-    assert tf["gemm_mainloop (one_stage)"] < tp.fraction * cub
+    ours = [r for r in rows if r.get("exercise") == exercise.NAME]
+    if not ours:
+        assert {r.get("exercise") for r in rows if r.get("answer")} == {"gemm_mainloop"}
+        assert tp.calibration_for(tag) is None
+        return
+    assert tf[f"{exercise.NAME} (correct)"] >= 1.08 * tp.fraction_for(tag)[0] * cub
+    assert tf[f"{exercise.NAME} (one_stage)"] < tp.fraction_for(tag)[0] * cub
 
 
 # ------------------------------------------------------------------------------------------------ one input generator
@@ -563,8 +669,8 @@ def test_known_answers_grade_as_expected_on_cpu():
     results = check_known(SLUG, gpu=False)
     assert results and all(r.ok for r in results), [(r.answer.name, r.mismatches) for r in results if not r.ok]
     by = {r.answer.name: r for r in results}
-    assert by["stub"].grade.exercises["gemm_mainloop"].status == "not_attempted"
-    assert any("torch-instead-of-kernel" in f for f in by["torch_matmul"].grade.exercises["gemm_mainloop"].flags)
+    assert by["stub"].grade.exercises["gemm_epilogue"].status == "not_attempted"
+    assert any("torch-instead-of-kernel" in f for f in by["torch_matmul"].grade.exercises["gemm_epilogue"].flags)
 
 
 # ------------------------------------------------------------------------------------------------ pictures (day 4)
@@ -819,13 +925,17 @@ def test_notebook_statements_hold_on_every_record(tag):
     w = P.wait_rows(rec)
     assert {"rung 3", "rung 4", "rung 5", "exercise"} <= set(w)
     wait1 = [v for k, v in w.items() if k.startswith(("rung 4", "rung 5"))]
-    assert all(1.0 < w["exercise"] / v < 1.10 for v in wait1)
+    assert all(1.0 < w["exercise"] / v < 1.15 for v in wait1)
     assert w["rung 4"] > w["rung 3"]
     story = P.wait_story({tag: rec})
     assert rec["device"] in story and f"exercise {w['exercise']:.1f}" in story
+    # the model draws the two mainloops alike (wait<0> or wait<1>) and puts the gap in the exercise's epilogue
+    from dataclasses import replace
+
     cfgs = model.configs_for(workload.BENCH_SHAPE)
-    assert model.predict_config(cfgs["exercise"]).tflops == pytest.approx(
-        model.predict_config(cfgs["persistent"]).tflops)
+    p4 = model.predict_config(cfgs["persistent"]).tflops
+    assert model.predict_config(replace(cfgs["exercise"], epilogue="stores")).tflops == pytest.approx(p4)
+    assert model.predict_config(cfgs["exercise"]).tflops > p4
 
 
 def test_notebook_text_states_what_the_records_show():
@@ -841,7 +951,8 @@ def test_notebook_text_states_what_the_records_show():
     flat = " ".join(text.split())
     for claim in ("ran *faster* than rung 4 and than rung 5 (both `wait<1>`) on every recorded GPU",
                   "the overlap `wgmma_wait<1>` buys is not what makes rung 4 faster than rung 3",
-                  "cost a few percent", "ran faster than rung 4's `wait<1>` on every recorded GPU"):
+                  "made no kernel of the records faster than the `wait<0>` one",
+                  "ran faster than rung 4's `wait<1>` on every recorded GPU"):
         assert claim in flat, claim
     typed = re.findall(r"(\d+\.\d+)\s*×\s*of cuBLAS", text)
     assert typed and all(float(x) == bench.GOAL for x in typed)

@@ -260,17 +260,21 @@ def test_notebook_grade_functions_survive_every_submodule_import():
 
 def test_every_course_solution_clears_its_bar_by_the_margin_on_every_calibrated_gpu():
     """Each calibration leaves the course solution at least SOLUTION_MARGIN above the bar of its GPU kind, and every
-    exercise is calibrated for every GPU kind its topic has a record of (and for the H100 at least)."""
+    exercise is calibrated for every GPU kind whose record timed its course solution (exercise_margins: the input
+    `autograder calibrate` needs); an exercise no record has timed yet (a redesigned one: its topic's records
+    predate it) has no calibration until a GPU run records it — and every other exercise is calibrated for the H100."""
     from kernels import record
     from autograder.spec import SOLUTION_MARGIN
 
     for s in spec.all_specs():
-        recorded = set(record.tags(s.slug))
+        docs = record.load_all(s.slug)
         for ex in s.exercises.values():
             tp = ex.parts["throughput"]
             assert 0 < tp.fraction < 1, (s.slug, ex.name)
             cals = {c.gpu: c for c in tp.calibration}
-            assert "h100" in cals and recorded <= set(cals), (s.slug, ex.name, sorted(cals), sorted(recorded))
+            timed = {tag for tag, doc in docs.items() if (doc.get("exercise_margins") or {}).get(ex.name)}
+            assert timed <= set(cals), (s.slug, ex.name, sorted(cals), sorted(timed))
+            assert "h100" in cals or not timed and ex.name in UNTIMED, (s.slug, ex.name, sorted(cals))
             for c in cals.values():
                 assert c.fraction <= tp.fraction, (s.slug, ex.name, c.gpu)
                 assert c.margin >= SOLUTION_MARGIN - 1e-6, f"{s.slug}.{ex.name} on {c.gpu}: {c.margin:.4f}"
@@ -315,4 +319,10 @@ def readme_bar(ex) -> str:
     base = "copy ceiling" if tp.baseline_kind == "copy" else ex.workload().VENDOR
     per = "; ".join(f"{c.device.removeprefix('NVIDIA ').split(' ')[0]} {c.fraction:g}×, {c.bar:{fmt}} {unit} at calibration"
                     for c in sorted(tp.calibration, key=lambda c: c.gpu))
-    return f"bar {tp.fraction:g}× the {base} of the grading run (calibrated: {per})"
+    return f"bar {tp.fraction:g}× the {base} of the grading run ({f'calibrated: {per}' if per else 'not calibrated yet'})"
+
+
+# Exercises redesigned since their topic's records were taken: no record has timed their course solution, so no GPU
+# kind is calibrated for them yet (the next `make gpu-test` records and calibrates them). Graded meanwhile with the
+# spec's fraction of the run's baseline (autograder.spec.Part.fraction_for says so in the feedback).
+UNTIMED = {"gemm_epilogue"}

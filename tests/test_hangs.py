@@ -408,7 +408,8 @@ def test_the_hanging_and_racing_answers_are_the_known_ones():
         assert hanging <= set(HANGS_AND_RACES.get(slug, ())), f"{slug}: {hanging} hang by design: measure them too"
         for name in HANGS_AND_RACES.get(slug, ()):
             assert name in data, f"{slug}.{name} is not a known answer"
-            assert data[name].get("correctness") == 0, f"{slug}.{name} is meant to fail"
+            d = data[name]  # wrong on the GPU: at the test shapes, or at the bench shape only (stale-output)
+            assert d.get("correctness") == 0 or "stale-output" in d.get("gpu_flags", ()), f"{slug}.{name} must fail"
 
 
 def test_targets_resolve_and_refuse_what_they_cannot_run(tmp_path):

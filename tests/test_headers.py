@@ -20,7 +20,7 @@ HEADERS = {
     "cluster.cuh": ("%%cluster_ctarank", "%%cluster_nctarank", "barrier.cluster.arrive.release", "barrier.cluster.wait",
                     "mapa.shared::cluster", "ld.shared::cluster", "st.async.shared::cluster",
                     "mbarrier.arrive.shared::cluster", ".multicast::cluster"),
-    "warpgroup.cuh": ("setmaxnreg.dec.sync.aligned.u32", "setmaxnreg.inc.sync.aligned.u32", "elect.sync"),
+    "warpgroup.cuh": ("setmaxnreg.dec.sync.aligned.u32", "setmaxnreg.inc.sync.aligned.u32", "elect.sync", "bar.sync"),
     "tma.cuh": ("cp.async.bulk.tensor.2d.shared::cluster", "cp.async.bulk.tensor.2d.global", "cp.async.bulk.commit_group",
                 "cp.async.bulk.wait_group", "fence.proxy.async"),
 }

@@ -277,18 +277,24 @@ def test_throughput_counts_only_through_the_mechanism():
 
 
 def test_gemm_rules_measure_what_the_exercise_teaches():
-    """Family 4: TMA's share of every byte loaded (not of the compulsory bytes) and the register hand-over executed."""
-    ex = spec.load("gemm").exercises["gemm_mainloop"]
+    """Family 4: TMA's share of every byte loaded (not of the compulsory bytes), the register hand-over executed, and
+    the exercise's own: C's bytes stored by TMA, none by plain stores (generic ST counts: the static rule sees only
+    STG)."""
+    ex = spec.load("gemm").exercises["gemm_epilogue"]
     rules = {r.opcode or r.per: r for r in ex.parts["path"].executed}
     assert "loaded" in rules and rules["USETMAXREG"].at_least == 12
+    stores = [r for r in ex.parts["path"].executed if r.per == "written"]
+    assert {tuple(r.bytes) for r in stores} == {("tma_store",), ("global_store", "global_atomic")}
+    assert "STG" in ex.parts["path"].forbid and "UTMASTG" in ex.parts["path"].require
     big = 50 * 100.0  # TMA re-reads: 50x the compulsory bytes
-    ok = {"tma_load": big, "global_load": 0.0, "ldgsts": 0.0, "global_atomic": 0.0}
+    ok = {"tma_load": big, "global_load": 0.0, "ldgsts": 0.0, "global_atomic": 0.0, "tma_store": 100.0,
+          "global_store": 0.0}
     counts = {"HGMMA": 4096 * 10, "USETMAXREG": 12 * 10}
     facts = _facts(ok)
     facts["path"]["executed"].update(executed_counts=counts, ctas=10)
     assert score.path_points(ex, facts)[0] == 2
     # a kernel that loads 10 % of all it loads some other way fails, and the feedback speaks of every byte loaded
-    leaky = {"tma_load": big, "global_load": 0.1 * big / 0.9, "ldgsts": 0.0, "global_atomic": 0.0}
+    leaky = {**ok, "global_load": 0.1 * big / 0.9}
     facts = _facts(leaky)
     facts["path"]["executed"].update(executed_counts=counts, ctas=10)
     pts, text, _ = score.path_points(ex, facts)
@@ -297,6 +303,12 @@ def test_gemm_rules_measure_what_the_exercise_teaches():
     facts["path"]["executed"].update(executed_counts={"HGMMA": 4096 * 10}, ctas=10)  # no setmaxnreg executed
     pts, text, _ = score.path_points(ex, facts)
     assert pts == 0 and "USETMAXREG" in text
+    # C by plain (or generic) stores, the TMA store in a branch no launch takes: the byte rules see it
+    plain = {**ok, "tma_store": 0.0, "global_store": 100.0}
+    facts = _facts(plain)
+    facts["path"]["executed"].update(executed_counts=counts, ctas=10)
+    pts, text, _ = score.path_points(ex, facts)
+    assert pts == 0 and "C bytes stored by TMA" in text
 
 
 def test_path_rules_are_data_and_checked():

@@ -1,6 +1,6 @@
 // gemm_pipelined.cu — week 2 day 4, rung 3: a ring of STAGES shared-memory stages, a producer warp and a consumer
-// warpgroup, full / empty mbarriers. (The day's exercise, gemm_mainloop, is this kernel: the student writes the
-// consumer's mainloop.)
+// warpgroup, full / empty mbarriers. (The day's exercise, gemm_epilogue, gives its mainloop — rung 4's roles with
+// this rung's wait — and asks for the epilogue: a TMA store of C that no rung of the ladder has.)
 //
 // Same GEMM as every rung (gemm_tiled.cu): C (M, N) = A (M, K) . B (N, K)^T, bf16 in, fp32 accumulate, bf16 out,
 // A and B both K-major; K % 8 == 0, N % 8 == 0.

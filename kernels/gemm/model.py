@@ -65,7 +65,8 @@ from ..topic import held_out_line
 __all__ = ["Config", "Prediction", "CONSTANTS", "FIT", "FIT_ROWS", "HELD_OUT", "BAND", "KNOWN_MISSES", "configs_for",
            "predict_config", "predict", "fit", "check_held_out", "held_out", "resident_ctas", "explain", "bound_table",
            "smem_per_cta", "ring_occupancy", "wave_traffic", "b_reuse_distance", "no_reuse_floor",
-           "stage_depth_story", "held_out_report", "dram_read_bytes", "measured_dram", "ktile_times"]
+           "stage_depth_story", "held_out_report", "dram_read_bytes", "measured_dram", "ktile_times",
+           "staging_bank_ways", "epilogue_choices", "epilogue_table"]
 
 SMS = H100.sm_count
 BK = 64
@@ -132,6 +133,7 @@ class Config:
     share: int = 1            # CTAs that split one B tile (multicast)
     structure: str = "serial"  # serial (rung 2) | drain (rung 3: wait 0) | overlap (rungs 4-5: 2 consumers, wait 1)
     fma: bool = False         # rung 1
+    epilogue: str = "stores"  # stores (the rungs: plain STG of the accumulator) | tma (the exercise: staged, TMA store)
 
 
 @dataclass(frozen=True)
@@ -228,9 +230,9 @@ def _configs_for(shape: tuple, stages: int | None) -> dict[str, Config]:
     # Triton's persistent TMA matmul: (128, 256) tiles, 3 stages, 8 warps (two warpgroups issue wgmma), one
     # program per SM; modelled as rung 4 with its ring depth.
     out["triton"] = replace(out["persistent"], rung="triton", stages=3)
-    # The exercise's kernel (gemm_mainloop): rung 4's tile, roles and grid (no cluster); its consumers wait for each
+    # The exercise's kernel (gemm_epilogue's given mainloop): rung 4's tile, roles and grid (no cluster); its consumers wait for each
     # group (wait 0) before the release, but two consumers hide each other's drain: the "overlap" structure.
-    out["exercise"] = replace(out["persistent"], rung="exercise", stages=stages or 4)
+    out["exercise"] = replace(out["persistent"], rung="exercise", stages=stages or 4, epilogue="tma")
     return out
 
 
@@ -298,6 +300,8 @@ def predict_config(cfg: Config, dram_tbps: float | None = None, **constants) -> 
     peak_sm = _c(constants, "PEAK_TFLOPS") * 1e12 / SMS
     l2_sm = _c(constants, "L2_TBPS") * 1e12 / SMS
     lat, bub, epi = (_c(constants, x) * 1e-9 for x in ("LATENCY_NS", "BUBBLE_NS", "EPILOGUE_NS"))
+    if cfg.epilogue == "tma":  # the stores overlap the next tile: only the staging is the consumers' (STAGING_NS:
+        epi = constants.get("STAGING_NS", _staging_ns(cfg.tile)) * 1e-9  # a layout's own, epilogue_choices)
     w = 2.0 * bm * bn * BK / peak_sm
     nbytes = (bm + bn / cfg.share) * BK * 2
     ktiles = math.ceil(k / BK)
@@ -635,6 +639,105 @@ def bound_table(shape=(8192, 8192, 8192)) -> list[dict]:
         out.append({"rung": name, "tile": cfg.tile, "stages": cfg.stages, "ctas_per_sm": cfg.ctas_per_sm,
                     "predicted_tflops": round(p.tflops, 1), "bound": p.bound})
     return out
+
+
+# ---------------------------------------------------------------------------------------------- the exercise's design
+# The exercise (kernels/gemm/exercise.py) gives the mainloop and asks for the epilogue: STAGES of the ring and the
+# staging of each consumer warpgroup's m64n256 accumulator under the launch's dynamic shared memory. The guide below
+# puts each choice's shared-memory bytes beside the model's time for it: the ring's depth through t1 (rung 4's
+# "overlap" structure: max(W, (L + W) / S)), the epilogue through the per-tile term E of predict_config:
+#   exposed     (the given plain stores): EPILOGUE_NS, the fitted per-tile
+#               epilogue of rung 4, whose epilogue is exactly those plain stores;
+#   overlapped  (TMA stores left in flight under the next tile's mainloop): the consumers' time on the staging
+#               alone — the tile's C bytes written to shared memory (x the warp stores' bank-conflict ways) and read
+#               back by the TMA, at the SM's shared-memory rate (banks x 4 bytes per clock, at the datasheet clock).
+# What it leaves out: the latency of a bulk_wait_read between pieces through one buffer, and C's bytes on their way
+# to L2 and DRAM under the mainloop (64 KiB a tile beside 48 KiB per k-tile of A and B). A bulk_wait<0> after every
+# store (waiting for the global write, not only the read) has no row: the model has no term for a store's
+# completion, and the known answer serial_epilogue (autograder's expected.toml) timed like the solution on an H100.
+
+def staging_bank_ways(swizzle: bool = True) -> int:
+    """Bank-conflict ways of one warp's bf16x2 store of the accumulator into a staging piece with 128-byte rows (64
+    bf16): lane l of warp w holds row 16 w + l / 4 (and 8 rows lower), cols 8 j + 2 (l % 4) — 16-byte chunk j, byte
+    4 (l % 4) in it. With the 128B swizzle chunk j of row r sits at chunk j ^ (r % 8) (kernels/swizzle/model.py
+    swizzle_offset); without, at chunk j. The worst chunk's count of distinct 4-byte words in one bank."""
+    from ..swizzle.model import swizzle_offset
+
+    ways = 0
+    banks = H100.smem_banks
+    for j in range(8):
+        words: dict[int, set] = {}
+        for lane in range(32):
+            off = (lane // 4) * 128 + 16 * j + 4 * (lane % 4)
+            off = swizzle_offset(off, "128B") if swizzle else off
+            words.setdefault((off // H100.bank_bytes) % banks, set()).add(off // H100.bank_bytes)
+        ways = max(ways, max(len(w) for w in words.values()))
+    return ways
+
+
+def _staging_ns(tile=(128, 256), swizzle: bool = True) -> float:
+    """ns per tile the consumers spend on an overlapped epilogue: the tile's bf16 C written to shared memory (each
+    warp store replayed once per bank-conflict way) and read back by the TMA, at banks x 4 bytes per clock."""
+    c_bytes = tile[0] * tile[1] * 2
+    per_clock = H100.smem_banks * H100.bank_bytes
+    return (staging_bank_ways(swizzle) + 1) * c_bytes / per_clock / H100.clock_ghz
+
+
+# (name, stages, staging bytes per consumer, overlapped, swizzled): the choices the notebook's table compares.
+EPILOGUE_CHOICES = (
+    ("given plain stores (STG)", 4, 0, False, True),
+    ("whole accumulator staged, 32 KiB", 4, 32768, True, True),
+    ("whole accumulator staged, 32 KiB", 3, 32768, True, True),
+    ("whole accumulator staged, 32 KiB", 2, 32768, True, True),
+    ("4 pieces, 2 x 8 KiB buffers", 4, 16384, True, True),
+    ("4 pieces, one 8 KiB buffer", 4, 8192, True, True),
+    ("4 pieces, 2 x 8 KiB, unswizzled", 4, 16384, True, False),
+    ("4 pieces, 2 x 8 KiB buffers", 1, 16384, True, True),
+)
+
+
+def epilogue_choices(shape=(8192, 8192, 8192), dram_tbps: float | None = None) -> list[dict]:
+    """Each EPILOGUE_CHOICES row: dynamic shared memory (1 KiB alignment + stages x 48 KiB + 2 consumers' staging),
+    whether it fits the exercise's SMEM_BYTES, the model's per-k-tile time t1 at that ring depth, the exposed
+    epilogue per tile, and the predicted TFLOPS at `shape` (predict_config of the exercise's config with that depth
+    and that epilogue). An unswizzled staging buffer does not match the contract's C map (128B swizzle): its row is
+    what the layout would cost, not an answer that passes."""
+    from . import exercise
+
+    out = []
+    for name, stages, staging, overlapped, swizzle in EPILOGUE_CHOICES:
+        smem = exercise.ALIGN_SLACK + stages * exercise.STAGE_BYTES + 2 * staging
+        cfg = replace(configs_for(shape, stages)["exercise"], epilogue="tma" if overlapped else "stores")
+        t = ktile_times(cfg.tile)
+        t1 = max(t["W"], (t["L"] + t["W"]) / stages)
+        epi = _staging_ns(cfg.tile, swizzle) if overlapped else CONSTANTS["EPILOGUE_NS"]
+        pred = predict_config(cfg, dram_tbps, STAGING_NS=epi)
+        out.append({"choice": name, "stages": stages, "staging_per_consumer": staging, "smem": smem,
+                    "fits": smem <= exercise.SMEM_BYTES, "overlapped": overlapped, "swizzle": swizzle,
+                    "bank_ways": staging_bank_ways(swizzle) if staging else None, "t1_ns": t1,
+                    "ring_bound": "tensor" if t["W"] >= (t["L"] + t["W"]) / stages else "latency",
+                    "epilogue_ns": epi, "tflops": pred.tflops if smem <= exercise.SMEM_BYTES else None})
+    return out
+
+
+def epilogue_table(shape=(8192, 8192, 8192), dram_tbps: float | None = None) -> str:
+    """epilogue_choices as the notebook prints it, with the budget and the model's terms in the head."""
+    from . import exercise
+
+    t = ktile_times((128, 256))
+    head = (f"dynamic shared memory of the launch: {exercise.SMEM_BYTES / 1024:.0f} KiB (a k-tile stage "
+            f"{exercise.STAGE_BYTES // 1024} KiB, + {exercise.ALIGN_SLACK // 1024} KiB alignment); model at "
+            f"{'x'.join(map(str, shape))}: W = {t['W']:.0f} ns, L = {t['L']:.0f} ns per k-tile, exposed epilogue "
+            f"EPILOGUE_NS = {CONSTANTS['EPILOGUE_NS']:.0f} ns per tile ({FIT['device']} fit)")
+    lines = [head, f"{'choice':<40} {'stages':>6} {'staging':>8} {'smem KiB':>8}  {'fits':<4} {'ring':<8} "
+                   f"{'conflicts':>9} {'epilogue ns':>11} {'TFLOPS':>7}"]
+    for r in epilogue_choices(shape, dram_tbps):
+        ways = "-" if r["bank_ways"] is None else f"{r['bank_ways']}-way"
+        tf = "-" if r["tflops"] is None else f"{r['tflops']:.1f}"
+        lines.append(f"{r['choice']:<40} {r['stages']:>6} {r['staging_per_consumer'] // 1024:>5} KiB "
+                     f"{r['smem'] / 1024:>8.0f}  {'yes' if r['fits'] else 'NO':<4} {r['ring_bound']:<8} {ways:>9} "
+                     f"{r['epilogue_ns']:>11.0f} {tf:>7}")
+    return "\n".join(lines)
 
 
 def explain() -> str:

@@ -1,6 +1,6 @@
-// warpgroup.cuh — warp specialization: which warpgroup a thread belongs to, one elected lane per warp, and
-// setmaxnreg (moving registers between the warpgroups of a block). Included by
-// kernels/warp_specialization/ws_rowsum.cu and by week 2 day 2's exercise.
+// warpgroup.cuh — warp specialization: which warpgroup a thread belongs to, one elected lane per warp, setmaxnreg
+// (moving registers between the warpgroups of a block) and a named barrier (one warpgroup synchronising alone).
+// Included by kernels/warp_specialization/ws_rowsum.cu, by week 2 day 2's exercise and by day 4's (gemm).
 #pragma once
 
 #include "course.cuh"
@@ -66,4 +66,15 @@ template <unsigned N>
 __device__ __forceinline__ void setmaxnreg_inc() {
     static_assert(N % 8 == 0 && N >= 24 && N <= 256, "setmaxnreg: a multiple of 8 in 24..256");
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+
+// PTX: bar.sync a, b;   (barrier.sync.aligned; sm_30+)                                  SASS: BAR.SYNC
+// Named barrier `id` for `threads` threads: each executing warp waits until `threads` threads (a multiple of 32,
+// whole warps) have arrived at barrier `id`; then all of them go on, their shared-memory writes before it visible
+// to each other after it. A block has 16 of them (id 0..15); __syncthreads() is barrier 0 for the whole block, so
+// a warpgroup that synchronises alone (the other warpgroups never reach this barrier) takes another id and
+// threads = 128 — e.g. consumer warpgroup c of day 4's GEMM uses id 1 + c. Every warp of the 128 must execute it
+// with the same id and count, and no other warp may use that id meanwhile.
+__device__ __forceinline__ void named_barrier_sync(unsigned id, unsigned threads) {
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }

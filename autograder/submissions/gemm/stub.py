@@ -1,20 +1,21 @@
 # Known answer "stub": the release's answer cell, untouched. Expected: 0 everywhere, "exercise not attempted".
-GEMM_MAINLOOP_CU = r"""
+GEMM_EPILOGUE_CU = r"""
 #include <cuda_bf16.h>
 #include "course.cuh"  // CUtensorMap (128 opaque bytes) and smem_addr(p): the 32-bit shared-memory address of p
 
-// ---- Given: the course's wrappers (printed in section 4), one per PTX instruction. --------------------------------
+// ---- Given: the course's wrappers (printed in sections 4 and 5), one per PTX instruction. -------------------------
 #include "mbarrier.cuh"   // mbar_init, fence_barrier_init, mbar_arrive_expect_tx, mbar_arrive, mbar_wait(bar, parity)
-#include "tma.cuh"        // tma_load_2d(smem dst, &map, col, row, bar)
-#include "warpgroup.cuh"  // warpgroup_index, setmaxnreg_dec<N>, setmaxnreg_inc<N>
+#include "tma.cuh"        // tma_load_2d(smem dst, &map, col, row, bar); tma_store_2d(&map, col, row, smem src),
+                          // bulk_commit, bulk_wait_read<N>, bulk_wait<N>, fence_proxy_async (week 1, day 5)
+#include "warpgroup.cuh"  // warpgroup_index, setmaxnreg_dec<N>, setmaxnreg_inc<N>, named_barrier_sync(id, threads)
 #include "wgmma.cuh"      // wgmma_desc_sw128, wgmma_desc_advance, wgmma_fence, wgmma_commit, wgmma_wait<N>,
                           // wgmma_m64n256k16_ss(acc, desc_a, desc_b, scale_d), wgmma_fence_operand
 
 constexpr int BM = 128, BN = 256, BK = 64;          // (BM, BN, BK): a CTA's tile of C, one k-tile of A and B
-constexpr int STAGES = 4;                           // ring depth: 4 x 48 KiB of the contract's 193 KiB
-constexpr unsigned BOX_BYTES = 128 * BK * 2;        // one (128, 64) bf16 box of a map: 16 KiB
+constexpr unsigned BOX_BYTES = 128 * BK * 2;        // one (128, 64) bf16 box of the A / B maps: 16 KiB
 constexpr unsigned STAGE_BYTES = 3 * BOX_BYTES;     // stage s = [A rows m0.. | B rows n0.. | B rows n0 + 128..]
 constexpr int CONSUMER_WARPS = 8;                   // warpgroups 1 and 2
+constexpr unsigned SMEM_BYTES = 225 * 1024;         // the launch's dynamic shared memory (227 KiB less 2 for static)
 
 // Given: tile t of the grid (tiles_m x tiles_n of (128, 256)) in a grouped order — 8 tile rows sweep the tile
 // columns together, so CTAs that run at the same time share A rows and B columns in L2.
@@ -24,8 +25,9 @@ __device__ __forceinline__ void tile_origin(int t, int tiles_m, int tiles_n, int
     n0 = ((t % per_group) / height) * BN;
 }
 
-// Given: a consumer warpgroup's m64n256 accumulator (rows r0 .. r0 + 63, cols c0 .. c0 + 255 of C) stored as bf16,
-// clipped at (M, N). Layout (wgmma.cuh): acc[4j + {0,1}] -> row 16 w + l / 4, cols 8 j + 2 (l % 4) + {0, 1};
+// Given: the plain-store epilogue — a consumer warpgroup's m64n256 accumulator (rows r0 .. r0 + 63, cols c0 .. c0 +
+// 255 of C) stored as bf16 with ordinary stores (STG), clipped at (M, N). Correct, but it earns no path points: the
+// exercise is to replace it. Layout (wgmma.cuh): acc[4j + {0,1}] -> row 16 w + l / 4, cols 8 j + 2 (l % 4) + {0, 1};
 // acc[4j + {2,3}] -> the same columns, 8 rows lower (w = warp in the warpgroup, l = lane).
 __device__ __forceinline__ void store_acc(__nv_bfloat16* C, const float (&acc)[BN / 2], int r0, int c0, int M, int N) {
     const int t = threadIdx.x % 128, w = t / 32, l = t % 32, row = r0 + 16 * w + l / 4;
@@ -41,12 +43,24 @@ __device__ __forceinline__ void store_acc(__nv_bfloat16* C, const float (&acc)[B
     }
 }
 
+// ---- Yours (1): the design — the ring's depth STAGES and STAGING_BYTES, the staging shared memory of ONE consumer
+// warpgroup (the given code places consumer c's at base + STAGES * STAGE_BYTES + c * STAGING_BYTES) — and any
+// helpers of your epilogue (2), which moves a consumer's accumulator to C through it by TMA store (the C map: box
+// (64 rows, 64 cols), 128B swizzle). The static_assert below the region checks that your layout fits SMEM_BYTES.
+# YOUR CODE HERE
+raise NotImplementedError()
+
+static_assert(STAGING_BYTES % 1024 == 0, "each consumer's staging must start 1024-aligned (a 128B swizzle atom)");
+static_assert(1024 + STAGES * STAGE_BYTES + 2 * STAGING_BYTES <= SMEM_BYTES,
+              "the ring (STAGES x 48 KiB), two consumers' staging and the 1 KiB alignment slack must fit SMEM_BYTES");
+
 // ---- The kernel. Launch contract: block 384 (warpgroup 0 produces, 1 and 2 consume), grid min(tiles, SMs) —
-// persistent, block b takes tiles b, b + gridDim.x, ... — 193 KiB of dynamic shared memory, both maps with box
-// (128, 64) and 128B swizzle. C = A B^T: A (M, K), B (N, K), C (M, N), all row-major bf16; K % 8 == N % 8 == 0.
+// persistent, block b takes tiles b, b + gridDim.x, ... — SMEM_BYTES (225 KiB) of dynamic shared memory; the A and B
+// maps with box (128, 64), the C map with box (64, 64), all 128B swizzle. C = A B^T: A (M, K), B (N, K), C (M, N),
+// all row-major bf16; K % 8 == N % 8 == 0. A TMA store writes nothing outside C: edge tiles need no masking.
 extern "C" __global__ void __launch_bounds__(384, 1)
-gemm_mainloop(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
-              __nv_bfloat16* C, int M, int N, int K)
+gemm_epilogue(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
+              const __grid_constant__ CUtensorMap c_map, __nv_bfloat16* C, int M, int N, int K)
 {
     __shared__ __align__(8) unsigned long long full[STAGES];   // full[s]:  1 arrival (expect_tx) + 48 KiB of tx bytes
     __shared__ __align__(8) unsigned long long empty[STAGES];  // empty[s]: 8 arrivals, one per consumer warp
@@ -74,17 +88,24 @@ gemm_mainloop(const __grid_constant__ CUtensorMap a_map, const __grid_constant__
         for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
             int m0, n0;
             tile_origin(t, tiles_m, tiles_n, m0, n0);
-            // ---- Yours (1): the producer's k-loop. For each k-tile kt of this tile (and it = the block's running
-            // count): wait until stage s is free, arm full[s] with the bytes that will land, and issue the three
-            // TMA loads into the stage's layout: A rows m0.., B rows n0.., B rows n0 + 128.. (columns kt * BK).
-# YOUR CODE HERE
-raise NotImplementedError()
+            for (int kt = 0; kt < ktiles; ++kt, ++it) {
+                const int s = it % STAGES;
+                mbar_wait(smem_addr(&empty[s]), ((it / STAGES) & 1) ^ 1);  // use n waits for release n - 1
+                const unsigned bar = smem_addr(&full[s]), st = base + s * STAGE_BYTES;
+                mbar_arrive_expect_tx(bar, STAGE_BYTES);  // 1 arrival + 3 whole boxes (zero fill is counted)
+                tma_load_2d(st, &a_map, kt * BK, m0, bar);
+                tma_load_2d(st + BOX_BYTES, &b_map, kt * BK, n0, bar);
+                tma_load_2d(st + 2 * BOX_BYTES, &b_map, kt * BK, n0 + 128, bar);
+            }
         }
         return;
     }
 
     setmaxnreg_inc<232>();                   // consumers take them: 128 x 40 + 256 x 232 = 64512 <= 65536
     const int c = warpgroup_index() - 1;     // consumer c owns rows 64 c .. 64 c + 63 of the tile
+    // Consumer c's staging shared memory (STAGING_BYTES, 1024-aligned), as a shared address and a generic pointer.
+    const unsigned staging_addr = base + STAGES * STAGE_BYTES + c * STAGING_BYTES;
+    unsigned char* staging = smem_raw + (staging_addr - smem_addr(smem_raw));
     float acc[BN / 2];                       // m64n256 fp32 accumulator: 128 registers per thread
     int it = 0;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
@@ -92,14 +113,28 @@ raise NotImplementedError()
         tile_origin(t, tiles_m, tiles_n, m0, n0);
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
-        // ---- Yours (2): the consumer's k-loop. For each k-tile: wait until stage s has landed; describe your 64
-        // rows of A and the 256 rows of B to the tensor core; issue the 4 k16 steps of wgmma m64n256k16 (a k16
-        // step is +32 bytes along the 128-byte swizzled row) in the wgmma discipline (fence, commit, wait); then
-        // release the stage (one arrival per warp) — only once the tensor core is done reading it.
+        for (int kt = 0; kt < ktiles; ++kt, ++it) {
+            const int s = it % STAGES;
+            mbar_wait(smem_addr(&full[s]), (it / STAGES) & 1);  // use n of stage s: parity n & 1
+            const unsigned st = base + s * STAGE_BYTES;
+            const unsigned long long da = wgmma_desc_sw128(st + c * 64 * 128);  // my 64 rows of A (8 KiB in)
+            const unsigned long long db = wgmma_desc_sw128(st + BOX_BYTES);    // all 256 rows of B
+            wgmma_fence();  // acc was written by ordinary instructions (zeroed) or by the last group
+#pragma unroll
+            for (int kk = 0; kk < BK / 16; ++kk)
+                wgmma_m64n256k16_ss(acc, wgmma_desc_advance(da, 32 * kk), wgmma_desc_advance(db, 32 * kk), 1);
+            wgmma_commit();   // the 4 wgmma are one group ...
+            wgmma_wait<0>();  // ... retired: acc is final for this k-tile, stage s is no longer read
+            if (threadIdx.x % 32 == 0) mbar_arrive(smem_addr(&empty[s]));  // one arrival per warp
+        }
+        wgmma_fence_operand(acc);
+        // ---- Yours (2): this tile's epilogue — consumer c's accumulator to C rows m0 + 64 c .., cols n0 .., by TMA
+        // store through your staging, the stores left in flight while the next tile's mainloop runs.
 # YOUR CODE HERE
 raise NotImplementedError()
-        wgmma_fence_operand(acc);
-        store_acc(C, acc, m0 + 64 * c, n0, M, N);
     }
+    // Given: thread 0 of each consumer warpgroup — the thread that issues its TMA stores — waits until every store it
+    // committed is complete before the block may exit (its shared memory must outlive the stores' reads).
+    if (threadIdx.x % 128 == 0) bulk_wait<0>();
 }
 """
