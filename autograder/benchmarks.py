@@ -19,7 +19,7 @@ from functools import partial
 
 from kernels import record, topic
 
-from .known import SUBMISSIONS, kernel_source, known_answers
+from .known import SUBMISSIONS, kernel_source, known_answers, rung_source
 from .spec import SOLUTION_MARGIN, calibrated_fraction, load
 
 # Calibration may lower a spec's fraction on a GPU kind (the solution must clear its bar there by SOLUTION_MARGIN),
@@ -36,8 +36,8 @@ ROW_BARS = ("pipeline",)
 def answers(slug: str) -> topic.Answers | None:
     """The topic's known answers for its benchmark: each exercise of the spec with its workload module, and an
     answer's CUDA source by name — a known answer of expected.toml, or a measured rung of the lesson kept beside them
-    (submissions/<slug>/rungs/<name>.cu: an earlier answer, timed, never graded). None where the known answers are
-    not here (a student release)."""
+    (autograder.known.rung_source: an earlier answer, timed, never graded). None where the known answers are not
+    here (a student release)."""
     if not (SUBMISSIONS / slug / "expected.toml").is_file():
         return None
     spec = load(slug)
@@ -46,10 +46,10 @@ def answers(slug: str) -> topic.Answers | None:
     def source(name: str) -> str:
         if name in names:
             return kernel_source(slug, name)
-        rung = SUBMISSIONS / slug / "rungs" / f"{name}.cu"
-        if rung.is_file():
-            return rung.read_text()
-        raise KeyError(f"no known answer or rung {name!r} in autograder/submissions/{slug}/")
+        try:
+            return rung_source(slug, name)
+        except KeyError:
+            raise KeyError(f"no known answer or rung {name!r} in autograder/submissions/{slug}/") from None
 
     return topic.Answers({ex.name: (ex, ex.workload()) for ex in spec.exercises.values()}, source)
 

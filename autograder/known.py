@@ -6,8 +6,10 @@ Each entry names its answer in one of two ways:
   answer variable) or a `.py` file (the whole answer cell, as a student might write it);
 - `base` + `mutate`: a kernel that is another kernel with a few named changes — "a missing wait" is literally the
   solution with that wait deleted. `base` is "solution" (the solutions notebook's answer, nbgrader markers removed),
-  a file name without a slash (a file of the topic's submissions folder: "correct.cu") or a path with a slash,
-  relative to the repository root ("autograder/submissions/pipeline/rungs/block_scope.cu"). `mutate` is a list of
+  a file name without a slash (a file of the topic's submissions folder: "correct.cu"), a path with a slash,
+  relative to the repository root ("autograder/submissions/pipeline/rungs/block_scope.cu"), or the name of another
+  known answer of the same expected.toml (no dot, no slash: "plain_loads"; its kernel, itself a file or a base with
+  changes). `mutate` is a list of
   ["old text", "new text"] pairs applied in order to the base without its leading comment block; each old text
   must occur exactly once in the text it is applied to, so that an edit of the base under a mutation fails loudly
   (MutationError) instead of silently grading another kernel. The answer's source is the mutated text under a
@@ -71,17 +73,49 @@ class KnownAnswer:
     base: str | None = None  # a mutated answer: the kernel it changes (see the module docstring)
     mutate: tuple[tuple[str, str], ...] = ()  # its changes, (old, new), applied in order
     path_static: float | None = None  # path points where only static evidence exists (no executed path measured)
+    toml: str = "expected.toml"  # where it is declared, in the topic's submissions folder (RUNGS: a measured rung)
+
+
+# Measured rungs of a lesson (an earlier answer, timed by the topic's benchmark, never graded) given as base + mutate,
+# in the format of expected.toml without scores; a rung may also be a file, rungs/<name>.cu (rung_source).
+RUNGS = "rungs/rungs.toml"
 
 
 def known_answers(slug: str) -> list[KnownAnswer]:
-    with (SUBMISSIONS / slug / "expected.toml").open("rb") as f:
+    return _entries(slug, "expected.toml")
+
+
+def rungs(slug: str) -> list[KnownAnswer]:
+    """The measured rungs of the topic declared as base + mutate (RUNGS); none where it has no such file."""
+    if not (SUBMISSIONS / slug / RUNGS).is_file():
+        return []
+    out = _entries(slug, RUNGS)
+    for r in out:
+        if r.base is None or r.expected:
+            raise MutationError(f"{slug}/{RUNGS} [{r.name}]: a rung there is a base + mutate, with no scores")
+    return out
+
+
+def rung_source(slug: str, name: str) -> str:
+    """A measured rung's CUDA source: an entry of RUNGS (its base with the changes) or the file rungs/<name>.cu."""
+    for r in rungs(slug):
+        if r.name == name:
+            return answer_text(slug, r)
+    path = SUBMISSIONS / slug / "rungs" / f"{name}.cu"
+    if path.is_file():
+        return path.read_text()
+    raise KeyError(f"no rung {name!r} in autograder/submissions/{slug}/rungs/")
+
+
+def _entries(slug: str, toml: str) -> list[KnownAnswer]:
+    with (SUBMISSIONS / slug / toml).open("rb") as f:
         data = tomllib.load(f)
     out = []
     for name, d in data.items():
         parts = {k: d[k] for k in ("correctness", "path", "throughput") if k in d}
         gs = d.get("gpu_status", ())
         base, mutate = d.get("base"), d.get("mutate")
-        where = f"{slug}/expected.toml [{name}]"
+        where = f"{slug}/{toml} [{name}]"
         if (base is None) != (mutate is None):
             raise MutationError(f"{where}: `base` and `mutate` go together (a base with no change is a copy: "
                                 "name it with `source`)")
@@ -97,7 +131,7 @@ def known_answers(slug: str) -> list[KnownAnswer]:
         out.append(KnownAnswer(name, d.get("about", ""), source, parts, d.get("status"), list(d.get("flags", [])),
                                d.get("exercise"), tuple([gs] if isinstance(gs, str) else gs),
                                list(d.get("gpu_flags", [])), base,
-                               tuple((old, new) for old, new in mutate or ()), d.get("path_static")))
+                               tuple((old, new) for old, new in mutate or ()), d.get("path_static"), toml))
     return out
 
 
@@ -112,15 +146,37 @@ def _exercise(spec, ka: KnownAnswer):
     return spec.exercises[ka.exercise] if ka.exercise else next(iter(spec.exercises.values()))
 
 
+def names_answer(base: str) -> bool:
+    """A `base` that names another known answer of the topic (no dot, no slash, not "solution")."""
+    return base != "solution" and "/" not in base and "." not in base
+
+
 def base_path(slug: str, base: str) -> Path:
-    """Where a `base` lives: a name without a slash in the topic's submissions folder, a path with one from the
-    repository root."""
+    """Where a `base` lives: a file name without a slash in the topic's submissions folder, a path with one from the
+    repository root, a known answer's name in the topic's expected.toml."""
+    if names_answer(base):
+        return SUBMISSIONS / slug / "expected.toml"
     return (SUBMISSIONS / slug / base) if "/" not in base else (ROOT / base)
 
 
-def base_text(slug: str, ka: KnownAnswer) -> str:
+def base_text(slug: str, ka: KnownAnswer, _chain: tuple[str, ...] = ()) -> str:
     """The base kernel of a mutated answer, without its leading comment block (the answer's header replaces it)."""
-    if ka.base == "solution":
+    if names_answer(ka.base):
+        chain = _chain + (ka.name,)
+        try:
+            other = known_answer(slug, ka.base)
+        except KeyError:
+            raise MutationError(f"{slug}/{ka.name}: base {ka.base!r} is no known answer of {slug}") from None
+        if other.name in chain:
+            raise MutationError(f"{slug}/{ka.name}: bases go round in a circle: {' -> '.join(chain + (other.name,))}")
+        if other.base is not None:
+            text = apply_mutations(base_text(slug, other, chain), other.mutate, who=f"{slug}/{other.name}",
+                                   base=other.base)
+        elif other.source.endswith(".cu"):
+            text = (SUBMISSIONS / slug / other.source).read_text()
+        else:
+            raise MutationError(f"{slug}/{ka.name}: base {ka.base!r} is not a kernel ({other.source})")
+    elif ka.base == "solution":
         spec = load(slug)
         ex = _exercise(spec, ka)
         value = solution_literal(spec, ex.answer_cell, ex.answer_var)
@@ -164,8 +220,9 @@ def apply_mutations(text: str, mutations, *, who: str = "answer", base: str = "i
 def _header(slug: str, ka: KnownAnswer) -> str:
     n = len(ka.mutate)
     base = "the solution (the solutions notebook's answer)" if ka.base == "solution" else ka.base
-    first = (f'Known answer "{ka.name}" = {base} with {n} change{"s" if n > 1 else ""} '
-             f"(autograder/submissions/{slug}/expected.toml): {ka.about}.")
+    what = "Known answer" if ka.toml == "expected.toml" else "Measured rung"
+    first = (f'{what} "{ka.name}" = {base} with {n} change{"s" if n > 1 else ""} '
+             f"(autograder/submissions/{slug}/{ka.toml}): {ka.about}.")
     lines = textwrap.wrap(first, 117, break_on_hyphens=False)
     if ka.expected:
         lines.append("Expected: " + ", ".join(f"{part} {points:g}" for part, points in ka.expected.items()) + ".")

@@ -353,6 +353,17 @@ def plot_rows(rows: list[dict], ceilings: dict | None, title: str, bar: float | 
                                       outer_band=MODEL_BAND, ceiling=ceiling, bar=bar)
 
 
+def finish_sweep(ax, xlabel: str, ylabel: str, title: str):
+    """The end of a sweep plot (measured points and model curves against a swept parameter): its labels and title,
+    the y axis from 0, a small legend; returns the axes' figure."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize="small")
+    return ax.figure
+
+
 def attempt(what: str, fn, failures: list[str], default):
     """One phase of a run: its exception becomes a failure (with its last frames) instead of ending the run."""
     try:

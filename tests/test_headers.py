@@ -92,6 +92,26 @@ def course_kernel_files() -> list[Path]:
     return [f for f in files if str(f.relative_to(ROOT)) not in REFUSED]
 
 
+# Known answers given as base + mutate that are held too, under "<their expected.toml> [<name>]": kernels of their
+# own, written as the changes that make them out of the course solution (autograder/known.py) — the record holds the
+# kernel, however its text is stored.
+HELD_MUTATED = (("ldgsts", "plain_loads"), ("pipeline", "not_pipelined"), ("pipeline", "reads_twice"))
+
+
+def course_kernel_sources() -> dict[str, str | Path]:
+    """What the record holds: every course .cu file (course_kernel_files), the HELD_MUTATED known answers and every
+    measured rung given as base + mutate (autograder.known.RUNGS) ({record key: a path or the source text})."""
+    from autograder.known import RUNGS, SUBMISSIONS, kernel_source, rung_source, rungs
+
+    out: dict[str, str | Path] = {str(f.relative_to(ROOT)): f for f in course_kernel_files()}
+    for slug, name in HELD_MUTATED:
+        out[f"autograder/submissions/{slug}/expected.toml [{name}]"] = kernel_source(slug, name)
+    for slug in sorted(d.name for d in SUBMISSIONS.iterdir() if (d / RUNGS).is_file()):
+        for r in rungs(slug):
+            out[f"autograder/submissions/{slug}/{RUNGS} [{r.name}]"] = rung_source(slug, r.name)
+    return out
+
+
 def sass_digests() -> dict[str, dict[str, str]]:
     """{file: {entry: sha256 of its SASS instructions}} (addresses left out; branch targets are in the text)."""
     import hashlib
@@ -99,10 +119,10 @@ def sass_digests() -> dict[str, dict[str, str]]:
     from kernels.sass import disassemble
 
     out = {}
-    for f in course_kernel_files():
-        funcs = disassemble(compile_cuda(f))
-        out[str(f.relative_to(ROOT))] = {k: hashlib.sha256("\n".join(i.text for i in ins).encode()).hexdigest()[:20]
-                                         for k, ins in sorted(funcs.items())}
+    for key, src in course_kernel_sources().items():
+        funcs = disassemble(compile_cuda(src, name=None if isinstance(src, Path) else f"{key.split(' [')[1][:-1]}.cu"))
+        out[key] = {k: hashlib.sha256("\n".join(i.text for i in ins).encode()).hexdigest()[:20]
+                    for k, ins in sorted(funcs.items())}
     return out
 
 

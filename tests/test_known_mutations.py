@@ -7,6 +7,8 @@ change says it should (a deleted wait really removes a wait instruction).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from autograder import known  # known answers: the data and their grading
@@ -112,6 +114,50 @@ def test_a_mutated_answer_replaces_its_base_header(tmp_path, monkeypatch):
     assert answer_text("demo", ka) == (
         '// Known answer "good" = k.cu with 1 change (autograder/submissions/demo/expected.toml): returns 2.\n'
         "// Expected: correctness 0.\n#include <x>\nint f() { return 2; }\n")
+
+
+def test_a_base_may_name_another_known_answer(tmp_path, monkeypatch):
+    # base = "two": the kernel of the known answer "two" (itself k.cu with a change), changed again
+    kas = _topic(tmp_path, monkeypatch, '[two]\nbase = "k.cu"\nmutate = [["return 1;", "return 2;"]]\n'
+                                        '[three]\nabout = "returns 3"\nbase = "two"\n'
+                                        'mutate = [["return 2;", "return 3;"]]\n')
+    three = next(ka for ka in kas if ka.name == "three")
+    assert base_path("demo", "two") == tmp_path / "demo" / "expected.toml"
+    assert answer_text("demo", three) == (
+        '// Known answer "three" = two with 1 change (autograder/submissions/demo/expected.toml): returns 3.\n'
+        "#include <x>\nint f() { return 3; }\n")
+    with pytest.raises(MutationError, match=r"demo/three: change 1's old text occurs 0 times in two"):
+        answer_text("demo", replace(three, mutate=(("return 1;", "return 3;"),)))
+
+
+@pytest.mark.parametrize("entries, match", [
+    ('[a]\nbase = "b"\nmutate = [["1", "2"]]\n[b]\nbase = "a"\nmutate = [["2", "1"]]\n', "circle: a -> b -> a"),
+    ('[a]\nbase = "gone"\nmutate = [["1", "2"]]\n', "'gone' is no known answer"),
+    ('[a]\nbase = "b"\nmutate = [["1", "2"]]\n[b]\nsource = "b.py"\n', "'b' is not a kernel"),
+])
+def test_a_base_naming_an_answer_must_be_a_kernel_and_no_circle(tmp_path, monkeypatch, entries, match):
+    [a, *_] = _topic(tmp_path, monkeypatch, entries)
+    with pytest.raises(MutationError, match=match):
+        answer_text("demo", a)
+
+
+def test_a_rung_given_as_base_and_mutate(tmp_path, monkeypatch):
+    _topic(tmp_path, monkeypatch, "")
+    (tmp_path / "demo" / "rungs").mkdir()
+    (tmp_path / "demo" / "rungs" / "old.cu").write_text("// old\nint g();\n")
+    (tmp_path / "demo" / "rungs" / "rungs.toml").write_text(
+        '[earlier]\nabout = "returns 0"\nbase = "k.cu"\nmutate = [["return 1;", "return 0;"]]\n')
+    assert [r.name for r in known.rungs("demo")] == ["earlier"]
+    assert known.rung_source("demo", "earlier") == (
+        '// Measured rung "earlier" = k.cu with 1 change (autograder/submissions/demo/rungs/rungs.toml): returns 0.\n'
+        "#include <x>\nint f() { return 0; }\n")
+    assert known.rung_source("demo", "old") == "// old\nint g();\n"  # a rung of its own file
+    with pytest.raises(KeyError, match="no rung 'gone'"):
+        known.rung_source("demo", "gone")
+    (tmp_path / "demo" / "rungs" / "rungs.toml").write_text(
+        '[scored]\nbase = "k.cu"\nmutate = [["1", "0"]]\ncorrectness = 3\n')
+    with pytest.raises(MutationError, match="no scores"):
+        known.rungs("demo")
 
 
 @pytest.mark.parametrize("entry, match", [

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from autograder import benchmarks
-from autograder.known import answer_text, kernel_source, known_answers
+from autograder.known import answer_text, kernel_source, known_answers, rung_source
 from kernels import record, topic
 from kernels.check import compare
 from kernels.compile import CompileError, NotAttempted, compile_cuda, kernel_file
@@ -323,7 +323,7 @@ def _port(inputs: dict, bound_row: int = 15, variant: str = "correct") -> torch.
     """correct.cu step by step: the window [w0, wl + 1] from the 256-ary search of the first and last target, tiles of
     16 rows (and their times) overlapping by one, the tile's targets = those before the time of row 15 (the last tile:
     all the rest), a target's interval = #{m in [1, nrows - 2] : time of row m <= t}, fp32 alpha and lerp.
-    bound_row=14: off_by_one. variant="reads_twice": intervals from the window's times first (reads_twice.cu)."""
+    bound_row=14: off_by_one. variant="reads_twice": intervals from the window's times first (reads_twice)."""
     import numpy as np
 
     src, tgt = inputs["src_times"].numpy(), inputs["tgt_times"].numpy()
@@ -576,7 +576,7 @@ H100_RUN = ROOT / "build" / "h100-run9"
 def test_model_within_band_of_the_h100_run():
     """The model with its fitted constants against what build/h100-run9 holds for this day (not in git): the
     recorded rows if the bench got that far, and the grader's calibration of the course solution of that run
-    (the search-per-target kernel, autograder/submissions/pipeline/rungs/search_per_target.cu)."""
+    (the search-per-target kernel, the rung search_per_target of autograder/submissions/pipeline/rungs/rungs.toml)."""
     rec = H100_RUN / SLUG / "recorded_h100.json"
     spec = H100_RUN / "specs" / f"{SLUG}.toml"
     if not rec.exists() and not spec.exists():
@@ -785,15 +785,16 @@ def test_bench_plot_and_cpu_mode(tmp_path):
         assert bench.resample_cubin(name) is topic.answer_cubin(SLUG, name)
     for name in bench.MUST_FAIL:
         assert _expected()[name]["correctness"] == 0
-    for name in bench.DEMO_ANSWERS:  # measured rungs, not known answers: compiled from their file in rungs/
-        assert name not in _expected() and (RUNGS / f"{name}.cu").is_file()
+    for name in bench.DEMO_ANSWERS:  # measured rungs, not known answers: a file in rungs/ or an entry of rungs.toml
+        assert name not in _expected() and "__global__" in rung_source(SLUG, name)
         assert exercise.KERNEL in bench.resample_cubin(name).kernels
 
 
 def test_search_per_target_rung_is_the_calibrated_kernel():
-    # autograder/submissions/pipeline/rungs/search_per_target.cu is the course solution the grader calibrated on the H100
-    # (2.419 TB/s, model.CALIBRATION): the same kernel body, 48 registers (5 blocks/SM), a binary search per target.
-    src = (RUNGS / "search_per_target.cu").read_text()
+    # The rung search_per_target (autograder/submissions/pipeline/rungs/rungs.toml) is the course solution the grader
+    # calibrated on the H100 (2.419 TB/s, model.CALIBRATION): the same kernel body, 48 registers (5 blocks/SM), a
+    # binary search per target.
+    src = rung_source(SLUG, "search_per_target")
     for frag in ("int lo = 0, len = S;", "__ldg(times + lo + half) <= t", "s_idx[lo + half] < bound"):
         assert frag in src, frag
     cub = compile_cuda(src, name="RESAMPLE_CU")

@@ -21,7 +21,7 @@ from __future__ import annotations
 from .. import record
 from ..bench import bench, ceilings, refill, rotating_inputs
 from ..clock import timed
-from ..topic import Topic, answer_row, check_answers, check_kernels, row, shipped, time_answer
+from ..topic import Topic, answer_row, check_answers, check_kernels, finish_sweep, row, shipped, time_answer
 from . import exercise, model
 from .launch import STAGES, attention
 from .workload import BENCH_SHAPE, DATA, TEST_SHAPES, flops, inputs_for, make_inputs, reference, shape_name
@@ -263,12 +263,8 @@ def plot_stages(rows: list[dict], ceilings: dict | None = None):
         cud = next((r["tflops"] for r in rows if r["kernel"] == f"cudnn d{d}"), None)
         if cud:
             ax.axhline(cud, color=f"C{i}", linestyle=":", label=f"cuDNN D {d}")
-    ax.set_xlabel("stages of the K/V ring")
-    ax.set_ylabel("TFLOPS (4 B H S^2 D)")
-    ax.set_title("Attention forward, B4 H32 S4096: ring depth vs model")
-    ax.set_ylim(bottom=0)
-    ax.legend(fontsize="small")
-    return fig
+    return finish_sweep(ax, "stages of the K/V ring", "TFLOPS (4 B H S^2 D)",
+                        "Attention forward, B4 H32 S4096: ring depth vs model")
 
 
 def load_record(tag: str | None = None) -> dict | None:

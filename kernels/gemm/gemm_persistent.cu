@@ -47,6 +47,7 @@
 #include "cluster.cuh"
 #include "warpgroup.cuh"
 #include "wgmma.cuh"
+#include "wgmma_store.cuh"  // store_acc<NN>: a warpgroup's accumulator -> C as bf16, clipped
 #include <cuda_bf16.h>
 
 constexpr int BM = 128, BN = 256, BK = 64, STAGES = 4;  // (BM, BN, BK, STAGES)
@@ -54,23 +55,6 @@ constexpr int BOX_BYTES = 128 * BK * 2;                  // one (128, 64) box: 1
 constexpr int TILE_A = BM * BK * 2, TILE_B = BN * BK * 2;  // 16 KiB + 32 KiB
 constexpr int STAGE_BYTES = TILE_A + TILE_B;             // 48 KiB per k-tile
 constexpr int GROUP_M = 8;                               // tile rows (cluster rows in rung 5) per scheduling group
-
-template <int NN>
-__device__ __forceinline__ void store_acc(__nv_bfloat16* C, const float (&d)[NN / 2], int r0, int c0, int M, int N) {
-    const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
-    const int row = r0 + 16 * w + l / 4;
-#pragma unroll
-    for (int j = 0; j < NN / 8; ++j) {
-        const int col = c0 + 8 * j + 2 * (l % 4);  // even; N % 8 == 0, so col < N implies col + 1 < N
-        if (col >= N) continue;
-        if (row < M)
-            *reinterpret_cast<__nv_bfloat162*>(C + static_cast<size_t>(row) * N + col) =
-                __floats2bfloat162_rn(d[4 * j], d[4 * j + 1]);
-        if (row + 8 < M)
-            *reinterpret_cast<__nv_bfloat162*>(C + static_cast<size_t>(row + 8) * N + col) =
-                __floats2bfloat162_rn(d[4 * j + 2], d[4 * j + 3]);
-    }
-}
 
 // Tile t of the grouped order -> (tile row group p, tile column q). Rows are counted in units of CLUSTER tiles.
 __device__ __forceinline__ void tile_coords(int t, int rows, int cols, int& p, int& q) {

@@ -28,6 +28,7 @@
 #include "mbarrier.cuh"
 #include "tma.cuh"
 #include "wgmma.cuh"
+#include "wgmma_store.cuh"  // store_acc<NN>: a warpgroup's accumulator -> C as bf16, clipped
 #include <cuda_bf16.h>
 
 #ifndef GEMM_STAGES
@@ -37,26 +38,6 @@ constexpr int BM = 128, BN = 128, BK = 64, STAGES = GEMM_STAGES;  // (BM, BN, BK
 constexpr int TILE_A = BM * BK * 2, TILE_B = BN * BK * 2;  // 16 KiB each, 1024-aligned
 constexpr int STAGE_BYTES = TILE_A + TILE_B;               // 32 KiB: what the TMA delivers per k-tile
 constexpr int CONSUMER_WARPS = 4;
-
-// A warpgroup's m64nNk16 accumulator (rows r0 .. r0 + 63, cols c0 ..) -> C as bf16, clipped at (M, N).
-// Fragment layout (wgmma.cuh): d[4j + {0,1}] -> row 16 w + l / 4, cols 8 j + 2 (l % 4) + {0, 1}; d[4j + {2,3}] ->
-// 8 rows lower.
-template <int NN>
-__device__ __forceinline__ void store_acc(__nv_bfloat16* C, const float (&d)[NN / 2], int r0, int c0, int M, int N) {
-    const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
-    const int row = r0 + 16 * w + l / 4;
-#pragma unroll
-    for (int j = 0; j < NN / 8; ++j) {
-        const int col = c0 + 8 * j + 2 * (l % 4);  // even; N % 8 == 0, so col < N implies col + 1 < N
-        if (col >= N) continue;
-        if (row < M)
-            *reinterpret_cast<__nv_bfloat162*>(C + static_cast<size_t>(row) * N + col) =
-                __floats2bfloat162_rn(d[4 * j], d[4 * j + 1]);
-        if (row + 8 < M)
-            *reinterpret_cast<__nv_bfloat162*>(C + static_cast<size_t>(row + 8) * N + col) =
-                __floats2bfloat162_rn(d[4 * j + 2], d[4 * j + 3]);
-    }
-}
 
 extern "C" __global__ void __launch_bounds__(160, 1)
 gemm_pipelined(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,

@@ -9,7 +9,7 @@ Rows timed (n = 2^28 floats for the stencil and the copies, 2^27 bf16 for the ex
     dynamic shared memory caps the residency; the occupancy calculator confirms the cap before timing);
   - stage_copy_4 / _8 / _16_ca / _16 (4-, 8-, 16-byte cp.async, .ca / .cg);
   - smooth_bf16, the exercise: the course reference (known answer "correct", the notebook's answer)
-    and the register-staged known answer plain_loads.cu (expected to reach the bar as well), timed by the grading
+    and the register-staged known answer plain_loads (expected to reach the bar as well), timed by the grading
     harness's own timing function (kernels.topic.time_answer -> kernels.runner.time_exercise: fresh inputs regenerated
     and the output poisoned before every repetition, every launch verified, the spec's repetitions), so that this
     file and the grader measure the same thing.
@@ -19,7 +19,7 @@ checks the claims, writes recorded_h100.json and the plot (ldgsts_vs_model.png).
 Why the exercise is timed through the harness: in the first H100 run (build/h100-run9) this file timed the course
 solution with its own loop (x refreshed in place with normal_(), the output not poisoned between repetitions, three
 warm-up calls) at 2.39 TB/s, the median of times in two groups (20th percentile 0.304 ms = 2.65 TB/s, median
-0.337 ms), while the harness timed the same source at 2.65 TB/s; plain_loads.cu, timed right after it by the same
+0.337 ms), while the harness timed the same source at 2.65 TB/s; plain_loads, timed right after it by the same
 loop, showed no second group (2.79 TB/s). What the slower group was is not known; one procedure for both removes the
 question.
 """

@@ -74,6 +74,21 @@ __device__ __forceinline__ long long tiles_of_block(long long ntiles) {
 
 __device__ __forceinline__ float sum4(float4 v) { return (v.x + v.y) + (v.z + v.w); }
 
+// prim, pipe: thread t's float4 of each of its block's tiles (tile k of block b is tile b + k G of x).
+struct TileWalk {
+    long long n4, mine;  // float4 of x (the n % 4 trailing floats are finish_block's); tiles of this block
+    int t;
+    // Element t of the block's k-th tile, or -1 past the end (the last tile may be partial).
+    __device__ __forceinline__ long long chunk(long long k) const {
+        const long long c = (blockIdx.x + k * gridDim.x) * TILE_VEC + t;
+        return (k < mine && c < n4) ? c : -1;
+    }
+};
+__device__ __forceinline__ TileWalk tile_walk(long long n) {
+    const long long n4 = n >> 2, ntiles = (n4 + TILE_VEC - 1) / TILE_VEC;
+    return {n4, tiles_of_block(ntiles), static_cast<int>(threadIdx.x)};
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Primitives: each thread's commits form its own FIFO of "groups"; __pipeline_wait_prior(N) returns when at most N
 // of this thread's groups are still in flight. The ring: before summing tile k, tiles k+1 .. k+STAGES-1 were issued.
@@ -81,19 +96,14 @@ extern "C" __global__ void __launch_bounds__(THREADS) stream_sum_prim(const floa
                                                                       float* __restrict__ partial, long long n) {
     __shared__ alignas(16) float4 ring[STAGES][TILE_VEC];  // (TILE_VEC, STAGES)
     const float4* x4 = reinterpret_cast<const float4*>(x);  // 16-byte aligned: the launcher checks
-    const long long n4 = n >> 2, ntiles = (n4 + TILE_VEC - 1) / TILE_VEC;
-    const long long mine = tiles_of_block(ntiles);
-    const int t = threadIdx.x;
-    // Element t of the block's k-th tile, or -1 past the end (the last tile may be partial).
-    auto chunk = [&](long long k) -> long long {
-        const long long c = (blockIdx.x + k * gridDim.x) * TILE_VEC + t;
-        return (k < mine && c < n4) ? c : -1;
-    };
+    const TileWalk tiles = tile_walk(n);  // tiles.chunk(k): this thread's float4 of tile k, -1 past the end
+    const long long mine = tiles.mine;
+    const int t = tiles.t;
 
     // Prologue: STAGES-1 tiles in flight. Every thread commits a group per tile even when it copied nothing, so
     // that "group k" means "tile k" for every thread and wait_prior counts the same thing everywhere.
     for (int k = 0; k < STAGES - 1; ++k) {
-        const long long c = chunk(k);
+        const long long c = tiles.chunk(k);
         if (c >= 0) __pipeline_memcpy_async(&ring[k][t], &x4[c], 16);  // LDGSTS.E.BYPASS.128
         __pipeline_commit();                                              // LDGDEPBAR
     }
@@ -101,12 +111,12 @@ extern "C" __global__ void __launch_bounds__(THREADS) stream_sum_prim(const floa
     int slot = 0;  // ring slot of tile k
     for (long long k = 0; k < mine; ++k) {
         // Issue tile k+STAGES-1 into the slot tile k-1 used: this thread finished reading it last iteration.
-        const long long c = chunk(k + STAGES - 1);
+        const long long c = tiles.chunk(k + STAGES - 1);
         const int next = slot == 0 ? STAGES - 1 : slot - 1;
         if (c >= 0) __pipeline_memcpy_async(&ring[next][t], &x4[c], 16);
         __pipeline_commit();
         __pipeline_wait_prior(STAGES - 1);  // DEPBAR.LE SB0, STAGES-1: tile k (this thread's 16 bytes) landed
-        if (chunk(k) >= 0) acc += sum4(ring[slot][t]);  // LDS.128 of the bytes this thread copied
+        if (tiles.chunk(k) >= 0) acc += sum4(ring[slot][t]);  // LDS.128 of the bytes this thread copied
         slot = slot + 1 == STAGES ? 0 : slot + 1;
     }
     __pipeline_wait_prior(0);  // nothing may be in flight into shared memory when the block moves on
@@ -120,18 +130,14 @@ extern "C" __global__ void __launch_bounds__(THREADS) stream_sum_pipe(const floa
                                                                       float* __restrict__ partial, long long n) {
     __shared__ alignas(16) float4 ring[STAGES][TILE_VEC];  // (TILE_VEC, STAGES)
     const float4* x4 = reinterpret_cast<const float4*>(x);
-    const long long n4 = n >> 2, ntiles = (n4 + TILE_VEC - 1) / TILE_VEC;
-    const long long mine = tiles_of_block(ntiles);
-    const int t = threadIdx.x;
-    auto chunk = [&](long long k) -> long long {
-        const long long c = (blockIdx.x + k * gridDim.x) * TILE_VEC + t;
-        return (k < mine && c < n4) ? c : -1;
-    };
+    const TileWalk tiles = tile_walk(n);
+    const long long mine = tiles.mine;
+    const int t = tiles.t;
     cuda::pipeline<cuda::thread_scope_thread> pipe = cuda::make_pipeline();  // New
 
     for (int k = 0; k < STAGES - 1; ++k) {
         pipe.producer_acquire();
-        const long long c = chunk(k);
+        const long long c = tiles.chunk(k);
         // aligned_size_t<16>: tells memcpy_async both pointers are 16-byte aligned -> one 16-byte cp.async.cg
         // (with a plain size_t it could only assume alignof(float4) of the type, fine here, but say it).
         if (c >= 0) cuda::memcpy_async(&ring[k][t], &x4[c], cuda::aligned_size_t<16>(16), pipe);
@@ -140,7 +146,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) stream_sum_pipe(const floa
     float acc = 0.0f;
     int slot = 0;
     for (long long k = 0; k < mine; ++k) {
-        const long long c = chunk(k + STAGES - 1);
+        const long long c = tiles.chunk(k + STAGES - 1);
         const int next = slot == 0 ? STAGES - 1 : slot - 1;
         pipe.producer_acquire();
         if (c >= 0) cuda::memcpy_async(&ring[next][t], &x4[c], cuda::aligned_size_t<16>(16), pipe);
@@ -148,7 +154,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) stream_sum_pipe(const floa
         // consumer_wait() would compute "groups still allowed in flight" at run time (a switch over 0..8 in the
         // SASS); the count is a compile-time STAGES-1 here, so say it: one DEPBAR.LE SB0, STAGES-1.
         cuda::pipeline_consumer_wait_prior<STAGES - 1>(pipe);
-        if (chunk(k) >= 0) acc += sum4(ring[slot][t]);
+        if (tiles.chunk(k) >= 0) acc += sum4(ring[slot][t]);
         pipe.consumer_release();
         slot = slot + 1 == STAGES ? 0 : slot + 1;
     }

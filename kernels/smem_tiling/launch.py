@@ -41,14 +41,20 @@ def grid_for(rows: int, cols: int) -> tuple[int, int]:
     return (ceil_div(cols, TILE), ceil_div(rows, TILE))
 
 
-def validate(x, variant: str = "padded", out=None) -> None:
-    """Raise ValueError / TypeError naming what is wrong; device last, so the checks run on CPU tensors too."""
+def _float32_input(x, variant: str, who: str, why: str) -> None:
+    """What both launchers check first: a variant of VARIANTS and x a float32 torch.Tensor (`why`: said after
+    "float32" when it is not)."""
     if variant not in VARIANTS:
         raise ValueError(f"variant {variant!r}: choose one of {VARIANTS}")
     if not isinstance(x, torch.Tensor):
-        raise TypeError(f"transpose wants a torch.Tensor, got {type(x).__name__}")
+        raise TypeError(f"{who} wants a torch.Tensor, got {type(x).__name__}")
     if x.dtype != torch.float32:
-        raise ValueError(f"transpose wants float32 (one element = one 4-byte bank word), got {x.dtype}")
+        raise ValueError(f"{who} wants float32{why}, got {x.dtype}")
+
+
+def validate(x, variant: str = "padded", out=None) -> None:
+    """Raise ValueError / TypeError naming what is wrong; device last, so the checks run on CPU tensors too."""
+    _float32_input(x, variant, "transpose", " (one element = one 4-byte bank word)")
     if x.dim() != 2:
         raise ValueError(f"transpose wants a 2-D matrix, got {x.dim()}-D shape {tuple(x.shape)}")
     rows, cols = x.shape
@@ -97,12 +103,7 @@ def records_cubin():
 
 def validate_records(x, variant: str = "padded", out=None) -> None:
     """Raise ValueError / TypeError naming what is wrong; device last, so the checks run on CPU tensors too."""
-    if variant not in VARIANTS:
-        raise ValueError(f"variant {variant!r}: choose one of {VARIANTS}")
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"record_sums wants a torch.Tensor, got {type(x).__name__}")
-    if x.dtype != torch.float32:
-        raise ValueError(f"record_sums wants float32 records, got {x.dtype}")
+    _float32_input(x, variant, "record_sums", " records")
     if x.dim() != 2 or x.shape[1] != RECORD:
         raise ValueError(f"record_sums wants records of {RECORD} floats: shape (n, {RECORD}), got {tuple(x.shape)}")
     n = x.shape[0]

@@ -10,7 +10,7 @@ the plots. Everything here needs an sm_90 GPU except `sweep_configs()`, `claims(
 from __future__ import annotations
 
 from ..bench import bench, ceilings, rotating_inputs
-from ..topic import Topic, answer_row, check_answers, check_kernels, row, shipped, time_answer
+from ..topic import Topic, answer_row, check_answers, check_kernels, finish_sweep, row, shipped, time_answer
 from . import exercise, model
 from .launch import VARIANTS, copy, resident_blocks
 from .workload import (BENCH_SHAPE, DEFAULT_BOX, ELEMENT_BYTES, SWEEP_BOXES, SWEEP_STAGES, TEST_SHAPES, box_bytes,
@@ -211,12 +211,8 @@ def plot_sweep(rows: list[dict], ceiling_tbps: float, constants: dict | None = N
                 "-", color=color, alpha=0.7, label=f"box {bb // 1024} KiB model")
     ax.axhline(ceiling_tbps, color="grey", linestyle="--", linewidth=1, label="D2D copy ceiling")
     ax.set_xticks(list(range(1, max(SWEEP_STAGES + tuple(r["config"]["stages"] for r in sweep)) + 1)))
-    ax.set_xlabel("stages (TMA requests in flight per SM, one block per SM)")
-    ax.set_ylabel("TB/s (read + written)")
-    ax.set_title("TMA model: X = N c / (T0 + N c / C), one block per SM")
-    ax.set_ylim(bottom=0)
-    ax.legend(fontsize="small")
-    return fig
+    return finish_sweep(ax, "stages (TMA requests in flight per SM, one block per SM)", "TB/s (read + written)",
+                        "TMA model: X = N c / (T0 + N c / C), one block per SM")
 
 
 def _extra(rows: list[dict], ceilings: dict, checked: dict) -> dict:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..bench import bench, ceilings, rotating_inputs
 from .. import record
-from ..topic import Topic, answer_row, check_answers, check_kernels, row, shipped, time_answer
+from ..topic import Topic, answer_row, check_answers, check_kernels, finish_sweep, row, shipped, time_answer
 from . import exercise, model
 from .launch import rowsum
 from .workload import (BENCH_SHAPE, RTOL, SWEEP_STAGES, TEST_SHAPES, TILE_BYTES, VARIANTS, bytes_moved, make_inputs,
@@ -159,12 +159,8 @@ def plot_stages(rows: list[dict], ceiling_tbps: float, constants: dict | None = 
         ys = [model.predict_config(model.Config(**{**cfg0, "stages": s}), ceiling_tbps, **kw) for s in xs]
         ax.plot(xs, ys, "-", color=f"C{i}", alpha=0.7, label=f"{v} model")
     ax.axhline(ceiling_tbps, color="grey", linestyle="--", linewidth=1, label="D2D copy ceiling")
-    ax.set_xlabel("stages (tiles in flight per block, one block per SM)")
-    ax.set_ylabel("TB/s (bytes read)")
-    ax.set_title("Row sums through a TMA ring: measured vs the producer/consumer simulation")
-    ax.set_ylim(bottom=0)
-    ax.legend(fontsize="small")
-    return fig
+    return finish_sweep(ax, "stages (tiles in flight per block, one block per SM)", "TB/s (bytes read)",
+                        "Row sums through a TMA ring: measured vs the producer/consumer simulation")
 
 
 def plot_timelines(ceiling_tbps: float, variant: str = "ws", stages=(1, 4), tiles_per_block: int = 62):

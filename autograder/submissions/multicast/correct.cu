@@ -11,12 +11,7 @@
 #include "mbarrier.cuh"   // mbar_init, fence_barrier_init, mbar_arrive_expect_tx, mbar_wait(bar, parity)
 #include "tma.cuh"        // tma_load_2d, tma_store_2d, bulk_commit, bulk_wait<N>, fence_proxy_async
 #include "cluster.cuh"    // cluster_ctarank, cluster_nctarank, cluster_sync, tma_load_2d_multicast, cluster_mask_all
-__device__ __forceinline__ unsigned add_bf16x2(unsigned a, unsigned b) {  // two bf16 lanes: fp32 add, one rounding
-    float2 fa = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(&a));
-    float2 fb = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(&b));
-    __nv_bfloat162 r = __floats2bfloat162_rn(fa.x + fb.x, fa.y + fb.y);
-    return *reinterpret_cast<unsigned*>(&r);
-}
+#include "bf16x2.cuh"    // add_bf16x2(a, b): two bf16 lanes of a 32-bit word added in fp32, one rounding
 
 // ---- Yours: the kernel. Launch contract: block 128, grid (round_up(ceil(rows/64), N), ceil(cols/128)), cluster
 // (N, 1, 1) with N = 2, 33 KiB of dynamic shared memory; x_map / z_map box (64 rows, 128 cols), w_map box

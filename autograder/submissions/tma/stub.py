@@ -6,12 +6,7 @@ TMA_ADD_CU = r"""
 // ---- Given: the course's wrappers of today's PTX (printed in section 4), one per instruction. ----------------------
 #include "mbarrier.cuh"  // mbar_init, fence_barrier_init, mbar_arrive_expect_tx, mbar_arrive, mbar_wait(bar, parity)
 #include "tma.cuh"       // tma_load_2d, tma_store_2d, bulk_commit, bulk_wait_read<N>, bulk_wait<N>, fence_proxy_async
-__device__ __forceinline__ unsigned add_bf16x2(unsigned a, unsigned b) {  // two bf16 lanes: fp32 add, one rounding
-    float2 fa = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(&a));
-    float2 fb = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(&b));
-    __nv_bfloat162 r = __floats2bfloat162_rn(fa.x + fb.x, fa.y + fb.y);
-    return *reinterpret_cast<unsigned*>(&r);
-}
+#include "bf16x2.cuh"    // add_bf16x2(a, b): two bf16 lanes of a 32-bit word added in fp32, one rounding
 
 // ---- Yours: the kernel. Launch contract: block 128, persistent grid min(boxes, 2 x SMs), 97 KiB of dynamic
 // shared memory, maps with box (64 rows, 64 cols) of bf16 (8 KiB). ------------------------------------------------
