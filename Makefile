@@ -26,7 +26,8 @@ TORCH_CPU ?= torch==2.13.0
 TORCH_INDEX ?=
 
 OUT ?= build/gpu
-# make test's parallel workers (pytest-xdist; one test file per worker at a time): auto = one per core
+# make test's parallel workers (pytest-xdist): auto = one per core. A unit of work is a test file, a few files' tests
+# one by one, or the tests that share a session fixture; the slow ones first (tests/conftest.py says which and why).
 TEST_WORKERS ?= auto
 WEEK ?= week1
 # e.g. make lab LAB_ARGS="--root . --port 9999 --no-browser" (--root . for the formgrader)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import sys
 
 from .spec import load
 
@@ -112,6 +113,8 @@ def _stub_handler(shell, etype, value, tb, tb_offset=None):
 
 def _friendly_stubs() -> None:
     """In a notebook (IPython), show an unattempted answer cell as one line (_stub_handler)."""
+    if "IPython" not in sys.modules:  # no IPython shell in this process (a notebook's kernel has it imported already):
+        return  # nothing to set, and no import of IPython (most of a second) in every grading process
     try:
         from IPython import get_ipython
     except ImportError:

@@ -170,6 +170,19 @@ def similarity(a: list[str], b: list[str]) -> float:
     return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
 
 
+def similarity_from(a: list[str], b: list[str], floor: float) -> float | None:
+    """similarity(a, b) where it reaches `floor`, None where it cannot. SequenceMatcher's quick ratios (lengths alone,
+    then the shared tokens in any order) bound ratio() from above with the same denominator: a pair whose bound falls
+    short of `floor` is left out without the exact matching, which is what costs."""
+    import difflib
+
+    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    if sm.real_quick_ratio() < floor or sm.quick_ratio() < floor:
+        return None
+    r = sm.ratio()
+    return r if r >= floor else None
+
+
 def release_stubs() -> dict[str, list[list[str]]]:
     """Each topic's release answer cell, untouched (its known answer "stub"): slug -> the token streams of its
     kernels. What every student is handed; release_problems measures near-copies against it."""
@@ -223,6 +236,18 @@ def contained(run: list[str], tokens: list[str]) -> float:
     return sum(b.size for b in blocks if b.size >= BLOCK) / max(len(run), 1)
 
 
+def contained_from(run: list[str], tokens: list[str], floor: float) -> float:
+    """contained(run, tokens) where it reaches `floor`, 0.0 where it cannot: the tokens the two share in any order
+    (a multiset intersection) bound every matching from above, and a pair whose bound falls short of `floor` is left
+    out without the exact matching, which is what costs."""
+    from collections import Counter
+
+    if sum((Counter(run) & Counter(tokens)).values()) / max(len(run), 1) < floor:
+        return 0.0
+    c = contained(run, tokens)
+    return c if c >= floor else 0.0
+
+
 def _lines(src: str) -> list[str]:
     """Each line as its normalised tokens (renaming and comments do not matter), short lines dropped."""
     return [" ".join(t) for t in (cuda_tokens(line) for line in src.splitlines()) if len(t) >= 4]
@@ -264,7 +289,7 @@ def transcription_problems(sources: dict[str, str], answers: dict[str, str] | No
         for where, (funcs, lines) in shipped.items():
             if where.startswith("kernels/include/"):
                 lines = []  # the wrappers: every answer calls them (their bodies are still compared above)
-            best = max(((contained(run, toks), fname) for run in runs for fname, toks in funcs.items()
+            best = max(((contained_from(run, toks, TRANSCRIBE), fname) for run in runs for fname, toks in funcs.items()
                         if len(toks) >= BLOCK), default=(0.0, ""))
             if best[0] >= TRANSCRIBE:
                 problems.append(f"{where}: function {best[1]} holds {best[0]:.0%} of what {aname} adds to its stub")
@@ -377,15 +402,21 @@ def release_problems(folder: Path) -> list[str]:
                     sources[f"{rel} cell {i}"] = cell.source
     answers = {name: cuda_kernels(src) for name, src in answers_to_hide().items()}
     stubs = release_stubs()
+    bases: dict[tuple[str, str], float] = {}
     for where, src in sources.items():
         for kname, toks in cuda_kernels(src).items():
             for aname, kernels_ in answers.items():
                 for akname, atoks in kernels_.items():
-                    r = similarity(toks, atoks)
+                    r = similarity_from(toks, atoks, NEAR_COPY)
+                    if r is None:  # under NEAR_COPY: under the bar, whatever the stub's similarity
+                        continue
                     # what the release hands every student anyway: the exercise's untouched answer cell. A capstone
                     # gives most of its kernel (the student writes one part of it), so that stub is itself close
                     # to the solution; a shipped kernel is a near-copy only if it is clearly closer than the stub.
-                    base = max((similarity(st, atoks) for st in stubs.get(aname.split("/")[0], [])), default=0.0)
+                    if (aname, akname) not in bases:
+                        bases[aname, akname] = max((similarity(st, atoks) for st in stubs.get(aname.split("/")[0], [])),
+                                                   default=0.0)
+                    base = bases[aname, akname]
                     if r >= max(NEAR_COPY, base + STUB_MARGIN):
                         problems.append(f"{where}: kernel {kname} is a near-copy ({r:.2f}) of {aname} ({akname})"
                                         + (f"; the release's stub is {base:.2f}" if base >= NEAR_COPY else ""))

@@ -12,6 +12,8 @@ the module does not count.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 import shutil
 import subprocess
@@ -19,6 +21,8 @@ import tempfile
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+
+from .paths import cache_dir
 
 
 _FUNC = re.compile(r"^\s*\.section\s+\.text\.(?P<name>[\w$]+),")
@@ -49,17 +53,33 @@ def nvdisasm() -> str:
     raise FileNotFoundError("nvdisasm not found: pip install nvidia-cuda-nvdisasm (works with no GPU)")
 
 
-@lru_cache(maxsize=256)
-def _disassemble_bytes(data: bytes) -> dict[str, tuple[Instr, ...]]:
+def _listing(data: bytes) -> str:
+    """nvdisasm's listing of a cubin, cached on disk by a hash of the cubin and of which nvdisasm (under
+    $COURSE_CACHE_DIR/sass, beside the compile cache): every process of a grading run or a test run that reads the
+    same module's SASS runs nvdisasm once between them."""
+    tool = nvdisasm()
+    st = os.stat(tool)
+    key = hashlib.sha256(data + f"\0{tool}\0{st.st_size}\0{st.st_mtime_ns}".encode()).hexdigest()
+    cached = cache_dir("sass") / f"{key}.sass"
+    if cached.exists():
+        return cached.read_text()
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(data)
         f.flush()
-        out = subprocess.run([nvdisasm(), "-c", f.name], capture_output=True, text=True, timeout=120)
+        out = subprocess.run([tool, "-c", f.name], capture_output=True, text=True, timeout=120)
     if out.returncode != 0:
         raise RuntimeError(f"nvdisasm failed: {out.stderr.strip()}")
+    tmp = cached.with_name(f".{cached.name}.{os.getpid()}.tmp")  # one per process: parallel test workers, lanes
+    tmp.write_text(out.stdout)
+    tmp.replace(cached)
+    return out.stdout
+
+
+@lru_cache(maxsize=256)
+def _disassemble_bytes(data: bytes) -> dict[str, tuple[Instr, ...]]:
     funcs: dict[str, list[Instr]] = {}
     current = None
-    for line in out.stdout.splitlines():
+    for line in _listing(data).splitlines():
         m = _FUNC.match(line)
         if m:
             current = m.group("name")

@@ -135,6 +135,7 @@ def _report(page, report: Path) -> tuple[str, int]:
     return text, drawn
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_browser_lab_self_test_formgrader_and_report(tmp_path, monkeypatch):
     sync_playwright = _playwright()

@@ -663,6 +663,7 @@ def test_clock_without_any_source_records_none(tmp_path, monkeypatch):
     assert c.source is None and mhz is None
 
 
+@pytest.mark.slow
 def test_known_answers_grade_as_expected_on_cpu():
     from autograder.known import check_known
 

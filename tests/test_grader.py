@@ -14,6 +14,7 @@ SPEC = spec.load("naive_loads")
 EX = SPEC.exercises["row_bias"]
 
 
+@pytest.mark.slow
 def test_known_answers_score_as_expected_on_cpu():
     results = check_known("naive_loads", gpu=False)
     print(table(results))

@@ -1,9 +1,10 @@
 """What an instructor meets grading a real class (`autograder grade` on CPU, `--gpus none`): re-grading one
 student, the week's CSV export, a GPU that is not there, hand-in mistakes, the seed, interrupts, trials.
 
-One class is graded once (module fixture, ~30 s on 2 cores): the cohort's `blank`, `malformed` and `tamper`, plus
-`renamed` (tamper's day-1 notebook saved by a browser as `day1_naive_loads (1).ipynb`) and `nested` (the same
-notebook in a sub-folder: an unzipped hand-in). The gradebook also knows week 2 (as after `make release`).
+One class is graded once for the whole test run (conftest.graded_class; these tests work on a copy): the cohort's
+`blank`, `malformed` and `tamper`, plus `renamed` (tamper's day-1 notebook saved by a browser as
+`day1_naive_loads (1).ipynb`), `nested` (the same notebook in a sub-folder: an unzipped hand-in) and `solution` (the
+week's solutions notebooks). The gradebook also knows week 2 (as after `make release`).
 """
 from __future__ import annotations
 
@@ -23,7 +24,6 @@ from autograder.cohort import build
 from autograder.release import ROOT
 
 WEEK = "week1"
-SEED = "918273645"
 DAY1 = "day1_naive_loads.ipynb"
 
 
@@ -46,36 +46,16 @@ def _report(grading: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def cls(tmp_path_factory):
+def cls(graded_class, tmp_path_factory):
+    """A copy of the class graded once for the test run (conftest.graded_class), which this module's tests change:
+    they re-grade a student, forget one, prune batch folders."""
     root = tmp_path_factory.mktemp("class")
-    grading = root / "grading"
-    sub = grading / "submitted"
-    build(sub, WEEK, ["blank", "malformed", "tamper"])
-    (sub / "renamed" / WEEK).mkdir(parents=True)
-    shutil.copy(sub / "tamper" / WEEK / DAY1, sub / "renamed" / WEEK / "day1_naive_loads (1).ipynb")
-    (sub / "nested" / WEEK / "course-week1").mkdir(parents=True)
-    shutil.copy(sub / "tamper" / WEEK / DAY1, sub / "nested" / WEEK / "course-week1" / DAY1)
-    # `make release` registers every week in the gradebook: week 2 is there, with no submission
-    import warnings
-
-    from nbgrader.api import Gradebook
-
-    path = os.environ["PATH"]
-    os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), path])  # nbgrader runs `alembic`
-    try:
-        with warnings.catch_warnings(), Gradebook(f"sqlite:///{grading / 'gradebook.db'}") as gb:
-            warnings.simplefilter("ignore")
-            gb.add_assignment("week2")
-    finally:
-        os.environ["PATH"] = path
-    seed_file = root / "secret_seed"
-    seed_file.write_text(SEED + "\n")
-    r = _cli(grading, "grade", WEEK, "--seed-file", str(seed_file), "--gpus", "none")
-    assert (grading / f"batch_{WEEK}.json").exists(), r.stdout[-3000:] + r.stderr[-3000:]
-    return {"grading": grading, "run": r, "seed_file": seed_file, "root": root}
+    shutil.copytree(graded_class["grading"], root / "grading")
+    return {**graded_class, "grading": root / "grading", "root": root}
 
 
 # ------------------------------------------------------------------------------------------------ 1. re-grades
+@pytest.mark.slow
 def test_regrading_one_student_keeps_everyone_else(cls):
     """A re-grade the next day of one student: every other student keeps their verdicts and status."""
     grading = cls["grading"]
@@ -102,7 +82,7 @@ def test_regrading_one_student_keeps_everyone_else(cls):
         assert after[name]["day1_naive_loads"] == before[name]["day1_naive_loads"], (name, after[name])
         assert "earlier grading run" not in after[name]["notes"]
     rec = json.loads((grading / f"batch_{WEEK}.json").read_text())
-    assert set(rec["per_student"]) == {"blank", "malformed", "tamper", "renamed", "nested"}
+    assert set(rec["per_student"]) == {"blank", "malformed", "tamper", "renamed", "nested", "solution"}
 
 
 def test_old_batch_folders_are_pruned(cls):
@@ -125,7 +105,7 @@ def test_a_second_grading_run_at_once_is_refused(cls):
 def test_the_weeks_csv_holds_that_week_only(cls):
     rows = list(csv.DictReader((cls["grading"] / f"grades_{WEEK}.csv").open()))
     assert rows and {r["assignment"] for r in rows} == {WEEK}
-    assert sorted(r["student_id"] for r in rows) == ["blank", "malformed", "nested", "renamed", "tamper"]
+    assert sorted(r["student_id"] for r in rows) == ["blank", "malformed", "nested", "renamed", "solution", "tamper"]
 
 
 # ----------------------------------------------------------------------------------------------- 3. CPU, on purpose
@@ -191,10 +171,11 @@ def test_the_batch_record_says_where_the_seed_came_from_never_the_seed(cls):
     text = (cls["grading"] / f"batch_{WEEK}.json").read_text()
     rec = json.loads(text)
     assert rec["runs"][0]["seed_source"] == f"--seed-file {cls['seed_file']}"
-    assert SEED not in text
+    assert cls["seed"] not in text
 
 
 # ----------------------------------------------------------------------------------------------- 7. interrupts
+@pytest.mark.slow
 def test_an_interrupt_stops_the_children_and_says_what_to_run(tmp_path):
     grading = tmp_path / "grading"
     build(grading / "submitted", WEEK, ["blank"])

@@ -536,6 +536,7 @@ def test_stub_and_torch_call_answers():
     assert not path_evidence(compile_cuda(cheat.value, name=ex.answer_var), ex.kernel, ex.parts["path"].require).ok
 
 
+@pytest.mark.slow
 def test_known_answers_score_as_expected_on_cpu():
     nb = ROOT / "solutions" / "week1" / "day3_ldgsts.ipynb"
     if not nb.exists():

@@ -337,6 +337,7 @@ def test_known_answer_sass_differs_where_they_say():
     assert "0b0001" in wm and "cluster_mask_all" not in wm.split("extern", 1)[1].split("tma_load_2d_multicast")[1]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_known_answers_score_as_expected_without_a_gpu():
     from autograder.known import check_known, table

@@ -725,6 +725,7 @@ def test_notebook_solution_is_correct_cu():
     assert kernel == correct[correct.index("#include"):].strip()
 
 
+@pytest.mark.slow
 def test_known_answers_score_as_expected_on_cpu():
     if not NOTEBOOK.exists():
         pytest.skip("the solutions notebook is not there yet")
@@ -770,6 +771,7 @@ def test_bench_claims():
     assert any("hand-over" in c for c in bench.claims(slow_prim, CEILS))
 
 
+@pytest.mark.slow
 def test_bench_plot_and_cpu_mode(tmp_path):
     rows = _fake_rows()
     for r in rows:
@@ -1054,6 +1056,7 @@ def _measurement_verdicts(res) -> list[str]:
             and "of the copy ceiling" not in f and "clears the bar" not in f and "make the solution faster" not in f]
 
 
+@pytest.mark.slow
 def test_bench_run_plumbing_with_fakes(tmp_path, monkeypatch):
     """bench.run end to end on CPU with the fakes of _fake_gpu: every key, the fit, the record and the plot are
     exercised here, not first on the H100."""
@@ -1079,6 +1082,7 @@ def test_bench_run_plumbing_with_fakes(tmp_path, monkeypatch):
     assert (tmp_path / SLUG / "pipeline_vs_model.png").stat().st_size > 1000
 
 
+@pytest.mark.slow
 def test_bench_records_first_and_reports_failures_after(tmp_path, monkeypatch):
     """A known-bad answer that passes every check (what happened to missing_wait on the H100) must not cost the
     recording: run() times and writes everything, then returns ok=False naming the check."""

@@ -73,6 +73,7 @@ def test_a_handed_back_student_avoids_the_lane_it_failed_on():
     assert q.take(b) is None
 
 
+@pytest.mark.slow
 def test_the_batch_finishes_and_names_who_to_retry(batch):
     r = batch["run"]
     assert r.returncode == 2, r.stdout[-3000:] + r.stderr[-3000:]

@@ -27,6 +27,7 @@ def test_solutions_are_committed_without_outputs():
         assert not with_out, f"{path.name}: cells {with_out} have outputs"
 
 
+@pytest.mark.slow
 def test_weeks_is_the_current_release(tmp_path):
     env = dict(os.environ, COURSE_GRADING_DIR=str(tmp_path / "grading"))
     for week in weeks():
@@ -51,6 +52,7 @@ def student_releases(tmp_path_factory):
     return {week: student_release(week, base / f"course-{week}", archive=False) for week in weeks()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", SOLUTIONS, ids=[p.name for p in SOLUTIONS])
 def test_solution_notebook_runs_top_to_bottom_in_cpu_mode(path, student_releases):
     """The student's notebook, run where a student runs it — inside the student release, which lacks every
@@ -74,32 +76,16 @@ def test_solution_notebook_runs_top_to_bottom_in_cpu_mode(path, student_releases
     assert "CPU mode" in text or "sm_90" in text
 
 
-def test_nbgrader_autograde_round_trip_on_cpu(tmp_path):
+@pytest.mark.slow
+def test_nbgrader_autograde_round_trip_on_cpu(graded_class):
     """The solution earns every CPU-gradable point (SASS path, quiz); the blank release earns 0; a tampered
     notebook earns only what its kernel is worth and is flagged; a malformed notebook is reported and graded 0
-    while the rest of the batch is graded."""
+    while the rest of the batch is graded. (The class of conftest.graded_class, graded by `autograder grade`.)"""
     import json
 
     from nbgrader.api import Gradebook
 
-    grading = tmp_path / "grading"
-    week = "week1"
-    for student, src in (("solution", ROOT / "solutions" / week), ("blank", ROOT / "weeks" / week)):
-        d = grading / "submitted" / student / week
-        d.mkdir(parents=True)
-        for nb in src.glob("*.ipynb"):
-            (d / nb.name).write_bytes(nb.read_bytes())
-    d = grading / "submitted" / "tamper" / week
-    d.mkdir(parents=True)
-    from autograder.cohort import tampered_day1
-
-    nbformat.write(tampered_day1(week), str(d / "day1_naive_loads.ipynb"))
-    d = grading / "submitted" / "malformed" / week
-    d.mkdir(parents=True)
-    (d / "day1_naive_loads.ipynb").write_text('{"cells": [ this is not json')
-    env = dict(os.environ, COURSE_GRADING_DIR=str(grading), PYTHONPATH=str(ROOT), COURSE_FORCE_CPU="1")
-    r = subprocess.run([sys.executable, "-m", "autograder.cli", "grade", week, "--seed", "7"], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=1500)
+    grading, week, r = graded_class["grading"], graded_class["week"], graded_class["run"]
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "malformed" in r.stdout
     from autograder.spec import all_specs
@@ -128,6 +114,7 @@ def test_nbgrader_autograde_round_trip_on_cpu(tmp_path):
     assert "HIDDEN TESTS" not in html and 'QUIZ["q1"] ==' not in html
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (ROOT / "solutions" / "week2").is_dir(), reason="week 2 has no notebooks yet")
 def test_nbgrader_autograde_round_trip_week2_on_cpu(tmp_path):
     """Week 2 through nbgrader: the solutions earn every CPU-gradable point (SASS path, quiz), the blank release 0."""

@@ -111,6 +111,7 @@ def test_dry_run_prints_the_array_script(tmp_path):
     assert not (tmp_path / "grading" / "slurm").exists(), "a dry run writes nothing"
 
 
+@pytest.mark.slow
 def test_slurm_array_cancel_one_task_collect_resubmit(slurm, tmp_path):
     from autograder.cohort import build
 
@@ -178,6 +179,7 @@ FAKE = {
 }
 
 
+@pytest.mark.slow
 def test_ids_with_spaces_quotes_and_accents_queue_and_provenance(tmp_path):
     """No Slurm needed: sbatch, squeue, sacct and scontrol are stand-ins; the array's tasks are run here, by the
     script sbatch was handed. Ids with a space, a quote and non-ASCII letters are graded as themselves; a student

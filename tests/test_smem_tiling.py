@@ -617,6 +617,7 @@ def test_notebook_solution_is_the_correct_known_answer():
     assert all(not c.get("outputs") for c in nb["cells"] if c["cell_type"] == "code")
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_known_answers_score_as_expected_on_this_machine():
     # The whole grading path (answer cell -> harness process -> score) for every known answer; on CPU only path,

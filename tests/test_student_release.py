@@ -127,6 +127,7 @@ def _errors(nb) -> list[tuple[int, str, list[str]]]:
             if o.get("output_type") == "error"]
 
 
+@pytest.mark.slow
 def test_a_blank_notebook_run_top_to_bottom_says_not_attempted_in_one_line_per_cell(releases):
     """A student who runs a fresh notebook top to bottom (no GPU, nothing answered) sees one "not attempted" line
     for the answer cell and each quiz question — no traceback, no NameError — and nothing else fails."""

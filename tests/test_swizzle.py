@@ -475,6 +475,7 @@ def test_topic_declares_what_the_scaffold_needs():
 # ------------------------------------------------------------------------------------------------ the notebook
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_known_answers_score_as_expected_without_a_gpu():
     from autograder.known import check_known, table

@@ -487,6 +487,7 @@ def test_everything_bit_exact_on_gpu():
 # ------------------------------------------------------------------------------------------------ the notebook
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_known_answers_score_as_expected_without_a_gpu():
     # The whole grading path (answer cell -> harness process -> score) for every known answer, GPU parts off: path,

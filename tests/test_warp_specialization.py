@@ -446,6 +446,7 @@ def test_the_notebook_has_two_solution_regions():
     assert all(c.get("id") for c in nb["cells"])
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_known_answers_score_as_expected_without_a_gpu():
     from autograder.known import check_known, table
