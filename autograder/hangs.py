@@ -32,8 +32,6 @@ import argparse
 import json
 import os
 import re
-import shutil
-import signal
 import struct
 import subprocess
 import sys
@@ -41,6 +39,8 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from .harness import _kill_group
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE_SYMBOL = "course_barrier_trace"
@@ -500,10 +500,7 @@ def _spawn(cmd: list[str], timeout_s: float) -> dict:
             rc = p.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             timed_out = True
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            _kill_group(p)  # the grader's: the whole process group, whatever the child forked
             rc = p.wait()
         wall = time.perf_counter() - t0
         log.seek(0)
@@ -597,12 +594,9 @@ def explain(target: str, *, exercise: str | None = None, shapes=None, bound_s: f
 # ------------------------------------------------------------------------------------------- compute-sanitizer
 def sanitizer_binary() -> str | None:
     """compute-sanitizer: $COMPUTE_SANITIZER, PATH, the CUDA toolkit's bin/."""
-    toolkits = sorted(Path("/usr/local").glob("cuda-*/bin/compute-sanitizer"))
-    for cand in (os.environ.get("COMPUTE_SANITIZER"), shutil.which("compute-sanitizer"),
-                 "/usr/local/cuda/bin/compute-sanitizer", *toolkits):
-        if cand and Path(cand).is_file():
-            return str(cand)
-    return None
+    from kernels.paths import cuda_tool
+
+    return cuda_tool("compute-sanitizer", env="COMPUTE_SANITIZER")
 
 
 _SAN_LINE = re.compile(r"^=========(?P<indent>\s+)(?P<body>.*?)\s*$")

@@ -22,7 +22,6 @@ from __future__ import annotations
 import csv
 import io
 import os
-import shutil
 import signal
 import subprocess
 from dataclasses import dataclass, field
@@ -55,11 +54,9 @@ class ProfilerUnavailable(ProfileError):
 
 @lru_cache(maxsize=1)
 def find_ncu() -> str | None:
-    cand = os.environ.get("COURSE_NCU") or shutil.which("ncu")
-    for c in (cand, "/usr/local/cuda/bin/ncu"):
-        if c and Path(c).exists():
-            return str(c)
-    return None
+    from .paths import cuda_tool
+
+    return cuda_tool("ncu", env="COURSE_NCU")
 
 
 def available() -> tuple[bool, str]:

@@ -14,3 +14,20 @@ def cache_dir(kind: str) -> Path:
     path = base / kind
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def cuda_tool(name: str, env: str | None = None) -> str | None:
+    """A CUDA toolkit program (nvdisasm, cuobjdump, ncu, compute-sanitizer): $env if set, then cuda.pathfinder (the
+    pip wheels and CUDA_HOME), PATH, /usr/local/cuda/bin and any /usr/local/cuda-*/bin. None if none has it."""
+    import shutil
+
+    cands = [os.environ.get(env) if env else None]
+    try:
+        import cuda.pathfinder as pf
+
+        cands.append(pf.find_nvidia_binary_utility(name))
+    except Exception:  # noqa: BLE001 - not installed, or a name it does not know: the other places remain
+        pass
+    cands += [shutil.which(name), f"/usr/local/cuda/bin/{name}",
+              *sorted(str(p) for p in Path("/usr/local").glob(f"cuda-*/bin/{name}"))]
+    return next((str(c) for c in cands if c and Path(c).is_file()), None)

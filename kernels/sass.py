@@ -15,12 +15,10 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
 
 from .paths import cache_dir
 
@@ -39,17 +37,11 @@ class Instr:
 
 @lru_cache(maxsize=1)
 def nvdisasm() -> str:
-    try:
-        import cuda.pathfinder as pf
+    from .paths import cuda_tool
 
-        found = pf.find_nvidia_binary_utility("nvdisasm")
-        if found:
-            return str(found)
-    except Exception:  # noqa: BLE001 - fall back to PATH and the toolkit
-        pass
-    for cand in (shutil.which("nvdisasm"), "/usr/local/cuda/bin/nvdisasm"):
-        if cand and Path(cand).exists():
-            return cand
+    found = cuda_tool("nvdisasm")
+    if found:
+        return found
     raise FileNotFoundError("nvdisasm not found: pip install nvidia-cuda-nvdisasm (works with no GPU)")
 
 

@@ -186,3 +186,20 @@ def test_the_readme_map_names_every_folder_and_its_machinery_exists():
             importlib.import_module(name)
         except ModuleNotFoundError:
             assert hasattr(importlib.import_module(mod), attr), f"README names {name}, which does not exist"
+
+
+def test_one_finder_for_the_cuda_tools(tmp_path, monkeypatch):
+    """kernels.paths.cuda_tool is the one place that looks for nvdisasm, cuobjdump, ncu and compute-sanitizer: an
+    environment variable that names a file wins; one that names nothing is passed over; a tool found nowhere is None."""
+    from kernels.paths import cuda_tool
+
+    exe = tmp_path / "compute-sanitizer"
+    exe.write_text("#!/bin/sh\n")
+    monkeypatch.setenv("COMPUTE_SANITIZER", str(exe))
+    assert cuda_tool("compute-sanitizer", env="COMPUTE_SANITIZER") == str(exe)
+    monkeypatch.setenv("COMPUTE_SANITIZER", str(tmp_path / "missing"))
+    assert cuda_tool("compute-sanitizer", env="COMPUTE_SANITIZER") != str(tmp_path / "missing")
+    assert cuda_tool("no-such-course-tool") is None
+    for path in ("kernels/sass.py", "kernels/ncu.py", "kernels/pipeline/model.py", "autograder/hangs.py"):
+        text = (ROOT / path).read_text()
+        assert "cuda_tool(" in text and "/usr/local/cuda/bin/" not in text, path

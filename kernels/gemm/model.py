@@ -660,19 +660,16 @@ def staging_bank_ways(swizzle: bool = True) -> int:
     """Bank-conflict ways of one warp's bf16x2 store of the accumulator into a staging piece with 128-byte rows (64
     bf16): lane l of warp w holds row 16 w + l / 4 (and 8 rows lower), cols 8 j + 2 (l % 4) — 16-byte chunk j, byte
     4 (l % 4) in it. With the 128B swizzle chunk j of row r sits at chunk j ^ (r % 8) (kernels/swizzle/model.py
-    swizzle_offset); without, at chunk j. The worst chunk's count of distinct 4-byte words in one bank."""
+    swizzle_offset); without, at chunk j. The worst chunk's wavefronts (day 2's kernels.smem_tiling.model.wavefronts:
+    a 4-byte access is one phase, so its wavefronts are the most distinct words asked of one bank)."""
+    from ..smem_tiling.model import wavefronts
     from ..swizzle.model import swizzle_offset
 
-    ways = 0
-    banks = H100.smem_banks
-    for j in range(8):
-        words: dict[int, set] = {}
-        for lane in range(32):
-            off = (lane // 4) * 128 + 16 * j + 4 * (lane % 4)
-            off = swizzle_offset(off, "128B") if swizzle else off
-            words.setdefault((off // H100.bank_bytes) % banks, set()).add(off // H100.bank_bytes)
-        ways = max(ways, max(len(w) for w in words.values()))
-    return ways
+    def lane_offset(j: int, lane: int) -> int:
+        off = (lane // 4) * 128 + 16 * j + 4 * (lane % 4)
+        return swizzle_offset(off, "128B") if swizzle else off
+
+    return max(wavefronts([lane_offset(j, lane) for lane in range(32)], 4) for j in range(8))
 
 
 def _staging_ns(tile=(128, 256), swizzle: bool = True) -> float:

@@ -72,12 +72,10 @@ Assumptions (say so when a measurement disagrees):
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from math import ceil, log2, sqrt
-from pathlib import Path
 
 from ..sim import H100, PipelineResult, simulate_pipeline
 
@@ -237,18 +235,9 @@ def stream_rows() -> list[dict]:
 
 # -------------------------------------------------------------------------------------- resources and occupancy
 def _cuobjdump() -> str | None:
-    try:
-        import cuda.pathfinder as pf
+    from ..paths import cuda_tool
 
-        found = pf.find_nvidia_binary_utility("cuobjdump")
-        if found:
-            return str(found)
-    except Exception:  # noqa: BLE001
-        pass
-    for cand in (shutil.which("cuobjdump"), "/usr/local/cuda/bin/cuobjdump"):
-        if cand and Path(cand).exists():
-            return cand
-    return None
+    return cuda_tool("cuobjdump")
 
 
 @lru_cache(maxsize=64)
