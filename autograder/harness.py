@@ -465,7 +465,7 @@ def _timed(ex, wl, cubin, seed: int, ceilings, facts: dict) -> dict:
     facts["path"]["timed"] = the counts per counted launch, or why there are none."""
     from kernels import rangeprof
 
-    wanted = {r.bytes[0] for r in rangeprof.counted_rules(ex.parts["path"].executed)}
+    wanted = {r.bytes[0] for r in rangeprof.counted_rules(ex.parts["path"])}
     path = facts.setdefault("path", {})
     if not wanted:
         return time_exercise(ex, wl, cubin, seed, "student", ceilings)

@@ -261,7 +261,7 @@ def timed_check(pp, timed: dict | None, partial: bool) -> tuple[bool, str, str |
         return True, f"  (the timing loop's launches were not counted: {why})", f"timed-path-not-measured: {why}"
     per_launch, den = timed.get("per_launch") or {}, timed.get("den") or {}
     lines, held = [], True
-    for rule in counted_rules(pp.executed):
+    for rule in counted_rules(pp):
         q = rule.bytes[0]
         if q not in per_launch:  # left out of the one pass (timed["skipped"] says why)
             continue

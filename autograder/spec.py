@@ -104,6 +104,9 @@ class Part:
     runs: int = 1  # correctness: how many fresh-input runs per shape
     executed: tuple[Rule, ...] = ()  # path: rules on what one launch executed (measured on the GPU)
     partial_points: float = 0.0  # path: points when every rule holds only at its partial bound
+    # path: the quantity whose counter the counted launches of the timing loop read (kernels.rangeprof.counted_rules:
+    # one fits a pass); None = the first of kernels.rangeprof.TIMED's order that an `at_least` rule names
+    counted: str | None = None
     # throughput: the bar is a fraction of the trusted baseline measured in the same run — the D2D copy ceiling
     # (copy_fraction, TB/s exercises) or the vendor library on the exercise's own inputs at its bench shape
     # (vendor_fraction, TFLOPS exercises: the workload's `vendor`) — calibrated per GPU kind (`calibration`).
@@ -295,6 +298,21 @@ def _throughput(p: dict, pname: str, where: str) -> dict:
             "calibration": tuple(cals), "requires_path": bool(p.get("throughput_requires_path", False))}
 
 
+def _counted(p: dict, where: str) -> str | None:
+    """The path part's `counted` quantity: one that an `at_least` byte rule of the part names and a counter beside
+    the timing can measure (kernels.rangeprof.TIMED)."""
+    from kernels.rangeprof import TIMED
+
+    q = p.get("counted")
+    if q is None:
+        return None
+    named = {b for r in p.get("executed", ()) if r.get("at_least") is not None for b in r.get("bytes", ())}
+    if q not in TIMED or q not in named:
+        raise SpecError(f"{where}: counted = {q!r} must be one of {sorted(TIMED)} that an `at_least` rule of "
+                        f"`executed` names ({sorted(named) or 'none'})")
+    return q
+
+
 def parse(data: dict, path: Path = Path("<spec>")) -> Spec:
     slug = _need(data, "slug", str(path))
     exercises = {}
@@ -309,7 +327,8 @@ def parse(data: dict, path: Path = Path("<spec>")) -> Spec:
                 name=pname, grade_id=_need(p, "grade_id", f"{where}.{pname}"), points=float(_need(p, "points", where)),
                 require=tuple(p.get("require", ())), forbid=tuple(p.get("forbid", ())), runs=int(p.get("runs", 1)),
                 executed=tuple(_rule(r, f"{where}.{pname}.executed") for r in p.get("executed", ())),
-                partial_points=float(p.get("partial_points", 0.0)), **_throughput(p, pname, f"{where}.{pname}"))
+                partial_points=float(p.get("partial_points", 0.0)), counted=_counted(p, f"{where}.{pname}"),
+                **_throughput(p, pname, f"{where}.{pname}"))
         metric = _need(e, "metric", where)
         if metric not in ("tbps", "tflops"):
             raise SpecError(f"{where}: metric must be 'tbps' or 'tflops', not {metric!r}")

@@ -30,21 +30,27 @@ from .ncu import METRICS
 
 MAX_RANGES = 512
 # The quantities of the spec's path rules (kernels.ncu.METRICS) that a hardware counter measures in one pass beside
-# the timed loop: quantity -> (counter, bytes per count, what it is). The TMA unit's loaded bytes are exact; cp.async
+# the timed loop: quantity -> (counter, bytes per count, what it is). The TMA unit's loaded and stored bytes are exact
+# (but not both in one pass: an exercise's counted launches hold one of them, counted_rules); cp.async
 # has no byte counter that fits, so its executed instructions x 512 B (32 threads x 16 B) bound the bytes it can move.
 TIMED = {
     "tma_load": (METRICS["tma_load"][0], 1.0, "bytes the TMA unit loaded"),
+    "tma_store": (METRICS["tma_store"][0], 1.0, "bytes the TMA unit stored"),
     "ldgsts": ("smsp__inst_executed_op_ldgsts.sum", 512.0,
                "LDGSTS executed x 512 B: the most 32 threads x 16 B can copy"),
 }
 
 
-def counted_rules(rules) -> list:
-    """The path rules a timed range can hold a launch to: `at_least` on one quantity in TIMED, per the bytes the
-    workload must read or write (the profiled launch alone answers instruction rules, "at most" rules and shares of
-    every byte loaded)."""
-    return [r for r in rules if not r.opcode and r.at_least is not None and len(r.bytes) == 1
-            and r.bytes[0] in TIMED and r.per in ("read", "written")]
+def counted_rules(pp) -> list:
+    """The path rules a timed range holds each counted launch to: `at_least` on one quantity in TIMED, per the bytes
+    the workload must read or write, for ONE quantity — the spec's `counted` (the path part's, e.g. the TMA stores of
+    an epilogue exercise) or else the first of TIMED's order that a rule names. One, because the counters of two
+    quantities do not fit one pass together (TMA loads and TMA stores, measured on an H100). The profiled launch alone
+    answers instruction rules, "at most" rules, shares of every byte loaded and the other quantities' rules."""
+    rules = [r for r in pp.executed if not r.opcode and r.at_least is not None and len(r.bytes) == 1
+             and r.bytes[0] in TIMED and r.per in ("read", "written")]
+    want = getattr(pp, "counted", None) or next((q for q in TIMED if any(r.bytes[0] == q for r in rules)), None)
+    return [r for r in rules if r.bytes[0] == want]
 
 
 def timed_counters(quantities) -> "RangeCounters":

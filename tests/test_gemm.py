@@ -211,9 +211,10 @@ def _exercise_cubin(name):
 def test_known_answers_are_what_they_claim():
     names = {ka.name for ka in known_answers(SLUG)}
     assert names == {"correct", "solution", "plain_stores", "missing_proxy_fence", "no_read_wait", "wrong_box_origin",
-                     "unswizzled_staging", "serial_epilogue", "one_stage", "torch_matmul", "stub", "dead_branch"}
+                     "unswizzled_staging", "serial_epilogue", "one_stage", "torch_matmul", "stub", "dead_branch",
+                     "watched_only"}
     kernels = ("correct", "plain_stores", "missing_proxy_fence", "no_read_wait", "wrong_box_origin",
-               "unswizzled_staging", "serial_epilogue", "one_stage", "dead_branch")
+               "unswizzled_staging", "serial_epilogue", "one_stage", "dead_branch", "watched_only")
     ops = {n: _ops(_exercise_cubin(n), "gemm_epilogue") for n in kernels}
     for n, o in ops.items():  # the given mainloop in every one of them, and no spill
         assert _n(o, "UTMALDG") == 3 and _n(o, "HGMMA.64x256x16") >= 4 and _n(o, "LDG") == 0, n
@@ -223,6 +224,9 @@ def test_known_answers_are_what_they_claim():
     assert _n(ops["plain_stores"], "UTMASTG") == 0 and _n(ops["plain_stores"], "STG") >= 64
     # dead_branch: C written by generic stores — the static rule cannot see them (no STG), the byte rules can
     assert _n(ops["dead_branch"], "ST.E") >= 64 and _n(ops["correct"], "ST") == 0
+    # watched_only: the same generic stores, chosen per block from a counter kept across launches (one atomic per
+    # block); its SASS passes the static rule like dead_branch's — the counted launches' TMA-store bytes do not
+    assert _n(ops["watched_only"], "ST.E") >= 64 and _n(ops["watched_only"], "ATOMG") == 1
     # the solution writes the staging with 64 STS (4 pieces x 8 chunks x 2 rows) under 8 named barriers, each piece
     # fenced for the async proxy; without the fence only fence_barrier_init's remains
     assert _n(ops["correct"], "STS") == 64 and _n(ops["correct"], "BAR.SYNC") == 9

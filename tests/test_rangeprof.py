@@ -111,3 +111,42 @@ def test_timed_counters_and_bytes_per_launch_follow_TIMED():
     rc.values = {q: [float(random.randint(0, 10**6)) for _ in range(random.randint(1, 9))] for q in rc.quantities}
     got = rangeprof.bytes_per_launch(rc)
     assert got == {q: [v * rangeprof.TIMED[q][1] for v in vals] for q, vals in rc.values.items()}
+
+
+def test_the_counted_launches_hold_the_mechanism_each_spec_names():
+    """Each exercise's counted launches hold the `at least` byte rules of one quantity a counter beside the timing can
+    measure: the spec's `counted` (the day-4 epilogue: its TMA stores, so an epilogue that stores by TMA only while
+    watched — known answer gemm.watched_only — is caught) or the first of TIMED's order its rules name."""
+    from autograder.spec import all_specs, load
+
+    for spec in all_specs():
+        for name, ex in spec.exercises.items():
+            pp = ex.parts["path"]
+            eligible = [r for r in pp.executed if not r.opcode and r.at_least is not None
+                        and tuple(r.bytes) in (("tma_load",), ("tma_store",), ("ldgsts",)) and r.per in ("read", "written")]
+            counted = rangeprof.counted_rules(pp)
+            assert len({r.bytes[0] for r in counted}) == (1 if eligible else 0), (spec.slug, name)
+            want = pp.counted or next(q for q in rangeprof.TIMED if any(r.bytes[0] == q for r in eligible)) \
+                if eligible else None
+            assert counted == [r for r in eligible if r.bytes[0] == want], (spec.slug, name)
+    gemm = load("gemm").exercises["gemm_epilogue"].parts["path"]
+    assert [r.what for r in rangeprof.counted_rules(gemm)] == ["C bytes stored by TMA (UTMASTG), of the bytes C holds"]
+    tma = load("tma").exercises["tma_add"].parts["path"]  # loads and stores by TMA, no `counted`: the loads
+    assert {r.bytes[0] for r in rangeprof.counted_rules(tma)} == {"tma_load"}
+
+
+def test_a_spec_cannot_count_what_no_rule_or_counter_names():
+    """`counted` must name a quantity a counter beside the timing measures and an `at_least` rule of the part uses."""
+    import tomllib
+
+    from autograder.spec import SPECS, SpecError, parse
+
+    data = tomllib.loads((SPECS / "gemm.toml").read_text())
+    path = data["exercises"]["gemm_epilogue"]["path"]
+    for bad in ("global_store", "ldgsts", "nonsense"):
+        path["counted"] = bad
+        with pytest.raises(SpecError, match="counted"):
+            parse(data)
+    path["counted"] = "tma_load"
+    assert {r.bytes[0] for r in rangeprof.counted_rules(parse(data).exercises["gemm_epilogue"].parts["path"])} \
+        == {"tma_load"}
