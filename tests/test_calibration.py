@@ -76,7 +76,8 @@ def test_every_calibration_in_the_specs_is_what_calibrate_computes_from_that_gpu
     for spec in all_specs():
         for tag, doc in record.load_all(spec.slug).items():
             margins = doc.get("exercise_margins") or {}
-            stale = [n for n in spec.exercises if margins and n not in margins]  # the record predates the exercise
+            # the record predates the exercise: its run kept margins (maybe of a former exercise), none of this one
+            stale = [n for n in spec.exercises if "exercise_margins" in doc and n not in margins]
             for ex_name in stale:
                 assert spec.exercises[ex_name].parts["throughput"].calibration_for(tag) is None, (spec.slug, tag)
             if stale and len(stale) == len(spec.exercises):
@@ -93,6 +94,7 @@ def test_every_calibration_in_the_specs_is_what_calibrate_computes_from_that_gpu
 def test_a_vendor_bar_names_its_baseline_and_reads_it_from_an_older_record():
     """A TFLOPS exercise's baseline is the vendor library on the exercise's inputs (the workload's `vendor`); a record
     written before the baseline was kept beside the margins is read from the vendor's row of the same run."""
+    checked = []
     for spec in all_specs():
         for ex in spec.exercises.values():
             if ex.parts["throughput"].baseline_kind != "vendor":
@@ -100,6 +102,10 @@ def test_a_vendor_bar_names_its_baseline_and_reads_it_from_an_older_record():
             wl = ex.workload()
             assert callable(wl.vendor) and " on the exercise's inputs" in wl.VENDOR, spec.slug
             doc = copy.deepcopy(record.load(spec.slug, "h100"))
+            if ex.name not in doc["exercise_margins"]:  # the H100 record predates the exercise: not recorded yet
+                assert ex.parts["throughput"].calibration_for("h100") is None, spec.slug
+                continue
+            checked.append(ex.name)
             measured = doc["exercise_margins"][ex.name].pop("baseline", None)  # as a record written before it
             assert measured is None or measured["what"] == wl.VENDOR, spec.slug
             value, where = calibration.baseline_of(ex, doc)
@@ -113,6 +119,7 @@ def test_a_vendor_bar_names_its_baseline_and_reads_it_from_an_older_record():
             del fresh["exercise_margins"][ex.name]["baseline"]
             with pytest.raises(calibration.CalibrationError, match="no vendor baseline"):
                 calibration.baseline_of(ex, fresh)
+    assert checked  # at least one vendor exercise has an H100 record to read
 
 
 def test_calibrate_writes_one_table_per_gpu_and_keeps_every_other_line(tmp_path, monkeypatch):

@@ -87,6 +87,14 @@ def counted_launches(slugs=("ldgsts", "pipeline", "tma", "gemm")):
         print(f"  {'ok ' if good else 'BAD'} {slug:<9} unprofiled {plain['ms']:.4f} ms  timed beside ranges "
               f"{mixed['ms']:.4f} ms ({drift:+.1%})  counted launches {mixed['counted_ms']:.4f} ms  "
               f"{q} >= {min(per):,.0f} B in each of {len(per)}")
+    # Why an exercise's counted launches hold one quantity (kernels.rangeprof.counted_rules): what one pass keeps of
+    # the TMA unit's load and store counters asked for together.
+    both = rangeprof.RangeCounters({q: (rangeprof.TIMED[q][0],) for q in ("tma_load", "tma_store")})
+    with both:
+        pass
+    rows["tma_load+tma_store"] = {"kept": sorted(both.quantities), "skipped": both.skipped}
+    print(f"  one pass, TMA load and store counters asked together: kept {sorted(both.quantities)}, "
+          f"left out {both.skipped}")
     return {"ok": ok, "rows": rows}
 
 

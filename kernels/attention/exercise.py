@@ -1,9 +1,12 @@
-"""Week 2, day 5's graded exercise: attn_kv — the K/V pipeline of an attention forward (TMA ring + WGMMA).
+"""Week 2, day 5's graded exercise: attn_kv — the K and V pipelines of an attention forward (TMA rings + WGMMA).
 
 The workload half of the exercise (inputs, reference, the fixed launch contract, FLOPs): the grader and the notebook
-share it. The student writes the K/V pipeline of a given kernel — the producer loop (wait empty[s], expect_tx on
-full[s], TMA loads of the K and V slices) and the consumers' hand-over (wait full[s] with the use's parity, consume,
-release empty[s]); the harness builds the tensor maps and launches it with the contract below.
+share it. K and V travel in rings of their own, each stage with its own full (bytes landed) and empty (consumers
+done) barrier, FlashAttention-3's way. The student writes the producer (K one tile ahead of V; each ring's empty wait
+with that ring's use count and parity; expect_tx of one tile on that ring's full barrier; the TMA boxes) and the
+consumers' hand-over around three given pieces — wait k_full, QK^T, wgmma_wait, release K (before the softmax), the
+softmax, wait v_full, PV, wgmma_wait, release V; the harness builds the tensor maps and launches it with the contract
+below.
 
 Launch contract
 ---------------
@@ -18,8 +21,9 @@ Launch contract
 - the maps describe the 2-D (B*H*S, 128) view (row bh * S + s = query / key s of head bh), 128B swizzle, zero fill:
   q_map box (64, 64) — a warpgroup's 64 queries x one 64-column slice; k_map and v_map box (128, 64).
 - block = 384 threads (warpgroup 0 produces, 1 and 2 consume); grid = (ceil(S / 128), B * H).
-- dynamic shared memory = SMEM_BYTES (225 KiB: Q 32 KiB + up to 3 stages of K and V, 64 KiB each, + 1 KiB to align
-  the base to 1024 bytes for the 128B swizzle).
+- dynamic shared memory = SMEM_BYTES (231424 B = 226 KiB): 1 KiB to align the base to 1024 bytes for the 128B
+  swizzle + Q 32 KiB + (K_STAGES + V_STAGES) tiles of 32 KiB (one K or V tile of 128 keys x 128 x 2 B each): at most
+  MAX_TILES = 6 tiles in both rings together (the course solution: K_STAGES 3 + V_STAGES 2 = 5, 193 KiB).
 - causal: 0 or 1 (a query attends to keys <= itself). Scale 1 / sqrt(128).
 - q, k, v pointers: the same tensors, so that a plain-load kernel can be written against the same contract.
 The path part requires UTMALDG and HGMMA in attn_kv (static hint); on the GPU, the bytes the kernel must read (Q, K, V)
@@ -41,7 +45,10 @@ BLOCK = 384
 BM = 128
 Q_BOX, KV_BOX = (64, 64), (128, 64)
 SMEM_BYTES = 225 * 1024 + 1024       # 231424 <= 227 KiB (232448), the opt-in maximum per block
-MAX_STAGES = 3                        # what SMEM_BYTES holds: 32 KiB + 3 x 64 KiB + 1 KiB
+Q_BYTES = BM * D * 2                  # 32 KiB: the block's 128 queries
+TILE_BYTES = 128 * D * 2              # 32 KiB: one K or one V tile of 128 keys = one stage of its ring
+ALIGN_SLACK = 1024                    # the base rounded up to 1024 B (128B swizzle)
+MAX_TILES = (SMEM_BYTES - ALIGN_SLACK - Q_BYTES) // TILE_BYTES  # 6: K_STAGES + V_STAGES at most
 # bf16 output, bf16 P in the second GEMM, fp32 everything else: ||out - ref|| / ||ref|| stays near 4e-3.
 CHECK = {"rtol": 1e-2}
 ELEMENT_BYTES = 2

@@ -15,6 +15,11 @@ attention.cu packs `pa[kk][q] = pack_bf16(sacc[8 kk + 2 q], sacc[8 kk + 2 q + 1]
 lines from the .cu file, and `layout_mismatches` checks, element by element, that the thread holding S[r, c] in d[..]
 is the thread that must present P[r, c] in a[..], and that the kernel's packing takes exactly that d register. No
 element crosses a thread: no shuffle, no shared-memory round trip.
+
+The exercise's two rings in one table (`ring_schedule`, `ring_table`): tile j's K is use j // K_STAGES of K stage
+j % K_STAGES and its V use j // V_STAGES of V stage j % V_STAGES; a consumer waits a full barrier with the use's
+parity n & 1, the producer waits an empty barrier with the previous use's, (n & 1) ^ 1 (use 0: parity 1, the phase
+"before" the first, complete: no wait). With depths 3 and 2 the two rings' parities part at tile 2.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import re
 from pathlib import Path
 
 __all__ = ["accumulator_layout", "a_fragment_layout", "kernel_packing", "p_source_registers", "layout_mismatches",
-           "plot_s_to_p_fragment"]
+           "plot_s_to_p_fragment", "ring_schedule", "ring_table"]
 
 WARPGROUP_THREADS = 128
 K_STEP = 16                     # keys per PV k-step (the wgmma K of bf16)
@@ -153,3 +158,41 @@ def plot_s_to_p_fragment(warp: int = 0, cols: int = 32, packing: dict | None = N
     fig.suptitle(f"Same thread for every element: {total - bad} of {total} elements of P (whole warpgroup, columns "
                  f"0-{cols - 1}) sit in the thread and register that held S there — no shuffle, no shared memory")
     return fig
+
+
+# ------------------------------------------------------------------------------------- the exercise's two rings
+def ring_schedule(n_tiles: int, k_stages: int = 3, v_stages: int = 2, k_ahead: int = 1) -> dict:
+    """The producer's issue order (K running `k_ahead` tiles ahead of V: K_0 .. K_{k_ahead - 1}, then K_{j + k_ahead}
+    before V_j) and, per tile j and ring, its stage, its use n, the parity the producer waits on the stage's empty
+    barrier ((n & 1) ^ 1) and the parity the consumers wait on its full barrier (n & 1)."""
+    if min(n_tiles, k_stages, v_stages) < 1 or k_ahead < 0:
+        raise ValueError("n_tiles, k_stages, v_stages >= 1 and k_ahead >= 0")
+    order = []
+    for step in range(n_tiles + k_ahead):  # the solution's loop: step j issues K_j (j < n_tiles), then V_{j - k_ahead}
+        if step < n_tiles:
+            order.append(f"K{step}")
+        if step >= k_ahead:
+            order.append(f"V{step - k_ahead}")
+    tiles = []
+    for j in range(n_tiles):
+        row = {"tile": j}
+        for ring, depth in (("k", k_stages), ("v", v_stages)):
+            n = j // depth
+            row[ring] = {"stage": j % depth, "use": n, "empty_parity": (n & 1) ^ 1, "full_parity": n & 1}
+        tiles.append(row)
+    return {"order": order, "tiles": tiles}
+
+
+def ring_table(n_tiles: int = 6, k_stages: int = 3, v_stages: int = 2) -> str:
+    """`ring_schedule` as text: the producer's order, then one line per tile for each ring."""
+    sch = ring_schedule(n_tiles, k_stages, v_stages)
+    lines = [f"K ring: {k_stages} stages, V ring: {v_stages} stages; producer order: {' '.join(sch['order'])}",
+             "tile | K stage use  producer waits k_empty  consumers wait k_full | "
+             "V stage use  producer waits v_empty  consumers wait v_full"]
+    for r in sch["tiles"]:
+        k, v = r["k"], r["v"]
+        differ = "   <- the rings' parities differ" if k["full_parity"] != v["full_parity"] else ""
+        lines.append(f"{r['tile']:4d} | {k['stage']:7d} {k['use']:3d}  parity {k['empty_parity']:d}"
+                     f"{'':15s}parity {k['full_parity']:d}{'':14s}| {v['stage']:7d} {v['use']:3d}  parity "
+                     f"{v['empty_parity']:d}{'':15s}parity {v['full_parity']:d}{differ}")
+    return "\n".join(lines)
