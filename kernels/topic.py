@@ -18,7 +18,10 @@ A topic declares what is its own, in its bench.py:
   (recorded beside the constants, never used to predict: a refit far from them says the model or the machine moved);
 - claims(rows, ceilings) -> what the notebook says about these rows that this run contradicts;
 - plots: file name -> plot(rows, ceilings), beside the predicted-vs-measured plot every topic gets
-  (<slug>_vs_model.png, plot_rows).
+  (<slug>_vs_model.png, plot_rows);
+- held_out: the model's HeldOut (declared in its model.py: fit rows, held-out rows, band, a per-row prediction, a
+  refit): the scaffold records its errors, the rows outside the band and the refit as extra["model"], one key set
+  for every topic; the notebook prints the same check's report (model.held_out_report).
 
 What every topic shares lives here: the correctness loop, the order (check, measure, compare with the model, check
 the claims, record, plot), the band (worst |prediction / measurement - 1| over the rows the model covers), the
@@ -63,6 +66,8 @@ class Topic:
     # error recorded beside it (model_known_misses) — a named miss, never a silently widened band
     known_misses: dict[str, str] = field(default_factory=dict)
     keep_going: bool = False  # True: a failed check does not stop the run (everything is measured, then reported)
+    # the model's held-out check (its model.py's HeldOut): recorded as extra["model"], with its refit where declared
+    held_out: HeldOut | None = None
 
     def run(self, out_dir: Path, quick: bool = False, **kw) -> dict:
         return run(self, out_dir, quick, **kw)
@@ -329,8 +334,7 @@ def fit_table(fit: dict, constants: dict | None = None, *, fit_rows=(), held_out
         width = max(len(k) for k in consts)
         lines.append("constant".ljust(width) + "   value")
         for k, v in consts.items():
-            shown = f"{v:,.4g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
-            lines.append(f"{k:<{width}}   {shown}")
+            lines.append(f"{k:<{width}}   {_shown(v)}")
     for title, names in (("fit rows", fit_rows), ("held out", held_out)):
         names = list(names)
         if names:
@@ -340,6 +344,100 @@ def fit_table(fit: dict, constants: dict | None = None, *, fit_rows=(), held_out
         for name, err in (misses or {}).items():
             lines.append(f"named miss  {gpu}: {name} {err:+.1%}")
     return "\n".join(lines)
+
+
+def _configured(r: dict) -> bool:
+    return r.get("config") is not None
+
+
+def _kernel(r: dict) -> str:
+    return r["kernel"]
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """A model's check on the rows it was not fitted to, declared once in its model.py and run here for every topic:
+    the errors, the report (one `held_out_line` per row), the rows outside the band, and the record's keys.
+
+        HELD_OUT_CHECK = HeldOut(FIT, FIT_ROWS, HELD_OUT, band=0.10, predict=_predict_row, unit="TB/s",
+                                 refit=lambda record: fit(record["rows"], record["ceilings"]["copy_tbps"]),
+                                 constants={"LATENCY_NS": LATENCY_NS})
+        held_out_report = HELD_OUT_CHECK.report          # what the notebook prints
+
+    `fit`: the model's FIT (its "source"; "held_out_outside_band": GPU tag -> row -> error, the misses it names);
+    `predict(row, record, constants)`: the model's figure for one row of a record in the row's unit (TB/s or TFLOPS),
+    or None where it does not cover it, with `constants` as `refit` returns them (None: the model's own);
+    `refit(record)`: the constants fitted on that record's own fit rows (optional; `constants` names the fitted
+    ones with the model's values, for the report); `select(row)`: the rows the model reads (the exercise's data, rows
+    with a config); `name(row)`: a row's name in fit_rows / held_out; `known`: row -> a note on its report line (a
+    miss explained elsewhere); `remarks`: lines that close the report."""
+    fit: dict
+    fit_rows: tuple
+    held_out: tuple
+    band: float
+    predict: Callable[[dict, dict, dict | None], float | None]
+    unit: str = "TB/s"
+    refit: Callable[[dict], dict] | None = None
+    constants: dict = field(default_factory=dict)
+    select: Callable[[dict], bool] = _configured
+    name: Callable[[dict], str] = _kernel
+    known: dict = field(default_factory=dict)
+    remarks: tuple = ()
+    width: int = 22
+    fmt: str = ".3f"
+
+    def _rows(self, record: dict) -> dict:
+        return {self.name(r): r for r in record["rows"] if self.select(r) and measured(r)}
+
+    def errors(self, record: dict, constants: dict | None = None) -> dict:
+        """{row: prediction / measurement - 1} for each held-out row the record measured and the model predicts (in
+        the order of `held_out`), with `constants` (a refit's) or the model's own; a record needs "rows" and
+        "ceilings" (each prediction takes its own run's ceilings)."""
+        by, out = self._rows(record), {}
+        for n in self.held_out:
+            p = self.predict(by[n], record, constants) if n in by else None
+            if p is not None:
+                out[n] = p / measured(by[n]) - 1
+        return out
+
+    def outside_band(self, record: dict, constants: dict | None = None) -> dict:
+        """The held-out rows outside the band: {row: error} (what FIT["held_out_outside_band"] names per GPU)."""
+        return {n: e for n, e in self.errors(record, constants).items() if abs(e) > self.band}
+
+    def facts(self, record: dict) -> dict:
+        """What every topic's record holds of its model's held-out check (the scaffold writes it as extra["model"])."""
+        errs = self.errors(record)
+        out = {"fitted_on": self.fit, "fit_rows": list(self.fit_rows), "held_out_rows": list(self.held_out),
+               "band": self.band, "unit": self.unit, "held_out": errs,
+               "outside_band": {n: e for n, e in errs.items() if abs(e) > self.band}}
+        if self.refit is not None:
+            out["refit"] = fitted = self.refit(record)
+            out["refit_held_out"] = self.errors(record, fitted)
+        return out
+
+    def report(self, record: dict) -> str:
+        """The model against a record's held-out rows, one held_out_line each, the GPU and its run named; the rows
+        outside the band say whether FIT names them; then what a refit on the record's own fit rows gives."""
+        from .record import device_tag
+
+        named = (self.fit.get("held_out_outside_band") or {}).get(device_tag(record.get("device")), {})
+        by, copy = self._rows(record), (record.get("ceilings") or {}).get("copy_tbps")
+        lines = [f"constants fit on {self.fit['source']} (rows {', '.join(self.fit_rows)}); held-out rows of "
+                 f"{record['device']} ({record['date']}" + (f", copy ceiling {copy:.2f} TB/s" if copy else "")
+                 + f"), band +-{self.band:.0%}:"]
+        lines += [held_out_line(n, measured(by[n]), e, band=self.band, unit=self.unit, named=named, width=self.width,
+                                fmt=self.fmt, note=f" ({self.known[n]})" if n in self.known else "")
+                  for n, e in self.errors(record).items()]
+        if self.refit is not None:
+            fitted = self.refit(record)
+            worst = max((abs(e) for e in self.errors(record, fitted).values()), default=float("nan"))
+            shown = ", ".join(f"{k} {_shown(fitted.get(k))} (model {_shown(v)})" for k, v in self.constants.items())
+            lines.append(f"its own fit rows refit: {shown}; held-out band {worst:.1%}")
+        return "\n".join(lines + list(self.remarks))
+
+
+def _shown(v) -> str:
+    return f"{v:,.4g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
 
 
 def plot_rows(rows: list[dict], ceilings: dict | None, title: str, bar: float | None = None):
@@ -385,11 +483,16 @@ def _measured_run(topic: Topic, quick: bool, failures: list[str]) -> tuple[list[
 
 
 def _model_facts(topic: Topic, rows: list[dict], ceil: dict, failures: list[str]) -> dict:
-    """The model against the rows: the band (the named misses left out and recorded beside it), the refit, and a
-    failure where the band is exceeded."""
+    """The model against the rows: the band (the named misses left out and recorded beside it), the refit, the
+    held-out check (extra["model"]), and a failure where the band is exceeded."""
+    from .device import gpu
+
     missed = [r for r in rows if f"{r['kernel']} {r['shape']}" in topic.known_misses]
     worst_band, worst = band([r for r in rows if r not in missed])
     fitted = attempt("fit", lambda: topic.fit(rows, ceil["copy_tbps"]), failures, None) if topic.fit and rows \
+        else None
+    this = {"rows": rows, "ceilings": ceil, "sms": (gpu() or {}).get("sms")}  # the run as a record
+    held = attempt("held-out check", lambda: topic.held_out.facts(this), failures, None) if topic.held_out and rows \
         else None
     if worst is not None and worst_band > topic.model_band:
         failures.append(f"model off by {worst_band:.1%} (> {topic.model_band:.0%}), worst {worst['kernel']} "
@@ -399,7 +502,8 @@ def _model_facts(topic: Topic, rows: list[dict], ceil: dict, failures: list[str]
                 "why": topic.known_misses[f"{r['kernel']} {r['shape']}"],
                 "error": (r["model_prediction"] / measured(r) - 1) if r.get("model_prediction") and measured(r)
                 else None} for r in missed},
-            "model_worst_row": worst["kernel"] if worst else None, "model_fit": fitted}
+            "model_worst_row": worst["kernel"] if worst else None,
+            **({"model_fit": fitted} if topic.fit else {}), **({"model": held} if topic.held_out else {})}
 
 
 def _write(topic: Topic, rows: list[dict], ceil: dict, extra: dict, out_dir: Path, quick: bool,
@@ -453,7 +557,7 @@ def run(topic: Topic, out_dir: Path, quick: bool = False, answers: Answers | Non
              **(topic.extra(rows, ceil, checked) if topic.extra and rows else {})}
     target = _write(topic, rows, ceil, extra, out_dir, quick, failures)
     return {"ok": not failures, "failures": failures, "rows": rows, "ceilings": ceil, "model_band": facts["model_band"],
-            "model_fit": facts["model_fit"], **graded, "recorded": str(target) if target else None}
+            "model_fit": facts.get("model_fit"), **graded, "recorded": str(target) if target else None}
 
 
 def main(topic: Topic, doc: str | None = None, argv=None, **run_kw) -> None:

@@ -472,9 +472,9 @@ def test_old_stage_claim_failed_on_the_h100():
 @pytest.mark.parametrize("tag", sorted(RECORDS))
 def test_held_out_rows_within_band_or_named(tag):
     doc = _record(tag)
-    errs = model.held_out(doc)
+    errs = model.HELD_OUT_CHECK.errors(doc)
     assert set(errs) == set(model.HELD_OUT)  # every held-out row was measured and predicted
-    outside = {k: v for k, v in errs.items() if abs(v) > model.BAND}
+    outside = {k: v for k, v in errs.items() if abs(v) > model.HELD_OUT_BAND}
     named = model.FIT["held_out_outside_band"][tag]
     assert set(outside) == set(named), errs  # the rows model.py names, and no others
     for k, v in named.items():

@@ -197,7 +197,7 @@ def test_recorded_run_holds_the_model(tag):
     doc = json.loads(RECORDS[tag].read_text())
     ceil = doc["ceilings"]["copy_tbps"]
     # the model's constants (the H100's fit) on this GPU's held-out rows, with this run's copy ceiling
-    errs = model.held_out(doc)
+    errs = model.HELD_OUT_CHECK.errors(doc)
     assert set(errs) == set(model.HELD_OUT)
     assert all(abs(model.FIT["held_out"][tag][k] - e) < 0.002 for k, e in errs.items())
     outside = {k for k, e in errs.items() if abs(e) > model.HELD_OUT_BAND}

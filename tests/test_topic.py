@@ -205,6 +205,53 @@ def test_fit_table_shows_every_constant_row_and_named_miss():
     assert f"h100: {held[0]} +13.7%" in text and "{" not in text
 
 
+def _held_out_check(rows, scale):
+    """A fake model: predicts scale x the row's measured TB/s (a refit returns {"S": the mean ratio of its fit rows})."""
+    names = [r["kernel"] for r in rows]
+    fit = {"source": "fake.json", "held_out_outside_band": {"h100": {names[-1]: scale[names[-1]] - 1}}}
+
+    def predict(row, record, constants=None):
+        return row["tbps"] * (constants["S"] if constants else scale[row["kernel"]])
+
+    def refit(record):
+        return {"S": sum(scale[n] for n in names[:2]) / 2}
+
+    return topic.HeldOut(fit, tuple(names[:2]), tuple(reversed(names[2:])), band=0.10, predict=predict, unit="TB/s",
+                         refit=refit, constants={"S": 1.0}, select=lambda r: True)
+
+
+def test_held_out_check_errors_report_and_record(tmp_path, monkeypatch):
+    """The one held-out mechanism: errors in the declared order, the rows outside the band (named in FIT or not),
+    the report's lines, and the record's extra["model"] written by the scaffold (no bench writes its own)."""
+    _fake_gpu(monkeypatch)
+    rows = _rows()
+    scale = {r["kernel"]: 1.0 + random.uniform(-0.05, 0.05) for r in rows}
+    scale[rows[-1]["kernel"]] = 1.25  # outside the band, named in FIT
+    scale[rows[-2]["kernel"]] = 0.8   # outside the band, not named
+    check = _held_out_check(rows, scale)
+    record = {"device": "NVIDIA H100 80GB HBM3", "date": "2026-11-25", "rows": rows, "ceilings": {"copy_tbps": 3.0}}
+    errs = check.errors(record)
+    assert list(errs) == [rows[3]["kernel"], rows[2]["kernel"]]
+    assert errs == pytest.approx({n: scale[n] - 1 for n in errs})
+    assert check.outside_band(record) == errs  # both outside +-10 %
+    text = check.report(record)
+    assert text.count("named in model.FIT") == 2 and text.count("NOT named in model.FIT") == 1
+    assert "NVIDIA H100 80GB HBM3" in text and "its own fit rows refit: S" in text
+    assert all(topic.held_out_line(n, rows[i]["tbps"], errs[n], band=0.10, unit="TB/s",
+                                   named=check.fit["held_out_outside_band"]["h100"]) in text.splitlines()
+               for i, n in ((3, rows[3]["kernel"]), (2, rows[2]["kernel"])))
+    t = _topic(rows)
+    t.held_out, t.fit, t.keep_going = check, None, True
+    res = topic.run(t, tmp_path)
+    doc = json.loads((tmp_path / "tma" / "recorded_h100.json").read_text())
+    m = doc["model"]
+    assert "model_fit" not in doc and res["model_fit"] is None
+    assert m["fit_rows"] == list(check.fit_rows) and m["held_out_rows"] == list(check.held_out) and m["band"] == 0.10
+    assert m["held_out"] == pytest.approx(errs) and m["outside_band"] == pytest.approx(errs)
+    assert m["refit"] == pytest.approx(check.refit(record)) and m["fitted_on"] == check.fit
+    assert m["refit_held_out"] == pytest.approx({n: check.refit(record)["S"] - 1 for n in errs})
+
+
 # --- the scaffold's correctness loop (check_kernels), on CPU with fake kernels -----------------------------------
 SHAPES = (64, 127)  # one tile-aligned length, one awkward
 

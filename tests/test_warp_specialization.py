@@ -194,9 +194,9 @@ def test_fit_predicts_the_held_out_configs():
     # what was fit predicts what was not
     assert f["band"] < 0.05 and set(f["rows"]) == set(model.FIT_ROWS)
     assert f["LATENCY_NS"] >= model.MIN_LATENCY_NS
-    held = model.check_held_out(rows, CEIL, **{k: f[k.upper()] for k in (*truth, "start_ns")})
+    held = model.HELD_OUT_CHECK.errors({"rows": rows, "ceilings": {"copy_tbps": CEIL}}, f)  # the refit's constants
     assert set(held) == {n for n in model.HELD_OUT if n.startswith("rowsum")}
-    assert max(abs(e) for e in held.values()) < model.BAND
+    assert max(abs(e) for e in held.values()) < model.HELD_OUT_BAND
     assert not set(model.FIT_ROWS) & set(model.HELD_OUT)
     names = {c["name"] for c in bench.sweep_configs()} | {f"{exercise.NAME} {n}" for n in bench.TIMED_ANSWERS}
     assert set(model.FIT_ROWS) | set(model.HELD_OUT) <= names
@@ -212,9 +212,9 @@ def _record(tag: str) -> dict:
 @pytest.mark.parametrize("tag", sorted(RECORDS))
 def test_recorded_held_out_configs_within_band_or_named(tag):
     doc = _record(tag)
-    held = model.held_out(doc)  # each record with its own run's copy ceiling
+    held = model.HELD_OUT_CHECK.errors(doc)  # each record with its own run's copy ceiling
     assert set(held) == set(model.HELD_OUT), "the record holds every held-out config"
-    outside = {k: v for k, v in held.items() if abs(v) > model.BAND}
+    outside = {k: v for k, v in held.items() if abs(v) > model.HELD_OUT_BAND}
     named = model.FIT["held_out_outside_band"][tag]
     assert set(outside) == set(named), held
     for k, v in named.items():

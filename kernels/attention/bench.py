@@ -232,11 +232,7 @@ def vs_cudnn(rows: list[dict]) -> dict:
 
 
 def _extra(rows: list[dict], ceilings: dict, checked: dict | None = None) -> dict:
-    main = main_rows(rows)
-    fitted = model.fit(main)
-    return {"model_fitted_on": model.FIT, "model_fit_rows": list(model.FIT_ROWS), "model_refit": fitted,
-            "model_held_out": model.held_out_errors(main), "model_held_out_refit": model.held_out_errors(main, fitted),
-            "model_held_out_band": model.HELD_OUT_BAND, "vs_cudnn": vs_cudnn(rows),
+    return {"vs_cudnn": vs_cudnn(rows),
             "data_effect": data_effect_summary(rows),
             "inputs": "every row but the data-effect lesson's 'normal' ones: the exercise's make_inputs (odd heads "
                       "with large logits)",
@@ -280,6 +276,7 @@ TOPIC = Topic(
     claims=claims,
     extra=_extra,
     keep_going=True,
+    held_out=model.HELD_OUT_CHECK,  # recorded as extra["model"], with a refit on this run's fit rows
     plots={"attention_stages.png": plot_stages})
 run = TOPIC.run
 

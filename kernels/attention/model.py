@@ -39,12 +39,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..sim import H100
-from ..topic import held_out_line
+from ..topic import HeldOut
 from .workload import BM, BN, flops
 
-__all__ = ["Config", "predict_config", "predict", "fit", "held_out_errors", "FIT_ROWS", "HELD_OUT", "HELD_OUT_BAND",
+__all__ = ["Config", "predict_config", "predict", "fit", "HELD_OUT_CHECK", "FIT_ROWS", "HELD_OUT", "HELD_OUT_BAND",
            "TC_EFF", "SOFTMAX_NS", "LOAD_NS", "BLOCK_NS", "L2_TBPS", "per_tile", "schedules", "held_out_report",
-           "CONSTANTS"]
+           "CONSTANTS", "main_row"]
 
 P_SM_TFLOPS = H100.bf16_dense_tflops / H100.sm_count   # 7.49 TFLOP/s per SM (datasheet peak / 132)
 L2_TBPS = 10.0        # L2 -> SM bandwidth, all SMs (order of magnitude of published Hopper L2 measurements)
@@ -61,7 +61,7 @@ FIT: dict = {"source": "kernels/attention/recorded_h100.json: NVIDIA H100 80GB H
              "fit_rows": list(("attn_fwd d128 s1", "attn_fwd d128 s2", "attn_fwd d64 s2", "attn_fwd d128 s2 causal")),
              "rms_rel_err_fit_rows": 0.086,
              # prediction / measurement - 1 on the rows not used to fit, per recorded GPU (rows timed on the
-             # exercise's inputs: large logits on odd heads), these constants: held_out_errors(record rows)
+             # exercise's inputs: large logits on odd heads), these constants: HELD_OUT_CHECK.errors(record)
              "held_out": {"h100": {"attn_fwd d128 s3": -0.049, "attn_fwd d64 s1": -0.013, "attn_fwd d64 s4": +0.008},
                           "h200": {"attn_fwd d128 s3": -0.042, "attn_fwd d64 s1": -0.011, "attn_fwd d64 s4": +0.026}},
              # GPU -> row -> error, as every topic's FIT (kernels.topic.fit_table prints them): the held_out errors
@@ -168,30 +168,29 @@ def fit(rows: list[dict], fit_rows=FIT_ROWS, sms: int = H100.sm_count) -> dict:
             "fit_rows": [r for r in fit_rows]}
 
 
-def held_out_report(record: dict) -> str:
-    """The model against a record's held-out rows (the exercise-data rows), one line each, the GPU named."""
-    from ..record import device_tag
-
-    named = FIT["held_out_outside_band"].get(device_tag(record.get("device")), [])
-    rows = [r for r in record["rows"] if not r.get("lesson")
-            and (r.get("data") or {"N(0,1)": "normal"}.get(r.get("inputs"), "exercise")) == "exercise"]
-    meas = {r["kernel"]: r["tflops"] for r in rows if r.get("tflops")}
-    lines = [f"constants fit on {FIT['source']} (rows {', '.join(FIT_ROWS)}); held-out rows of {record['device']} "
-             f"({record['date']}), band +-{HELD_OUT_BAND:.0%}:"]
-    lines += [held_out_line(name, meas[name], err, band=HELD_OUT_BAND, unit="TFLOPS", named=named, fmt="6.1f")
-              for name, err in held_out_errors(rows).items()]
-    lines.append(f"known: {FIT['known_miss']}")
-    return "\n".join(lines)
+def main_row(r: dict) -> bool:
+    """A row the model reads: timed on the exercise's data (its `data` key; records before it said `inputs`:
+    "workload" / "N(0,1)"), the data-effect lesson's rows left out."""
+    data = r.get("data") or {"N(0,1)": "normal"}.get(r.get("inputs"), "exercise")
+    return not r.get("lesson") and data == "exercise"
 
 
-def held_out_errors(rows: list[dict], constants: dict | None = None, sms: int = H100.sm_count) -> dict:
-    """prediction / measurement - 1 on the HELD_OUT rows (with `constants` from fit(), else the module's)."""
+def _predict_row(row: dict, record: dict, constants: dict | None = None) -> float | None:
+    """TFLOPS of a record's row (no term depends on the run's DRAM), with the named constants or a refit's (fit())."""
+    if not row.get("config"):
+        return None
     kw = {}
     if constants and constants.get("fitted"):
         kw = dict(tc_eff=constants["TC_EFF"], softmax_ns=constants["SOFTMAX_NS"], load_ns=constants["LOAD_NS"],
                   block_ns=constants["BLOCK_NS"])
-    out = {}
-    for r in rows:
-        if r.get("kernel") in HELD_OUT and r.get("tflops") and r.get("config"):
-            out[r["kernel"]] = predict_config(_cfg_of(r), sms, **dict(kw)) / r["tflops"] - 1
-    return out
+    return predict_config(_cfg_of(row), H100.sm_count, **kw)
+
+
+# The held-out check (kernels.topic.HeldOut): each record's held-out rows on the exercise's data, and a refit on the
+# record's own fit rows.
+HELD_OUT_CHECK = HeldOut(FIT, FIT_ROWS, HELD_OUT, band=HELD_OUT_BAND, predict=_predict_row, unit="TFLOPS",
+                         refit=lambda record: fit([r for r in record["rows"] if main_row(r)]),
+                         constants=dict(zip(CONSTANTS, (TC_EFF, SOFTMAX_NS, LOAD_NS, BLOCK_NS))), select=main_row,
+                         fmt="6.1f",
+                         remarks=(f"known: {FIT['known_miss']}",))
+held_out_report = HELD_OUT_CHECK.report

@@ -158,9 +158,8 @@ def data_effect_summary(rows: list[dict]) -> dict:
 
 
 def main_rows(rows: list[dict]) -> list[dict]:
-    """The rows claims, ratios and the model read: every row timed on the exercise's data (rows of records that
-    carry no `data` key were all timed on one distribution), the data-effect lesson's rows left out."""
-    return [r for r in rows if not r.get("lesson") and r.get("data", "exercise") == "exercise"]
+    """The rows claims, ratios and the model read (model.main_row: every row timed on the exercise's data)."""
+    return [r for r in rows if model.main_row(r)]
 
 
 def exercise_bench_shape():
@@ -237,14 +236,8 @@ def _extra(rows: list[dict], ceilings: dict, checked: dict | None = None) -> dic
     name, best = best_cuda(rows)
     cub = _tf(rows, "cublas")
     sol = next((r["tflops"] for r in rows if r.get("answer") == "correct"), None)
-    main = main_rows(rows)
     goal_met = best / cub >= GOAL if best and cub else None  # reported, not claimed: a run may fall short of it
-    return {"model_fitted_on": model.FIT, "model_fit_rows": list(model.FIT_ROWS),
-            "model_held_out_rows": list(model.HELD_OUT),
-            "model_refit": model.fit(main, ceilings["copy_tbps"], peak_floor=ceilings.get("cublas_bf16_tflops")),
-            "model_held_out": model.check_held_out(main, dram_tbps=ceilings["copy_tbps"]),
-            "model_held_out_band": model.BAND,
-            "best_cuda_rung": name, "best_cuda_tflops": best, "cublas_same_shape_tflops": cub,
+    return {"best_cuda_rung": name, "best_cuda_tflops": best, "cublas_same_shape_tflops": cub,
             "best_cuda_over_cublas_row": best / cub if best and cub else None,
             "best_cuda_over_cublas_ceiling": best / ceilings["cublas_bf16_tflops"] if best else None,
             "goal": f"best CUDA rung >= {GOAL} x cuBLAS bf16 at 8192^3, same run, same data (the exercise's): "
@@ -328,6 +321,7 @@ TOPIC = Topic(
     claims=claims,
     extra=_extra,
     keep_going=True,
+    held_out=model.HELD_OUT_CHECK,  # recorded as extra["model"], with a refit on this run's fit rows
     plots={"gemm_ladder.png": plot_ladder},
     known_misses=model.KNOWN_MISSES)
 run = TOPIC.run

@@ -60,10 +60,10 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from ..sim import H100
-from ..topic import held_out_line
+from ..topic import HeldOut
 
-__all__ = ["Config", "Prediction", "CONSTANTS", "FIT", "FIT_ROWS", "HELD_OUT", "BAND", "KNOWN_MISSES", "configs_for",
-           "predict_config", "predict", "fit", "check_held_out", "held_out", "resident_ctas", "explain", "bound_table",
+__all__ = ["Config", "Prediction", "CONSTANTS", "FIT", "FIT_ROWS", "HELD_OUT", "HELD_OUT_BAND", "KNOWN_MISSES",
+           "configs_for", "predict_config", "predict", "fit", "HELD_OUT_CHECK", "main_row", "resident_ctas", "explain", "bound_table",
            "smem_per_cta", "ring_occupancy", "wave_traffic", "b_reuse_distance", "no_reuse_floor",
            "stage_depth_story", "held_out_report", "dram_read_bytes", "measured_dram", "ktile_times",
            "staging_bank_ways", "epilogue_choices", "epilogue_table"]
@@ -80,7 +80,7 @@ GROUP_M = 8              # gemm_persistent.cu and triton_matmul.py: tile rows pe
 # Fitted constants (see FIT).
 CONSTANTS = {"PEAK_TFLOPS": 792.3, "L2_TBPS": 9.7, "LATENCY_NS": 823.0, "BUBBLE_NS": 100.4,
              "EPILOGUE_NS": 6928.1, "FMA_TFLOPS": 30.5, "START_NS": 4097.7}
-BAND = 0.10
+HELD_OUT_BAND = 0.10  # held-out rows within +-10 % on each recorded GPU, or named in FIT
 # Rows (bench row names "<rung> <shape>") the constants are fit to, and rows held out and checked against them.
 # Each fit row pins a term where it binds: FMA (tiled), the round trip (wgmma, s1), the drain (rung 3 at 4 stages),
 # L2 (s2 at 8192^3 and at 2048^3, where nothing comes from DRAM), the tensor core against L2 (rung 4, and rung 5,
@@ -104,7 +104,7 @@ FIT = {"source": "kernels/gemm/recorded_h100.json: NVIDIA H100 80GB HBM3, driver
        "device": "NVIDIA H100 80GB HBM3", "driver": "580.159.04", "date": "2026-11-25", "copy_tbps": 3.0053,
        "cublas_bf16_tflops": 792.3, "rows": len(FIT_ROWS), "band": 0.061, **CONSTANTS,
        # Held-out rows outside +-10 % on each recorded GPU (prediction / measurement - 1), with these constants and
-       # the record's own copy ceiling (check_held_out(record rows, dram_tbps=...)): named, not hidden. All are below
+       # the record's own copy ceiling (HELD_OUT_CHECK.errors(record)): named, not hidden. All are below
        # the course's hard band (20 %) but one: rung 3 with six stages at 8192^3 on the H100 (stage_depth_story).
        "held_out_outside_band": {
            "h100": {"pipelined 2048x2048x2048": -0.137, "triton 2048x2048x2048": -0.112,
@@ -425,32 +425,31 @@ def fit(rows, ceiling=None, names=FIT_ROWS, iters: int = 400, peak_floor: float 
     return {**consts, "rows": len(sel), "band": max(abs(e) for e in errs) if errs else None}
 
 
-def check_held_out(rows, names=HELD_OUT, dram_tbps: float | None = None, **constants) -> dict:
-    """{row name: prediction / measurement - 1} for the held-out rows that were measured (DRAM at `dram_tbps`: the
-    copy ceiling of the rows' run)."""
-    consts = {**CONSTANTS, **constants}
-    sel = [r for r in rows if _name(r) in names and r.get("tflops")]
-    return {_name(r): p / r["tflops"] - 1 for r, p in zip(sel, predict(sel, dram_tbps, **consts)) if p is not None}
+def main_row(r: dict) -> bool:
+    """A row the model reads: timed on the exercise's data (rows of records that carry no `data` key were all timed on
+    one distribution), the data-effect lesson's rows left out."""
+    return not r.get("lesson") and r.get("data", "exercise") == "exercise"
 
 
-def held_out(record: dict, **constants) -> dict:
-    """check_held_out on a record's rows, with the DRAM of that record's run (its copy ceiling)."""
-    return check_held_out(record["rows"], dram_tbps=record["ceilings"]["copy_tbps"], **constants)
+def _predict_row(row: dict, record: dict, constants: dict | None = None) -> float | None:
+    """TFLOPS of a record's row with the DRAM of that record's run (its copy ceiling), with the named constants or a
+    refit's (fit())."""
+    consts = {**CONSTANTS, **{k: v for k, v in (constants or {}).items() if k in CONSTANTS}}
+    return predict([row], record["ceilings"]["copy_tbps"], **consts)[0]
 
 
-def held_out_report(record: dict) -> str:
-    """The model against a record's held-out rows (its run's DRAM), one line each, the GPU named: for the notebook."""
-    from ..record import device_tag
+def _refit(record: dict) -> dict:
+    """fit() on a record's own rows, its run's DRAM, PEAK_TFLOPS held at or above that run's cuBLAS."""
+    c = record["ceilings"]
+    return fit([r for r in record["rows"] if main_row(r)], c["copy_tbps"], peak_floor=c.get("cublas_bf16_tflops"))
 
-    tag = device_tag(record.get("device"))
-    named = FIT["held_out_outside_band"].get(tag, {})
-    meas = {_name(r): r["tflops"] for r in record["rows"] if r.get("tflops")}
-    lines = [f"constants fit on {FIT['source']} ({FIT['rows']} rows, worst {FIT['band']:.1%}); held-out rows of "
-             f"{record['device']} ({record['date']}, copy ceiling {record['ceilings']['copy_tbps']:.2f} TB/s):"]
-    lines += [held_out_line(name, meas[name], err, band=BAND, unit="TFLOPS", named=named, width=34, fmt="6.1f",
-                            note=" (model.KNOWN_MISSES: stage_depth_story)" if name in KNOWN_MISSES else "")
-              for name, err in held_out(record).items()]
-    return "\n".join(lines)
+
+# The held-out check (kernels.topic.HeldOut): each record's held-out rows with its own run's DRAM; the one row
+# outside the hard band carries its explanation (KNOWN_MISSES: stage_depth_story).
+HELD_OUT_CHECK = HeldOut(FIT, FIT_ROWS, HELD_OUT, band=HELD_OUT_BAND, predict=_predict_row, unit="TFLOPS",
+                         refit=_refit, constants=CONSTANTS, select=main_row, name=_name, width=34, fmt="6.1f",
+                         known={k: "model.KNOWN_MISSES: stage_depth_story" for k in KNOWN_MISSES})
+held_out_report = HELD_OUT_CHECK.report
 
 
 def b_reuse_distance(cfg: Config) -> float:

@@ -219,28 +219,14 @@ def _counters() -> dict:
     return measure_all() if ok else {"unavailable": why}
 
 
-def _extra(rows, ceilings, checked=None) -> dict:
-    import torch
-
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    try:
-        f = model.fit(rows, ceilings["copy_tbps"], n_sm=sms)
-    except Exception as exc:  # noqa: BLE001 - recorded: a row the fit needs is missing
-        f = {"error": f"{type(exc).__name__}: {exc}"}
-    return {"model_fitted_on": model.FIT, "fit_rows": list(model.FIT_ROWS), "held_out_rows": list(model.HELD_OUT),
-            "held_out_errors_with_model_constants": model.held_out_errors(rows, ceilings["copy_tbps"], n_sm=sms),
-            "refit": f}
-
-
 TOPIC = Topic(
     slug=SLUG, title="Week 2 day 3: clusters and multicast",
     check=lambda quick: check_all(),
     measure=lambda quick: (measure(reps=10 if quick else 20), [], {"counters": _counters()}),
     constants=lambda: {"L2_TBPS": model.L2_TBPS, "SUM_T0_NS": model.SUM_T0_NS,
                        "EX_LATENCY_NS": model.EX_LATENCY_NS},
-    fit=lambda rows, c: model.fit(rows, c),
+    held_out=model.HELD_OUT_CHECK,  # recorded as extra["model"], with a refit on this run's fit rows
     claims=claims,
-    extra=_extra,
     plots={"multicast_traffic.png": lambda rows, c: plot_traffic()},
     keep_going=True)
 run = TOPIC.run

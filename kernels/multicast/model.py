@@ -29,13 +29,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..sim import H100
-from ..topic import held_out_line
+from ..topic import HeldOut
 from ..tma.model import LATENCY_NS as H100_TMA_LATENCY_NS
 
 __all__ = ["L2_TBPS", "SUM_T0_NS", "EX_LATENCY_NS", "FIT", "FIT_ROWS", "HELD_OUT", "HELD_OUT_BAND", "Config",
-           "traffic", "traffic_table", "exercise_traffic", "predict_config", "predict", "fit", "held_out_errors",
+           "traffic", "traffic_table", "exercise_traffic", "predict_config", "predict", "fit", "HELD_OUT_CHECK",
            "mask_bits", "mask_diagram", "EX_CTAS_PER_SM", "predict_h100_exercise", "H100_TMA_LATENCY_NS",
-           "sum_in_flight", "held_out", "held_out_report"]
+           "sum_in_flight", "held_out_report"]
 
 # Fitted by fit() on kernels/multicast/recorded_h100.json (NVIDIA H100 80GB HBM3, driver 580.159.04, 2026-11-25,
 # make gpu-test; copy ceiling 3.00 TB/s).
@@ -173,42 +173,27 @@ def fit(rows, ceiling_tbps: float, *, n_sm: int | None = None) -> dict:
         Config("bcast_add", 2), ceiling_tbps, l2_tbps=l2, t0_ns=t0, latency_ns=lat, n_sm=n_sm) - want))
     consts = {"L2_TBPS": None if l2 == float("inf") else round(l2, 3), "SUM_T0_NS": round(t0, 1),
               "EX_LATENCY_NS": float(best)}
-    errs = held_out_errors(rows, ceiling_tbps, n_sm=n_sm, l2_tbps=l2, t0_ns=t0, latency_ns=best)
+    errs = HELD_OUT_CHECK.errors({"rows": rows, "ceilings": {"copy_tbps": ceiling_tbps}},
+                                 {"L2_TBPS": l2, "SUM_T0_NS": t0, "EX_LATENCY_NS": best, "n_sm": n_sm})
     return {**consts, "held_out": errs, "band": max((abs(e) for e in errs.values()), default=float("nan"))}
 
 
-def held_out_report(record: dict) -> str:
-    """The model's constants against a record's held-out rows (its run's copy ceiling), one line each, the GPU
-    named; and what a refit on that record's own fit rows says."""
-    from ..record import device_tag
-
-    c = record["ceilings"]["copy_tbps"]
-    named = FIT["held_out_outside_band"].get(device_tag(record.get("device")), {})
-    meas = {r["kernel"]: r["tbps"] for r in record["rows"] if r.get("tbps")}
-    f = fit(record["rows"], c)
-    lines = [f"constants fit on {FIT['source']}: L2_TBPS {L2_TBPS}, SUM_T0_NS {SUM_T0_NS}, EX_LATENCY_NS "
-             f"{EX_LATENCY_NS}; {record['device']} ({record['date']}, copy ceiling {c:.2f} TB/s), held out:"]
-    lines += [held_out_line(name, meas[name], err, band=HELD_OUT_BAND, unit="TB/s", named=named)
-              for name, err in held_out(record).items()]
-    lines.append(f"its own fit rows refit: L2_TBPS {f['L2_TBPS']}, SUM_T0_NS {f['SUM_T0_NS']}, EX_LATENCY_NS "
-                 f"{f['EX_LATENCY_NS']} (held-out band {f['band']:.1%})")
-    return "\n".join(lines)
+def _predict_row(row: dict, record: dict, constants: dict | None = None) -> float | None:
+    """TB/s of a record's row at that record's copy ceiling, with the named constants or a refit's (fit(); its
+    L2_TBPS None: no L2 term; "n_sm": the SMs, else the record's "sms" (the scaffold's run), else an H100's)."""
+    c = constants or {}
+    kw = {} if not constants else {"l2_tbps": float("inf") if c["L2_TBPS"] is None else c["L2_TBPS"],
+                                   "t0_ns": c["SUM_T0_NS"], "latency_ns": c["EX_LATENCY_NS"]}
+    n_sm = c.get("n_sm") or record.get("sms") or H100.sm_count
+    return predict_config(Config(**row["config"]), record["ceilings"]["copy_tbps"], n_sm=n_sm, **kw)
 
 
-def held_out(record: dict, **kw) -> dict:
-    """held_out_errors on a record's rows with the copy ceiling of that record's run."""
-    return held_out_errors(record["rows"], record["ceilings"]["copy_tbps"], **kw)
-
-
-def held_out_errors(rows, ceiling_tbps: float, *, n_sm: int | None = None, **kw) -> dict:
-    """prediction / measured - 1 for each HELD_OUT row present."""
-    by = _by_name(rows)
-    out = {}
-    for name in HELD_OUT:
-        if name in by:
-            pred = predict_config(Config(**by[name]["config"]), ceiling_tbps, n_sm=n_sm or H100.sm_count, **kw)
-            out[name] = pred / by[name]["tbps"] - 1
-    return out
+# The held-out check (kernels.topic.HeldOut): each record's held-out rows with its own run's copy ceiling, and what a
+# refit on that record's own fit rows says.
+HELD_OUT_CHECK = HeldOut(FIT, FIT_ROWS, HELD_OUT, band=HELD_OUT_BAND, predict=_predict_row, unit="TB/s",
+                         refit=lambda rec: fit(rec["rows"], rec["ceilings"]["copy_tbps"], n_sm=rec.get("sms")),
+                         constants={"L2_TBPS": L2_TBPS, "SUM_T0_NS": SUM_T0_NS, "EX_LATENCY_NS": EX_LATENCY_NS})
+held_out_report = HELD_OUT_CHECK.report
 
 
 def mask_bits(ranks, cluster: int) -> int:

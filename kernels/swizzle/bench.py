@@ -222,10 +222,7 @@ def plot_passes(rows: list[dict], ceiling_tbps: float, wavefronts_per_ns: float 
 def _extra(rows: list[dict], ceilings: dict, checked: dict | None = None) -> dict:
     by = _by(rows)
     sol, plain = by.get(f"{exercise.NAME} correct"), by.get(f"{exercise.NAME} plain_loads")
-    return {"model_fitted_on": model.FIT, "model_fit_rows": list(model.FIT_ROWS),
-            "model_held_out": list(model.HELD_OUT),
-            "model_held_out_errors": model.held_out_errors({"rows": rows, "ceilings": ceilings}),
-            "exercise_solution_fraction": sol and sol["fraction_of_ceiling"],
+    return {"exercise_solution_fraction": sol and sol["fraction_of_ceiling"],
             "exercise_plain_loads_fraction": plain and plain["fraction_of_ceiling"]}
 
 
@@ -238,7 +235,9 @@ TOPIC = Topic(
     constants=lambda: {"WAVEFRONTS_PER_NS": model.WAVEFRONTS_PER_NS, "ROW32_EFFICIENCY": model.ROW32_EFFICIENCY,
                        "TMA_LATENCY_NS": model.TMA_LATENCY_NS, "TMA_FILL_WAVEFRONTS": model.TMA_FILL_WAVEFRONTS,
                        "DRAM_FRACTION_OF_COPY": model.DRAM_FRACTION_OF_COPY},
-    fit=model.fit,  # a refit on this run's rows, for the record only: the predictions use model.py's constants
+    # the held-out rows and a refit on this run's fit rows, for the record only (extra["model"]): the predictions
+    # use model.py's constants
+    held_out=model.HELD_OUT_CHECK,
     claims=claims,
     extra=_extra,
     plots={"swizzle_passes.png": lambda rows, c: plot_passes(rows, c["copy_tbps"]),

@@ -66,11 +66,13 @@ from ..sim import H100
 from ..smem_tiling.model import DRAM_FRACTION_OF_COPY  # day 2: a transpose drains at 0.92 x the copy ceiling
 from ..smem_tiling.model import wavefronts  # day 2's bank-conflict counter: the one counter of the course
 from ..tma.model import LATENCY_NS as H100_TMA_LATENCY_NS  # day 5 (an H100): 540 ns
+from ..topic import HeldOut
 
 __all__ = ["MODES", "SPAN", "swizzle_offset", "swizzle_address", "swizzle_bitwise", "swz_chunk", "chunk_layout",
            "repeat_bytes", "colsum_offsets", "lds_wavefronts", "tile_wavefronts", "Config", "predict_config",
            "predict_transpose", "fit", "explain", "plot_layouts", "plot_column_read", "WAVEFRONTS_PER_NS",
-           "TMA_FILL_WAVEFRONTS", "TMA_LATENCY_NS", "ROW32_EFFICIENCY", "held_out_errors", "held_out_report", "H100_TMA_LATENCY_NS", "DRAM_FRACTION_OF_COPY", "FIT", "FIT_ROWS", "HELD_OUT", "wavefronts"]
+           "TMA_FILL_WAVEFRONTS", "TMA_LATENCY_NS", "ROW32_EFFICIENCY", "HELD_OUT_CHECK", "HELD_OUT_BAND",
+           "held_out_report", "H100_TMA_LATENCY_NS", "DRAM_FRACTION_OF_COPY", "FIT", "FIT_ROWS", "HELD_OUT", "wavefronts"]
 
 MODES = ("none", "32B", "64B", "128B")
 SPAN = {"none": None, "32B": 32, "64B": 64, "128B": 128}
@@ -96,6 +98,7 @@ FIT_ROWS = FIT_SMEM_ROWS + (FIT_ROWS_ROW, FIT_LATENCY_ROW)
 HELD_OUT = ("colsum none64 p32", "colsum none32 p32", "colsum swz32 p32", "colsum swz64 p32",
             "colsum none128 p1", "colsum none64 p1", "colsum none32 p1", "colsum swz64 p1",
             "swizzle_transpose correct")
+HELD_OUT_BAND = 0.10  # every held-out row within +-10 % on each recorded GPU, or named in FIT
 TMA_FILL_WAVEFRONTS = 8192 // 128  # a tile's 8 KiB written into shared memory by the TMA, 128 bytes per wavefront
 TILE_ROWS, TILE_BYTES, STAGES, WARPS = 64, 8192, 4, 8  # colsum.cu
 BLOCKS_PER_SM = 2  # colsum's benchmark grid: 264 strips on 132 SMs (kernels/swizzle/workload.BENCH_SHAPE)
@@ -307,35 +310,22 @@ def fit(rows, ceiling_tbps: float, n_sm: int = H100.sm_count) -> dict:
             "held_out_band": abs(errs[worst]) if worst else None, "held_out_worst": worst, "held_out_errors": errs}
 
 
-def held_out_errors(record: dict, **constants) -> dict:
-    """prediction / measurement - 1 for each HELD_OUT row of a record, with the copy ceiling of that record's run
-    (and the named constants unless replaced by keywords)."""
-    c = record["ceilings"]["copy_tbps"]
-    out = {}
-    for r in record["rows"]:
-        if r["kernel"] in HELD_OUT and r.get("config") and r.get("tbps"):
-            p = predict_config(Config(**r["config"]), c, **constants)
-            if p is not None:
-                out[r["kernel"]] = p.tbps / r["tbps"] - 1
-    return out
+def _predict_row(row: dict, record: dict, constants: dict | None = None) -> float | None:
+    """TB/s of a record's row at that record's copy ceiling, with the named constants or a refit's (fit())."""
+    kw = {} if not constants else {"wavefronts_per_ns": constants["WAVEFRONTS_PER_NS"],
+                                   "row32_efficiency": constants["ROW32_EFFICIENCY"],
+                                   "latency_ns": constants["TMA_LATENCY_NS"]}
+    p = predict_config(Config(**row["config"]), record["ceilings"]["copy_tbps"], **kw)
+    return p.tbps if p is not None else None
 
 
-def held_out_report(record: dict) -> str:
-    """A record refit (what its own rows say the constants are) and the model's constants against its held-out rows
-    (its run's copy ceiling), one line each, the GPU named: for the notebook."""
-    c = record["ceilings"]["copy_tbps"]
-    f = fit(record["rows"], c)
-    meas = {r["kernel"]: r["tbps"] for r in record["rows"] if r.get("tbps")}
-    lines = [f"{record['device']} ({record['date']}, copy ceiling {c:.2f} TB/s). Its own rows refit: "
-             f"WAVEFRONTS_PER_NS {f['WAVEFRONTS_PER_NS']:.3f}, ROW32_EFFICIENCY {f['ROW32_EFFICIENCY']:.3f}, "
-             f"TMA_LATENCY_NS {f['TMA_LATENCY_NS']:.0f}; the model's (fit on {FIT['device']}): "
-             f"{WAVEFRONTS_PER_NS:.3f}, {ROW32_EFFICIENCY:.3f}, {TMA_LATENCY_NS:.0f}. Held out:"]
-    for name, err in held_out_errors(record).items():
-        r = next(r for r in record["rows"] if r["kernel"] == name)
-        p = predict_config(Config(**r["config"]), c)
-        lines.append(f"  {name:<28} measured {meas[name]:.3f}  model {p.tbps:.3f} TB/s ({err:+.1%}, {p.bound})"
-                     + ("   <- outside +-10 %" if abs(err) > 0.10 else ""))
-    return "\n".join(lines)
+# The held-out check (kernels.topic.HeldOut): every HELD_OUT row within HELD_OUT_BAND on the record of every GPU, each
+# with its own run's copy ceiling, or named in FIT; the benchmark records it, the notebook prints held_out_report.
+HELD_OUT_CHECK = HeldOut(FIT, FIT_ROWS, HELD_OUT, band=HELD_OUT_BAND, predict=_predict_row, unit="TB/s", width=28,
+                         refit=lambda record: fit(record["rows"], record["ceilings"]["copy_tbps"]),
+                         constants={"WAVEFRONTS_PER_NS": WAVEFRONTS_PER_NS, "ROW32_EFFICIENCY": ROW32_EFFICIENCY,
+                                    "TMA_LATENCY_NS": TMA_LATENCY_NS})
+held_out_report = HELD_OUT_CHECK.report
 
 
 # ------------------------------------------------------------------------------------------------- for the notebook

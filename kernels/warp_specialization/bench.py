@@ -136,11 +136,6 @@ def claims(rows: list[dict], ceilings: dict) -> list[str]:
     return bad
 
 
-def held_out(rows: list[dict], ceilings: dict) -> dict:
-    """The model on the held-out configs (model.HELD_OUT): relative error per measured row."""
-    return model.check_held_out(rows, ceilings["copy_tbps"])
-
-
 def plot_stages(rows: list[dict], ceiling_tbps: float, constants: dict | None = None):
     """TB/s against the ring depth: measured markers per rung, the model's lines."""
     from matplotlib.figure import Figure
@@ -192,9 +187,7 @@ def littles_law(rows: list[dict], ceilings: dict) -> dict:
 
 
 def _extra(rows: list[dict], ceilings: dict, checked: dict | None = None) -> dict:
-    return {"model_fitted_on": model.FIT, "model_fit_rows": list(model.FIT_ROWS),
-            "model_held_out": held_out(rows, ceilings), "model_held_out_band": model.BAND,
-            "littles_law": littles_law(rows, ceilings)}
+    return {"littles_law": littles_law(rows, ceilings)}
 
 
 def load_record(tag: str | None = None) -> dict | None:
@@ -208,7 +201,7 @@ TOPIC = Topic(
     measure=lambda quick: (measure(reps=10 if quick else 20), []),
     constants=lambda: {"LATENCY_NS": model.LATENCY_NS, "COMPUTE_NS": model.COMPUTE_NS, "ISSUE_NS": model.ISSUE_NS,
                        "SYNC_NS": model.SYNC_NS, "START_NS": model.START_NS},
-    fit=lambda rows, ceil: model.fit(rows, ceil),  # a refit on this run's fit rows, for the record only
+    held_out=model.HELD_OUT_CHECK,  # recorded as extra["model"], with a refit on this run's fit rows (record only)
     claims=claims,
     extra=_extra,
     plots={"ws_stages.png": lambda rows, c: plot_stages(rows, c["copy_tbps"]),

@@ -52,12 +52,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..sim import H100, EventSim
-from ..topic import held_out_line
+from ..topic import HeldOut
 
-__all__ = ["LATENCY_NS", "COMPUTE_NS", "ISSUE_NS", "SYNC_NS", "FIT", "FIT_ROWS", "HELD_OUT", "BAND", "Config",
-           "simulate", "predict_config", "predict", "fit", "check_held_out", "MBarrier", "handover",
+__all__ = ["LATENCY_NS", "COMPUTE_NS", "ISSUE_NS", "SYNC_NS", "FIT", "FIT_ROWS", "HELD_OUT", "HELD_OUT_BAND", "Config",
+           "simulate", "predict_config", "predict", "fit", "HELD_OUT_CHECK", "MBarrier", "handover",
            "parity_schedule", "plot_timeline", "explain", "START_NS", "little_depth", "one_stage_rate",
-           "stage_depth_story", "held_out", "held_out_report"]
+           "stage_depth_story", "held_out_report"]
 
 # Fitted constants (ns). See FIT for the run and the rows they were fit to.
 LATENCY_NS = 264.35546875  # a TMA load's round trip with nothing queued
@@ -78,7 +78,7 @@ FIT = {"source": "kernels/warp_specialization/recorded_h100.json: NVIDIA H100 80
        # hardware); all three of them cross the band on the H100, none on the H200
        "held_out_outside_band": {"h100": {"rowsum uniform s2": -0.107, "rowsum ws s2": -0.108,
                                           "rowsum ws_regs s2": -0.110}, "h200": {}}}
-BAND = 0.10  # held-out configs must be within +-10 %
+HELD_OUT_BAND = 0.10  # held-out configs must be within +-10 %
 MIN_LATENCY_NS = 200.0  # the fit's lower bound on the round trip
 
 # The configs the constants are fit to, and the held-out ones checked against them (bench row names).
@@ -323,28 +323,19 @@ def fit(rows, ceiling_tbps: float, names=FIT_ROWS) -> dict:
             "SYNC_NS": best["sync_ns"], "START_NS": best["start_ns"], "band": err, "rows": [r["kernel"] for r in pts]}
 
 
-def check_held_out(rows, ceiling_tbps: float, names=HELD_OUT, **constants) -> dict:
-    """Relative error of the model on each held-out row that was measured: {name: error}."""
-    return {r["kernel"]: predict_config(Config(**r["config"]), ceiling_tbps, **constants) / r["tbps"] - 1
-            for r in _rows_named(rows, names)}
+def _predict_row(row: dict, record: dict, constants: dict | None = None) -> float:
+    """TB/s of a record's row at that record's copy ceiling, with the named constants or a refit's (fit())."""
+    kw = {k.lower(): constants[k] for k in ("LATENCY_NS", "COMPUTE_NS", "ISSUE_NS", "SYNC_NS", "START_NS")} \
+        if constants else {}
+    return predict_config(Config(**row["config"]), record["ceilings"]["copy_tbps"], **kw)
 
 
-def held_out(record: dict, **constants) -> dict:
-    """check_held_out on a record's rows with the copy ceiling of that record's run."""
-    return check_held_out(record["rows"], record["ceilings"]["copy_tbps"], **constants)
-
-
-def held_out_report(record: dict) -> str:
-    """The model against a record's held-out rows (its run's copy ceiling), one line each, the GPU named."""
-    from ..record import device_tag
-
-    named = FIT["held_out_outside_band"].get(device_tag(record.get("device")), {})
-    meas = {r["kernel"]: r["tbps"] for r in record["rows"] if r.get("tbps")}
-    lines = [f"constants fit on {FIT['source']} (rows {', '.join(FIT_ROWS)}; worst {FIT['band']:.1%}); held-out "
-             f"rows of {record['device']} ({record['date']}, copy ceiling {record['ceilings']['copy_tbps']:.2f} TB/s):"]
-    lines += [held_out_line(name, meas[name], err, band=BAND, unit="TB/s", named=named)
-              for name, err in held_out(record).items()]
-    return "\n".join(lines)
+# The held-out check (kernels.topic.HeldOut): each record's held-out configs with its own run's copy ceiling.
+HELD_OUT_CHECK = HeldOut(FIT, FIT_ROWS, HELD_OUT, band=HELD_OUT_BAND, predict=_predict_row, unit="TB/s",
+                         refit=lambda record: fit(record["rows"], record["ceilings"]["copy_tbps"]),
+                         constants={"LATENCY_NS": LATENCY_NS, "COMPUTE_NS": COMPUTE_NS, "ISSUE_NS": ISSUE_NS,
+                                    "SYNC_NS": SYNC_NS, "START_NS": START_NS})
+held_out_report = HELD_OUT_CHECK.report
 
 
 def little_depth(x1_tbps: float, ceiling_tbps: float) -> float:
