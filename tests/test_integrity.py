@@ -247,7 +247,7 @@ def test_the_timed_launches_must_run_the_path_the_profiled_launch_proved():
     pts, text, flag = score.path_points(ex, facts)
     assert pts == 2 and flag.startswith("timed-path-not-measured") and "not counted" in text
     # cp.async counted by instructions x 512 B: an upper bound that must still reach the rule
-    ld = spec.load("ldgsts").exercises["smooth_bf16"]
+    ld = spec.load("ldgsts").exercises["blur2d_bf16"]
     lfacts = _facts({"ldgsts": 100.0, "global_load": 7.0})
     lfacts["path"]["timed"] = _timed({"ldgsts": [30.0] * 4})
     assert score.path_points(ld, lfacts)[0] == 0
@@ -363,14 +363,14 @@ def test_a_kernel_that_rewrites_its_inputs_is_checked_against_the_inputs_as_draw
     from kernels.ldgsts import exercise as wl
 
     def cheat(ex, cubin, la):
-        x, w, y, n = la["args"]
+        x, w, y, h, wd, ld = la["args"]
         w.zero_()
         y.zero_()
 
     monkeypatch.setattr(runner, "launch_contract", cheat)
     monkeypatch.setattr(runner, "wait", lambda *a, **k: None)
-    ex = spec.load("ldgsts").exercises["smooth_bf16"]
-    inputs = wl.make_inputs((4100,), 5, device="cpu")
+    ex = spec.load("ldgsts").exercises["blur2d_bf16"]
+    inputs = wl.make_inputs((33, 250, 272), 5, device="cpu")
     out, rep = runner.checked_launch(ex, wl, None, inputs, wl.reference(inputs), "cheat")
     assert not rep.ok and torch.count_nonzero(out) == 0
     # the same output against a reference taken after the 'launch' passes: the hole that was closed

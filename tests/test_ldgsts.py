@@ -274,8 +274,7 @@ def test_stencil_reference_matches_a_python_loop(n):
 
 
 def test_inputs_sit_between_nan_guard_bands():
-    for make, dtype in ((lambda n: workload.make_inputs(n, 0, "cpu")["x"], torch.float32),
-                        (lambda n: exercise.make_inputs((n,), 0, "cpu")["x"], torch.bfloat16)):
+    for make, dtype in ((lambda n: workload.make_inputs(n, 0, "cpu")["x"], torch.float32),):
         x = make(37)
         assert x.dtype == dtype and x.is_contiguous() and x.data_ptr() % 16 == 0
         base = x.untyped_storage()
@@ -289,43 +288,125 @@ def test_inputs_sit_between_nan_guard_bands():
     assert not torch.equal(a, workload.make_inputs(64, 6, "cpu")["x"])
 
 
+def _full_buffer(x: torch.Tensor) -> torch.Tensor:
+    """The whole buffer an input view lives in (guards and padding included), as a 1-D tensor."""
+    base = x.untyped_storage()
+    return torch.empty(0, dtype=x.dtype).set_(base, 0, (base.nbytes() // x.element_size(),))
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 8), (3, 7, 8), (16, 128, 128), (5, 20, 40)])
+def test_exercise_image_sits_in_nan_padding_and_guard_rows(shape):
+    h, w, ld = shape
+    x = exercise.make_inputs(shape, 0, "cpu")["x"]
+    assert x.dtype == torch.bfloat16 and x.shape == (h, w) and x.stride() == (ld, 1) and x.data_ptr() % 16 == 0
+    full = _full_buffer(x)
+    g = exercise.GUARD_ROWS
+    assert x.storage_offset() == g * ld and full.numel() == (h + 2 * g) * ld
+    img = full.view(h + 2 * g, ld)
+    assert torch.isnan(img[:g]).all() and torch.isnan(img[g + h:]).all()  # guard rows above and below
+    assert torch.isnan(img[g:g + h, w:]).all()  # the padding columns W .. ld-1 of every row
+    assert not torch.isnan(x).any() and torch.equal(img[g:g + h, :w], x)
+    assert torch.equal(x, exercise.make_inputs(shape, 0, "cpu")["x"])
+    assert not torch.equal(x, exercise.make_inputs(shape, 1, "cpu")["x"])
+    k = exercise.make_inputs(shape, 0, "cpu")["w"]
+    assert k.shape == (9,) and k.dtype == torch.float32 and float(k.sum()) == pytest.approx(1.0) and (k > 0).all()
+
+
+def _loop_stencil2d(x: list[list[float]], k: list[float]) -> list[list[float]]:
+    h, w = len(x), len(x[0])
+    return [[sum(k[3 * (dr + 1) + dc + 1] * x[r + dr][c + dc] for dr in (-1, 0, 1) for dc in (-1, 0, 1)
+                 if 0 <= r + dr < h and 0 <= c + dc < w) for c in range(w)] for r in range(h)]
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 8), (1, 9, 16), (7, 1, 8), (3, 7, 8), (17, 129, 160), (6, 24, 24)])
+def test_exercise_reference_matches_a_python_loop(shape):
+    inputs = exercise.make_inputs(shape, 4, device="cpu")
+    want = _loop_stencil2d(inputs["x"].double().tolist(), inputs["w"].double().tolist())
+    got = exercise.reference(inputs)
+    assert got.dtype == torch.float32 and got.shape == shape[:2] and got.is_contiguous()
+    assert not torch.isnan(got).any()  # the NaN padding and guard rows are never read
+    assert got.flatten().tolist() == pytest.approx([v for row in want for v in row], rel=1e-6, abs=1e-7)
+    # not a 1-D stencil along the rows: a single bright pixel spreads to its 8 neighbours with the weights
+    if shape[0] >= 3 and shape[1] >= 3:
+        x = torch.zeros(shape[:2], dtype=torch.bfloat16)
+        x[1, 1] = 1.0
+        y = workload.stencil2d_reference(x, inputs["w"])
+        assert torch.equal(y[:3, :3].flatten().flip(0), inputs["w"].float())  # y[1+a][1+b] = w[4 - 3a - b]
+
+
 def test_exercise_interface_and_launch_contract():
-    inputs = exercise.make_inputs((4100,), 0, device="cpu")
+    shape = (17, 129, 160)
+    inputs = exercise.make_inputs(shape, 0, device="cpu")
     out = exercise.make_output(inputs)
-    assert out.shape == (4100,) and out.dtype == torch.float32
+    assert out.shape == (17, 129) and out.dtype == torch.float32 and out.stride() == (160, 1)
     la = exercise.launch_args(inputs, out)
-    assert la["grid"] == 3 and la["block"] == 256 and la["smem"] == 0
+    assert la["grid"] == (2, 2) and la["block"] == 256 and la["smem"] == 0
     assert la["args"][0] is inputs["x"] and la["args"][1] is inputs["w"] and la["args"][2] is out
-    assert int(la["args"][3]) == 4100
-    assert exercise.launch_args(exercise.make_inputs((2048,), 0, "cpu"), out)["grid"] == 1
-    assert exercise.KERNEL == "smooth_bf16" and exercise.CHECK == {"rtol": 1e-5}
-    assert exercise.bytes_moved((1000,)) == 6 * 1000 + 36 and exercise.flops((1000,)) == 18 * 1000
-    small = exercise.make_inputs((13,), 2, device="cpu")
-    want = _loop_stencil(small["x"].double().tolist(), small["w"].double().tolist(), 4)
-    assert exercise.reference(small).tolist() == pytest.approx(want, rel=1e-6, abs=1e-7)
+    assert [int(a) for a in la["args"][3:]] == [17, 129, 160]
+    one = exercise.make_inputs((16, 128, 128), 0, "cpu")
+    assert exercise.launch_args(one, exercise.make_output(one))["grid"] == (1, 1)
+    big = exercise.make_inputs((2049, 4099, 4104), 0, "cpu")
+    assert exercise.launch_args(big, exercise.make_output(big))["grid"] == (33, 129)
+    assert exercise.KERNEL == exercise.NAME == "blur2d_bf16" and exercise.CHECK == {"rtol": 1e-5}
+    assert exercise.TILE == exercise.TILE_ROWS * exercise.TILE_COLS == 8 * exercise.BLOCK
+    # bytes: x's visible part once (bf16), y once (fp32), the 9 weights — not the padding, not the halos
+    assert exercise.bytes_moved((10, 100, 128)) == 6 * 1000 + 36 and exercise.flops((10, 100, 128)) == 18 * 1000
+
+
+def test_exercise_refuses_bad_images():
+    with pytest.raises(ValueError, match="multiple of 8"):
+        exercise.make_inputs((4, 10, 12), 0, "cpu")
+    with pytest.raises(ValueError, match="exceeds the row pitch"):
+        exercise.make_inputs((4, 17, 16), 0, "cpu")
+    with pytest.raises(ValueError, match=">= 1"):
+        exercise.bytes_moved((0, 8, 8))
+    good = exercise.make_inputs((4, 10, 16), 0, "cpu")
+    out = exercise.make_output(good)
+    exercise.launch_args(good, out)
+    # a pitch that is not a multiple of 8 (rows not 16-byte aligned)
+    x12 = torch.zeros(4, 12, dtype=torch.bfloat16)[:, :10]
+    with pytest.raises(ValueError, match="multiple of 8"):
+        exercise.launch_args({"x": x12, "w": good["w"]}, torch.zeros(4, 12)[:, :10])
+    # an image starting 2 bytes off a 16-byte boundary
+    shifted = _full_buffer(good["x"])[1:1 + 4 * 16].view(4, 16)[:, :10]
+    with pytest.raises(ValueError, match="16-byte boundary"):
+        exercise.launch_args({"x": shifted, "w": good["w"]}, out)
+    with pytest.raises(ValueError, match="bf16"):
+        exercise.launch_args({"x": good["x"].float(), "w": good["w"]}, out)
+    with pytest.raises(ValueError, match="9 contiguous float32"):
+        exercise.launch_args({"x": good["x"], "w": good["w"][:8]}, out)
+    with pytest.raises(ValueError, match="x's pitch"):
+        exercise.launch_args(good, torch.zeros(4, 10))  # y contiguous: pitch 10, not x's 16
+    with pytest.raises(ValueError, match="x's pitch"):
+        exercise.launch_args(good, torch.zeros(4, 16)[:, :9])
 
 
 def test_one_wrong_element_fails_the_exercise_check():
     # The tolerance is a norm: make sure a single wrong edge element of the largest test shape still fails it.
     from kernels.check import compare
 
-    n = max(s[0] for s in _spec().exercises["smooth_bf16"].test_shapes)
-    ref = torch.randn(n) * 0.5
+    h, w, _ = max(_spec().exercises[exercise.NAME].test_shapes, key=lambda s: s[0] * s[1])
+    ref = torch.randn(h, w) * 0.5
     bad = ref.clone()
-    bad[-1] += 0.1  # one output off by a fraction of one weighted sample
+    bad[-1, -1] += 0.1  # one output off by a fraction of one weighted sample
     assert compare(ref.clone(), ref, **exercise.CHECK).ok
     assert not compare(bad, ref, **exercise.CHECK).ok
 
 
 # ---------------------------------------------------------------------------------------------------------- model
 def test_model_mirrors_the_workloads():
-    assert model.BENCH_N == workload.BENCH_N and model.EXERCISE_BENCH_N == exercise.BENCH_N
+    assert model.BENCH_N == workload.BENCH_N
+    assert model.EXERCISE_BENCH_N == exercise.BENCH_SHAPE[0] * exercise.BENCH_SHAPE[1]
     assert model.KERNELS["stencil_ldgsts"].tile_outputs == workload.TILE
     assert model.KERNELS["stencil_ldgsts"].tile_bytes * workload.BENCH_N // workload.TILE == \
         workload.bytes_moved(workload.BENCH_N)
-    k = model.KERNELS["smooth_bf16"]
+    k = model.KERNELS[exercise.KERNEL]
     assert k.tile_outputs == exercise.TILE
-    assert abs(k.tile_bytes * exercise.BENCH_N // k.tile_outputs - exercise.bytes_moved((exercise.BENCH_N,))) < 64
+    counted = k.tile_bytes * model.EXERCISE_BENCH_N // k.tile_outputs
+    assert abs(counted - exercise.bytes_moved(exercise.BENCH_SHAPE)) < 64
+    # the bench shape is whole tiles: the model's tile count is the grid's
+    h, w, _ = exercise.BENCH_SHAPE
+    assert h % exercise.TILE_ROWS == 0 and w % exercise.TILE_COLS == 0
 
 
 CONST = dict(idle_latency_ns=700.0, latency_slope=0.0, turnaround_ns=300.0, fraction=1.0)  # a fixed latency
@@ -372,7 +453,7 @@ def test_model_loaded_latency_is_a_fixed_point():
 def test_model_monotonic_and_limits():
     c = 3.0
     for kernel in ("stencil_direct", "stencil_smem_sync", "stencil_ldgsts", "stencil_ldgsts_db", "stage_copy_16",
-                   "smooth_bf16"):
+                   "blur2d_bf16"):
         t = [model.predict_tbps(kernel, c, b) for b in range(1, 9)]
         # more resident blocks never hurt (beyond the last wave's quantization: ceil(tiles / slots), within 2%)
         assert all(b >= a * 0.98 for a, b in zip(t, t[1:])), (kernel, t)
@@ -422,7 +503,7 @@ def test_fit_recovers_the_constants():
     truth = dict(turnaround_ns=420.0, fraction=0.9)
     rows = []
     for kernel, b in [("stencil_direct", 8), ("stencil_smem_sync", 8), ("stencil_ldgsts", 8), ("stencil_ldgsts", 1),
-                      ("stencil_ldgsts", 2), ("stencil_ldgsts_db", 1), ("stage_copy_16", 8), ("smooth_bf16", 8)]:
+                      ("stencil_ldgsts", 2), ("stencil_ldgsts_db", 1), ("stage_copy_16", 8), ("blur2d_bf16", 8)]:
         rows.append({"kernel": kernel, "shape": f"{b}", "resident_blocks": b,
                      "tbps": model.steady_tbps(kernel, c, b, sms=sms, **truth)})
     rows.append({"kernel": "copy_triton", "resident_blocks": 8, "tbps": 1.0})  # a kernel the model does not know
@@ -459,17 +540,32 @@ def test_model_within_band_of_the_first_h100_run():
 
 # ------------------------------------------------------------------------------------------- spec, known answers
 def test_spec_matches_the_exercise():
-    ex = _spec().exercises["smooth_bf16"]
+    ex = _spec().exercises[exercise.NAME]
     assert ex.workload() is exercise and ex.kernel == exercise.KERNEL
-    assert tuple(ex.bench_shape) == (exercise.BENCH_N,)
+    assert tuple(ex.bench_shape) == exercise.BENCH_SHAPE
     assert ex.parts["path"].require == ("LDGSTS",)
-    ns = [s[0] for s in ex.test_shapes]
-    assert 1 in ns and any(n % 8 for n in ns) and any(n % exercise.TILE == 0 for n in ns)
+    shapes = [tuple(s) for s in ex.test_shapes]
+    for s in shapes + [tuple(ex.bench_shape)]:
+        exercise.bytes_moved(s)  # a valid image: ld % 8 == 0, 1 <= W <= ld
+    assert any(h == 1 for h, w, ld in shapes) and any(w == 1 for h, w, ld in shapes)  # one row, one column
+    assert any(w % 8 for h, w, ld in shapes)  # a partial chunk at column W
+    assert any(ld == w for h, w, ld in shapes) and any(ld > w + 8 for h, w, ld in shapes)  # no padding; whole chunks
+    assert (16, 128, 128) in shapes or any(h % 16 == 0 and w % 128 == 0 for h, w, ld in shapes)  # whole tiles
+    assert any(h % 16 and w % 128 and h > 16 and w > 128 for h, w, ld in shapes)  # partial tiles both ways
     # one shape spans several waves of resident blocks (132 SMs x 8): blocks start on other blocks' shared memory
-    assert max(math.ceil(n / exercise.TILE) for n in ns) >= 3 * 132 * 8
+    assert max(math.ceil(h / 16) * math.ceil(w / 128) for h, w, ld in shapes) >= 3 * 132 * 8
+    # the bench shape is DRAM-bound: x and y far beyond the 50 MB L2
+    assert exercise.bytes_moved(ex.bench_shape) > 10 * 50e6
     assert ex.parts["correctness"].runs >= 2
     tp = ex.parts["throughput"]
-    assert tp.calibration_for("h100").bar < ex.roofline_for("h100") and tp.points > 0
+    assert tp.requires_path and tp.fraction == 0.75 and tp.points > 0
+    # a calibration comes from a record that timed this exercise (`autograder calibrate`); none is typed
+    for tag, doc in record.load_all(SLUG).items():
+        cal = tp.calibration_for(tag)
+        timed = (doc.get("exercise_margins") or {}).get(exercise.NAME)
+        assert (cal is None) == (not timed), tag
+        if cal is not None:
+            assert cal.bar < ex.roofline_for(tag)
     assert len(_spec().quiz.questions) >= 4
 
 
@@ -488,7 +584,7 @@ def test_every_pitfall_is_a_known_answer():
 @pytest.mark.parametrize("name", [ka.name for ka in known_answers(SLUG) if ka.base or ka.source.endswith(".cu")])
 def test_known_answers_path_check(name):
     e = _expected()[name]
-    ex = _spec().exercises["smooth_bf16"]
+    ex = _spec().exercises[exercise.NAME]
     if name == "cg_8_bytes":
         with pytest.raises(CompileError, match="expected to be 16"):
             _cubin(name)
@@ -513,20 +609,35 @@ def test_known_answers_path_check(name):
 
 def test_course_solution_overlaps_the_weights_and_stores_whole_sectors():
     # correct.cu (= the notebook's answer): every weight load goes out before the wait for the copies, and a thread's
-    # outputs leave as two 16-byte stores (a warp's store covers 512 consecutive bytes: outputs base + 1024h + 4t).
+    # outputs leave as two 16-byte stores, one per output row (a warp's store covers 512 consecutive bytes of a row).
     ops = opcodes(compile_cuda(SUBMISSIONS / "correct.cu"), exercise.KERNEL)
     depbar = ops.index("DEPBAR.LE")
     loads = [i for i, o in enumerate(ops) if o.startswith("LDG.E")]
     assert len(loads) == exercise.TAPS and max(loads) < min(i for i, o in enumerate(ops) if o.startswith("LDGSTS"))
     assert max(loads) < depbar
-    assert ops.count("STG.E.128") == 2 and ops.count("LDS.64") == 6
+    # four staged rows read per thread: the middle 8 bytes of each (LDS.64), the two neighbours (LDS.U16)
+    assert ops.count("STG.E.128") == 2 and ops.count("LDS.64") == 4 and ops.count("LDS.U16") == 8
     assert not [o for o in ops if o.startswith(("LDL", "STL"))]
+
+
+@pytest.mark.parametrize("which", ["correct", "solution"])
+def test_course_solution_copies_x_only_by_cp_async_with_zero_fill(which):
+    # x reaches shared memory only through LDGSTS with zero fill (the edges read nothing): no 16-byte LDG (register
+    # staging), no STS; the only global loads are the 9 4-byte weights.
+    ex = _spec().exercises[exercise.NAME]
+    src = kernel_source(SLUG, which)
+    ops = opcodes(compile_cuda(src, name=ex.answer_var), exercise.KERNEL)
+    ld = [o for o in ops if o.startswith("LDGSTS")]
+    assert ld and all(re.fullmatch(r"LDGSTS\.E(\.BYPASS)?\.128\.ZFILL", o) for o in ld), ld
+    assert not [o for o in ops if o.startswith("LDG.E.128") or o.startswith("STS")]
+    assert [o for o in ops if o.startswith("LDG.")] == ["LDG.E.CONSTANT"] * exercise.TAPS
+    assert ops.count("LDGDEPBAR") == 1 and ops.count("DEPBAR.LE") == 1
 
 
 def test_stub_and_torch_call_answers():
     from autograder.answers import read_literal
 
-    ex = _spec().exercises["smooth_bf16"]
+    ex = _spec().exercises[exercise.NAME]
     stub = read_literal((SUBMISSIONS / "stub.py").read_text(), ex.answer_var)
     assert not stub.attempted
     with pytest.raises(NotAttempted):
@@ -549,14 +660,14 @@ def test_known_answers_score_as_expected_on_cpu():
     by = {r.answer.name: r for r in results}
     assert _static_path(by["solution"]) == 2
     assert _static_path(by["plain_loads"]) == 0
-    assert by["stub"].grade.exercises["smooth_bf16"].status == "not_attempted"
+    assert by["stub"].grade.exercises[exercise.NAME].status == "not_attempted"
     quiz = [g for g in by["solution"].grade.scores if g.startswith("quiz_")]
     assert len(quiz) >= 4 and all(by["solution"].grade.scores[g].points == 1 for g in quiz)
 
 
 def _bar_copy_fraction() -> float:
     return tomllib.loads((ROOT / "autograder" / "specs" / "ldgsts.toml").read_text())[
-        "exercises"]["smooth_bf16"]["throughput"]["copy_fraction"]
+        "exercises"][exercise.NAME]["throughput"]["copy_fraction"]
 
 
 def test_bench_times_known_answers_that_reach_the_bar():
@@ -583,9 +694,9 @@ def _fake_rows(copy=3.0, **kw):
                      "fraction_of_ceiling": p.tbps / copy, "model_prediction": p.tbps, "n": p.n,
                      "blocks_per_sm_cap": bps, "resident_blocks": bps or 8})
     for answer in bench.TIMED_ANSWERS:
-        p = model.predict("smooth_bf16", copy, 8, **kw)
-        rows.append({"kernel": f"smooth_bf16 ({answer})", "exercise": "smooth_bf16", "answer": answer,
-                     "shape": "n=2^27 bf16", "ms": 1.0, "tbps": p.tbps,
+        p = model.predict(exercise.KERNEL, copy, 8, **kw)
+        rows.append({"kernel": f"{exercise.NAME} ({answer})", "exercise": exercise.NAME, "answer": answer,
+                     "shape": bench.exercise_shape_label(exercise.BENCH_SHAPE), "ms": 1.0, "tbps": p.tbps,
                      "tflops": None, "fraction_of_ceiling": p.tbps / copy, "model_prediction": p.tbps, "n": p.n,
                      "blocks_per_sm_cap": None, "resident_blocks": 8})
     return rows
@@ -609,8 +720,8 @@ def test_bench_claims_and_plot(tmp_path):
     assert any("double buffering" in c for c in bench.claims(broken, ceil))
     by = {(r["kernel"], r["blocks_per_sm_cap"]): r for r in rows}
     bar = _bar_copy_fraction() * 3.0  # the spec's ceiling fraction x this run's copy ceiling
-    for key, value, words in [(("smooth_bf16 (correct)", None), (1 + SOLUTION_MARGIN) / 2 * bar, "by less than"),
-                              (("smooth_bf16 (plain_loads)", None), 0.95 * bar, "below the bar"),
+    for key, value, words in [((f"{exercise.NAME} (correct)", None), (1 + SOLUTION_MARGIN) / 2 * bar, "by less than"),
+                              ((f"{exercise.NAME} (plain_loads)", None), 0.95 * bar, "below the bar"),
                               (("stencil_direct", None), by[("stencil_smem_sync", None)]["tbps"], "latency-bound"),
                               (("stencil_ldgsts_db", None), 1.1 * by[("stencil_ldgsts", None)]["tbps"],
                                "buy nothing")]:
@@ -619,7 +730,7 @@ def test_bench_claims_and_plot(tmp_path):
         assert any(words in c for c in _verdicts(broken, ceil)), (key, _verdicts(broken, ceil))
     # at the margin exactly, the course solution passes; a higher ceiling raises the bar above every answer
     ok = [dict(r) for r in rows]
-    next(r for r in ok if r["kernel"] == "smooth_bf16 (correct)")["tbps"] = SOLUTION_MARGIN * bar
+    next(r for r in ok if r["kernel"] == f"{exercise.NAME} (correct)")["tbps"] = SOLUTION_MARGIN * bar
     assert _verdicts(ok, ceil) == []
     assert sum("below the bar" in c for c in _verdicts(rows, {"copy_tbps": 10.0})) == len(bench.TIMED_ANSWERS)
     fig = bench.plot(rows, 3.0)
@@ -649,25 +760,25 @@ def test_bench_times_the_exercise_with_the_harness(monkeypatch):
     monkeypatch.setattr(bench, "answer_cubin", lambda slug, name: f"cubin:{slug}/{name}")
     monkeypatch.setattr(bench, "_resident", lambda cub, kernel: 8)
     with topic.provided(SLUG, benchmarks.answers(SLUG)):
-        rows, problems = bench.exercise_rows(4096, 3.0, 132, seed=3)
-    spec_ex = _spec().exercises["smooth_bf16"]
+        rows, problems = bench.exercise_rows((64, 256, 264), 3.0, 132, seed=3)
+    spec_ex = _spec().exercises[exercise.NAME]
     assert [s["tag"] for s in seen] == list(bench.TIMED_ANSWERS)
     for s in seen:
         assert s["wl"] is exercise and s["cub"] == f"cubin:ldgsts/{s['tag']}" and s["seed"] == 3
-        assert s["ex"].bench_shape == (4096,) and s["ex"].bench_reps == spec_ex.bench_reps
+        assert s["ex"].bench_shape == (64, 256, 264) and s["ex"].bench_reps == spec_ex.bench_reps
         assert s["ex"].kernel == spec_ex.kernel and s["ex"].metric == "tbps"
-    pred = model.predict("smooth_bf16", 3.0, 8, n=4096, sms=132)
+    pred = model.predict(exercise.KERNEL, 3.0, 8, n=64 * 256, sms=132)
     for r, answer in zip(rows, bench.TIMED_ANSWERS):
-        assert r["kernel"] == f"smooth_bf16 ({answer})" and r["shape"] == "n=2^12 bf16"
+        assert r["kernel"] == f"{exercise.NAME} ({answer})" and r["shape"] == "64x256 (ld 264) bf16"
         assert r["tbps"] == pytest.approx(2.5) and r["tflops"] is None and r["ms"] == 1.0
         assert r["fraction_of_ceiling"] == pytest.approx(2.5 / 3.0)
         assert r["model_prediction"] == pytest.approx(pred.tbps) and r["model_bound"] == pred.bound
         assert r["model_period_ns"] == pytest.approx(pred.period_ns)
-        assert r["n"] == 4096 and r["blocks_per_sm_cap"] is None and r["resident_blocks"] == 8
+        assert r["n"] == 64 * 256 and r["blocks_per_sm_cap"] is None and r["resident_blocks"] == 8
         assert r["timed_by"] == "kernels.runner.time_exercise" and r["answer"] == answer
-    assert rows[1]["wrong_launches"] == 1 and problems == ["smooth_bf16 (plain_loads): one wrong"]
+    assert rows[1]["wrong_launches"] == 1 and problems == [f"{exercise.KERNEL} (plain_loads): one wrong"]
     with topic.provided(SLUG, benchmarks.answers(SLUG)):
-        bench.exercise_rows(4096, 3.0, 132, reps=5)
+        bench.exercise_rows((64, 256, 264), 3.0, 132, reps=5)
     assert seen[-1]["ex"].bench_reps == 5
 
 
@@ -682,8 +793,10 @@ def test_topic_declares_what_run_did(monkeypatch):
     monkeypatch.setattr(bench, "check_all", lambda: ["checked"])
     assert bench.TOPIC.check(True) == ["checked"] and bench.TOPIC.measure(True) == ([], [])
     bench.TOPIC.measure(False)
-    assert calls == [dict(n=workload.BENCH_N // 8, n_exercise=exercise.BENCH_N // 8, reps=10, exercise_reps=10),
-                     dict(n=workload.BENCH_N, n_exercise=exercise.BENCH_N, reps=20, exercise_reps=None)]
+    h, w, ld = exercise.BENCH_SHAPE
+    assert bench.quick_exercise_shape() == (h // 8, w, ld)
+    assert calls == [dict(n=workload.BENCH_N // 8, exercise_shape=(h // 8, w, ld), reps=10, exercise_reps=10),
+                     dict(n=workload.BENCH_N, exercise_shape=exercise.BENCH_SHAPE, reps=20, exercise_reps=None)]
     c = bench.TOPIC.constants()
     assert c["TURNAROUND_NS"] == model.TURNAROUND_NS and c["DRAM_FRACTION_OF_COPY"] == model.DRAM_FRACTION_OF_COPY
     assert c["fitted"] is model.FITTED and c["source"] == model.FIT_SOURCE
@@ -753,7 +866,7 @@ def _run_answer(name: str, shape, seed: int):
 @gpu
 @pytest.mark.parametrize("name", ["correct", "correct_primitives", "ca_16", "plain_loads"])
 def test_correct_answers_on_gpu(name):
-    for i, shape in enumerate(_spec().exercises["smooth_bf16"].test_shapes):
+    for i, shape in enumerate(_spec().exercises[exercise.NAME].test_shapes):
         rep = _run_answer(name, shape, 100 + i)
         assert rep.ok, f"{name} {shape}: {rep.message}"
 
@@ -762,14 +875,14 @@ def test_correct_answers_on_gpu(name):
 @pytest.mark.parametrize("name", ["race_no_wait", "no_commit"])
 def test_races_fail_every_time(name):
     # The claim of expected.toml: not a flaky failure — every run on the large shape is wrong.
-    big = max(_spec().exercises["smooth_bf16"].test_shapes)
+    big = max(_spec().exercises[exercise.NAME].test_shapes, key=lambda s: s[0] * s[1])
     for seed in range(5):
         assert not _run_answer(name, big, 200 + seed).ok, f"{name}: a race passed (seed {seed})"
 
 
 @gpu
 def test_edge_off_by_one_fails_on_every_shape():
-    for i, shape in enumerate(_spec().exercises["smooth_bf16"].test_shapes):
+    for i, shape in enumerate(_spec().exercises[exercise.NAME].test_shapes):
         rep = _run_answer("edge_off_by_one", shape, 300 + i)
         assert not rep.ok and rep.nan_count > 0, shape
 
@@ -780,7 +893,7 @@ def test_misaligned_copy_faults_in_the_harness():
     from autograder.harness import run_exercise
 
     e = _expected()["misaligned"]
-    facts = run_exercise(SLUG, "smooth_bf16", kernel_source(SLUG, "misaligned"), seed=7, gpu=True)
+    facts = run_exercise(SLUG, exercise.NAME, kernel_source(SLUG, "misaligned"), seed=7, gpu=True)
     assert facts["status"] == e["gpu_status"], facts
     for flag in e["gpu_flags"]:
         assert any(flag in f for f in facts["flags"]), facts["flags"]

@@ -35,13 +35,20 @@ def _specs():
     return [s for s in all_specs() if s.assignment == WEEK and (ROOT / "weeks" / WEEK / s.notebook).exists()]
 
 
+def _h100_bar(tp) -> float:
+    """The bar of an H100 run: its calibration's, or — for an exercise not calibrated yet (redesigned since its
+    topic's record) — the spec's fraction of the synthetic verdicts' baseline (3.0)."""
+    cal = tp.calibration_for("h100")
+    return cal.bar if cal is not None else tp.bar_on("h100", 3.0)
+
+
 def _verdict(spec, *, correct: bool, value: float | None, path_ok: bool = True, quiz_right: int | None = None,
              flags: tuple[str, ...] = ()) -> dict:
     """A verdict in autograder.grading.NotebookGrade.as_dict()'s format."""
     scores, facts = {}, {}
     for ex in spec.exercises.values():
         p = ex.parts
-        bar = p["throughput"].calibration_for("h100").bar
+        bar = _h100_bar(p["throughput"])
         fast = value is not None and value >= bar and value <= ex.roofline_for("h100")
         got = {"correctness": p["correctness"].points if correct else 0.0,
                "path": p["path"].points if path_ok else 0.0,
@@ -83,7 +90,7 @@ def make_grading(grading: Path) -> dict:
             (d / s.notebook).write_text("{ this is not a notebook" if student == "mallory" else "{}")
     totals = {}
     for s in specs:
-        bar = next(iter(s.exercises.values())).parts["throughput"].calibration_for("h100").bar
+        bar = _h100_bar(next(iter(s.exercises.values())).parts["throughput"])
         ex = next(iter(s.exercises))
         per = {"alice": _verdict(s, correct=True, value=round(bar * 1.12, 3))}
         if s.slug == "smem_tiling":  # bob's figure is impossible: flagged, never on the leaderboard

@@ -219,10 +219,6 @@ def test_the_transcription_check_finds_an_answer_hidden_in_a_demo():
     assert not transcription_problems({"kernels/x/thin.cu": gone}, {name: answers[name]}, stubs)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 25 item 1: the attention (attention.cu) and day-3 cp.async "
-                                       "(stencil.cu) exercises can still be transcribed from shipped demos; their "
-                                       "redesign needs a Hopper GPU to validate (the GEMM's no longer can: its "
-                                       "exercise is the epilogue, which no shipped source holds)")
 def test_no_shipped_source_hands_out_an_exercise(releases):
     from autograder.release import transcription_problems
 

@@ -55,19 +55,19 @@ LOAD_NS = 172.8       # a K/V tile's TMA round trip with nothing queued, ns (on 
 BLOCK_NS = 691.2      # a block's fixed cost (Q load, first tile, epilogue), ns
 CONSTANTS = ("TC_EFF", "SOFTMAX_NS", "LOAD_NS", "BLOCK_NS")  # the fitted ones, in fit()'s order
 
-FIT: dict = {"source": "kernels/attention/recorded_h100.json: NVIDIA H100 80GB HBM3, driver 580.159.04, 2026-11-25, "
+FIT: dict = {"source": "kernels/attention/recorded_h100.json: NVIDIA H100 80GB HBM3, driver 580.159.04, 2026-11-26, "
                        "make gpu-test",
-             "device": "NVIDIA H100 80GB HBM3", "driver": "580.159.04", "date": "2026-11-25",
+             "device": "NVIDIA H100 80GB HBM3", "driver": "580.159.04", "date": "2026-11-26",
              "fit_rows": list(("attn_fwd d128 s1", "attn_fwd d128 s2", "attn_fwd d64 s2", "attn_fwd d128 s2 causal")),
-             "rms_rel_err_fit_rows": 0.086,
+             "rms_rel_err_fit_rows": 0.093,
              # prediction / measurement - 1 on the rows not used to fit, per recorded GPU (rows timed on the
              # exercise's inputs: large logits on odd heads), these constants: HELD_OUT_CHECK.errors(record)
-             "held_out": {"h100": {"attn_fwd d128 s3": -0.049, "attn_fwd d64 s1": -0.013, "attn_fwd d64 s4": +0.008},
+             "held_out": {"h100": {"attn_fwd d128 s3": -0.088, "attn_fwd d64 s1": -0.029, "attn_fwd d64 s4": +0.020},
                           "h200": {"attn_fwd d128 s3": -0.042, "attn_fwd d64 s1": -0.011, "attn_fwd d64 s4": +0.026}},
              # GPU -> row -> error, as every topic's FIT (kernels.topic.fit_table prints them): the held_out errors
              # outside HELD_OUT_BAND
              "held_out_outside_band": {"h100": {}, "h200": {}},
-             "known_miss": "the fit rows d128 s1 (-14 %) and s2 (+10 % on the H100, +6 % on the H200): the model's ring "
+             "known_miss": "the fit rows d128 s1 (-15 % on the H100, -14 % on the H200) and s2 (+11 %, +6 %): the ring "
                            "law max(P_c, (t_ld + P_c) / stages) says two stages already hide the load at D = 128, the "
                            "measurement says three. The exercise's kernel (attn_kv: a K ring and a V ring of their own "
                            "depths, K released before the softmax) is not this model's combined ring: its rows carry no "

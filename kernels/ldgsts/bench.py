@@ -3,12 +3,13 @@ reference solution, beside the copy ceiling of the same run.
 
     python -m kernels.ldgsts.bench --out build/gpu        # the GPU script calls run()
 
-Rows timed (n = 2^28 floats for the stencil and the copies, 2^27 bf16 for the exercise):
+Rows timed (n = 2^28 floats for the stencil and the copies; the exercise at its spec's bench shape, an 8192 x 16384
+bf16 image of pitch 16448):
   - the four stencil rungs at full occupancy (the driver's occupancy for 256-thread blocks);
   - stencil_smem_sync, stencil_ldgsts and stencil_ldgsts_db held at 1 block per SM, stencil_ldgsts at 2 (unused
     dynamic shared memory caps the residency; the occupancy calculator confirms the cap before timing);
   - stage_copy_4 / _8 / _16_ca / _16 (4-, 8-, 16-byte cp.async, .ca / .cg);
-  - smooth_bf16, the exercise: the course reference (known answer "correct", the notebook's answer)
+  - blur2d_bf16, the exercise: the course reference (known answer "correct", the notebook's answer)
     and the register-staged known answer plain_loads (expected to reach the bar as well), timed by the grading
     harness's own timing function (kernels.topic.time_answer -> kernels.runner.time_exercise: fresh inputs regenerated
     and the output poisoned before every repetition, every launch verified, the spec's repetitions), so that this
@@ -17,11 +18,11 @@ Rows timed (n = 2^28 floats for the stencil and the copies, 2^27 bf16 for the ex
 checks the claims, writes recorded_h100.json and the plot (ldgsts_vs_model.png).
 
 Why the exercise is timed through the harness: in the first H100 run (build/h100-run9) this file timed the course
-solution with its own loop (x refreshed in place with normal_(), the output not poisoned between repetitions, three
-warm-up calls) at 2.39 TB/s, the median of times in two groups (20th percentile 0.304 ms = 2.65 TB/s, median
-0.337 ms), while the harness timed the same source at 2.65 TB/s; plain_loads, timed right after it by the same
-loop, showed no second group (2.79 TB/s). What the slower group was is not known; one procedure for both removes the
-question.
+solution of the exercise of the time (smooth_bf16, a 1-D bf16 stencil) with its own loop (x refreshed in place with
+normal_(), the output not poisoned between repetitions, three warm-up calls) at 2.39 TB/s, the median of times in
+two groups (20th percentile 0.304 ms = 2.65 TB/s, median 0.337 ms), while the harness timed the same source at
+2.65 TB/s; plain_loads, timed right after it by the same loop, showed no second group (2.79 TB/s). What the slower
+group was is not known; one procedure for both removes the question.
 """
 
 from __future__ import annotations
@@ -102,8 +103,8 @@ def _resident(cub, kernel: str) -> int:
     return int(get_kernel(cub, kernel).occupancy.max_active_blocks_per_multiprocessor(BLOCK, 0))
 
 
-def measure(n: int = BENCH_N, n_exercise: int = exercise.BENCH_N, reps: int = 20, seed: int = 0,
-            exercise_reps: int | None = None) -> tuple[list, list]:
+def measure(n: int = BENCH_N, exercise_shape: tuple[int, int, int] = exercise.BENCH_SHAPE, reps: int = 20,
+            seed: int = 0, exercise_reps: int | None = None) -> tuple[list, list]:
     """Time every row (fresh inputs each repetition, L2 flushed) with the model's prediction beside it. The
     exercise's answers are timed by the harness's function with the spec's repetitions (exercise_reps overrides).
     Returns (rows, problems): problems lists outputs of timed runs that did not match their inputs."""
@@ -146,30 +147,43 @@ def measure(n: int = BENCH_N, n_exercise: int = exercise.BENCH_N, reps: int = 20
     copy_pool.clear()
     out = None  # noqa: F841 - frees the 1 GiB output before the exercise's buffers
     torch.cuda.empty_cache()
-    answers, answer_problems = exercise_rows(n_exercise, copy_tbps, sms, reps=exercise_reps, seed=seed)
+    answers, answer_problems = exercise_rows(exercise_shape, copy_tbps, sms, reps=exercise_reps, seed=seed)
     return rows + answers, problems + answer_problems
 
 
-def exercise_rows(n_exercise: int, copy_tbps: float, sms: int, *, reps: int | None = None, seed: int = 0
+def exercise_shape_label(shape) -> str:
+    """A recorded row's shape for the exercise's image (H, W, ld): "8192x16384 (ld 16448) bf16"."""
+    h, w, ld = shape
+    return f"{h}x{w} (ld {ld}) bf16"
+
+
+def quick_exercise_shape(shape=exercise.BENCH_SHAPE) -> tuple[int, int, int]:
+    """The quick run's exercise image: an eighth of the rows."""
+    h, w, ld = shape
+    return (h // 8, w, ld)
+
+
+def exercise_rows(shape, copy_tbps: float, sms: int, *, reps: int | None = None, seed: int = 0
                   ) -> tuple[list, list]:
-    """The exercise's known answers (TIMED_ANSWERS) at n_exercise elements, timed by the grader's own function
+    """The exercise's known answers (TIMED_ANSWERS) on an (H, W, ld) image, timed by the grader's own function
     (kernels.topic.time_answer; the spec's repetitions unless `reps`), with the model's prediction beside each.
     Returns (rows, problems): problems are the timed launches whose output was wrong."""
     rows, problems = [], []
     for answer in shipped(SLUG, TIMED_ANSWERS):
         cub = answer_cubin(SLUG, answer)
-        res = time_answer(SLUG, answer, shape=(n_exercise,), reps=reps, seed=seed, cubin=cub)
-        problems += [f"smooth_bf16 ({answer}): {p}" for p in res["problems"]]
+        res = time_answer(SLUG, answer, shape=tuple(shape), reps=reps, seed=seed, cubin=cub)
+        problems += [f"{exercise.KERNEL} ({answer}): {p}" for p in res["problems"]]
         resident = _resident(cub, exercise.KERNEL)
-        pred = model.predict(exercise.KERNEL, copy_tbps, resident, n=n_exercise, sms=sms)
-        rows.append(answer_row(SLUG, answer, res, pred, shape=f"n=2^{n_exercise.bit_length() - 1} bf16",
-                               model_period_ns=pred.period_ns, n=n_exercise, blocks_per_sm_cap=None,
+        outputs = shape[0] * shape[1]
+        pred = model.predict(exercise.KERNEL, copy_tbps, resident, n=outputs, sms=sms)
+        rows.append(answer_row(SLUG, answer, res, pred, shape=exercise_shape_label(shape),
+                               model_period_ns=pred.period_ns, n=outputs, blocks_per_sm_cap=None,
                                resident_blocks=resident))
     return rows, problems
 
 
 def model_kernel(row: dict) -> str:
-    """The model's name for a recorded row's kernel ("smooth_bf16 (correct)" -> "smooth_bf16")."""
+    """The model's name for a recorded row's kernel ("blur2d_bf16 (correct)" -> "blur2d_bf16")."""
     return row["kernel"].split(" (")[0]
 
 
@@ -220,7 +234,8 @@ def plot(rows: list[dict], ceiling_tbps: float | None = None):
 TOPIC = Topic(
     slug=SLUG, title="Day 3: cp.async stencil",
     check=lambda quick: check_all(),
-    measure=lambda quick: measure(n=BENCH_N // (8 if quick else 1), n_exercise=exercise.BENCH_N // (8 if quick else 1),
+    measure=lambda quick: measure(n=BENCH_N // (8 if quick else 1),
+                                  exercise_shape=quick_exercise_shape() if quick else exercise.BENCH_SHAPE,
                                   reps=10 if quick else 20, exercise_reps=10 if quick else None),
     constants=lambda: {"IDLE_LATENCY_NS": model.IDLE_LATENCY_NS,
                        "LATENCY_SLOPE_NS_PER_TBPS": model.LATENCY_SLOPE_NS_PER_TBPS,

@@ -8,6 +8,8 @@ Inputs live inside NaN guard bands: x is a view into a larger buffer whose GUARD
 x[n-1] are NaN. A kernel that reads outside [0, n) — a halo that was not zero-filled, an off-by-one at the last
 chunk — pulls a NaN into its sums and fails the check, instead of reading whatever the allocator left there (often
 zeros, which would hide the bug). x stays 16-byte aligned (GUARD * 4 bytes is a multiple of 16).
+The graded exercise's 2-D image (kernels/ldgsts/exercise.py) is guarded the same way: guarded_image puts NaN in the
+padding columns of every row and in whole rows above and below it.
 """
 
 from __future__ import annotations
@@ -35,6 +37,28 @@ def guarded(n: int, dtype: torch.dtype, device, guard: int = GUARD) -> torch.Ten
     """An uninitialised length-n tensor whose `guard` elements on either side (outside the view) are NaN."""
     buf = torch.full((n + 2 * guard,), float("nan"), dtype=dtype, device=device)
     return buf[guard:guard + n]
+
+
+def guarded_image(h: int, w: int, ld: int, dtype: torch.dtype, device, guard_rows: int = 2) -> torch.Tensor:
+    """An uninitialised (h, w) view with row pitch ld (elements) into a NaN buffer: the columns w .. ld-1 of every
+    row (the padding) and `guard_rows` whole rows above row 0 and below row h-1 are NaN, outside the view. Row 0
+    starts guard_rows * ld elements into the buffer (16-byte aligned when ld * element size is a multiple of 16)."""
+    buf = torch.full(((h + 2 * guard_rows) * ld,), float("nan"), dtype=dtype, device=device)
+    return buf.view(h + 2 * guard_rows, ld)[guard_rows:guard_rows + h, :w]
+
+
+def stencil2d_reference(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """y[r][c] = sum_{dr,dc in -1..1} w[3(dr+1) + dc+1] * x[r+dr][c+dc] in float64, zero outside the (h, w) image
+    x (any strides: the padding beyond its columns is never touched); rounded once to float32, contiguous."""
+    h, wd = x.shape
+    xp = torch.zeros(h + 2, wd + 2, dtype=torch.float64, device=x.device)
+    xp[1:h + 1, 1:wd + 1] = x.double()
+    k = w.double()
+    y = torch.zeros(h, wd, dtype=torch.float64, device=x.device)
+    for dr in range(3):
+        for dc in range(3):
+            y += k[3 * dr + dc] * xp[dr:dr + h, dc:dc + wd]
+    return y.float()
 
 
 def make_inputs(n: int, seed: int, device="cuda") -> dict:
