@@ -669,12 +669,15 @@ def parse_sanitizer(text: str, tool: str) -> dict:
 
 def verdict(parsed: dict, child: dict, *, correct: bool) -> str:
     """One word for one (answer, tool): caught / not caught (a bad answer), clean / false alarm (the solution),
-    hung, or error (the tool said nothing usable)."""
+    hung, or error (the tool said nothing usable, or the solution's launch failed). A bad answer whose launch fails
+    under the tool as it does without it (a fault the tool reports only as the failed API call, no device-side
+    report: measured on multicast.early_exit) is not caught: the tool added nothing to what the launch said."""
     if parsed["reports"]:
         return "false alarm" if correct else "caught"
     if child.get("timed_out") or child.get("status") == "hung":
         return "hung"
-    if not parsed["summary"] or parsed["internal_error"] or child.get("status") in (None, "error"):
+    if not parsed["summary"] or parsed["internal_error"] or child.get("status") is None \
+            or (correct and child.get("status") == "error"):
         return "error"
     return "clean" if correct else "not caught"
 

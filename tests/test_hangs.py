@@ -376,6 +376,9 @@ def test_verdicts():
     assert verdict(parse_sanitizer(KILLED, "racecheck"), {"status": "hung"}, correct=False) == "hung"
     assert verdict(parse_sanitizer(INTERNAL, "racecheck"), ran, correct=True) == "error"
     assert verdict(parse_sanitizer(KILLED, "racecheck"), {"status": None, "timed_out": False}, correct=False) == "error"
+    # a bad answer's launch that faults under the tool as without it, the tool reporting nothing of its own
+    assert verdict(parse_sanitizer(RACECHECK_CLEAN, "racecheck"), {"status": "error"}, correct=False) == "not caught"
+    assert verdict(parse_sanitizer(RACECHECK_CLEAN, "racecheck"), {"status": "error"}, correct=True) == "error"
 
 
 def test_a_hung_run_is_killed_with_its_process_group_and_its_output_kept(tmp_path):
