@@ -298,18 +298,16 @@ def _throughput(p: dict, pname: str, where: str) -> dict:
             "calibration": tuple(cals), "requires_path": bool(p.get("throughput_requires_path", False))}
 
 
-def _counted(p: dict, where: str) -> str | None:
-    """The path part's `counted` quantity: one that an `at_least` byte rule of the part names and a counter beside
-    the timing can measure (kernels.rangeprof.TIMED)."""
-    from kernels.rangeprof import TIMED
+def _counted(q: str | None, executed: tuple, where: str) -> str | None:
+    """The path part's `counted` quantity: one that a rule a counter beside the timing can hold names
+    (kernels.rangeprof.countable_rules)."""
+    from kernels.rangeprof import countable_rules
 
-    q = p.get("counted")
-    if q is None:
-        return None
-    named = {b for r in p.get("executed", ()) if r.get("at_least") is not None for b in r.get("bytes", ())}
-    if q not in TIMED or q not in named:
-        raise SpecError(f"{where}: counted = {q!r} must be one of {sorted(TIMED)} that an `at_least` rule of "
-                        f"`executed` names ({sorted(named) or 'none'})")
+    named = {r.bytes[0] for r in countable_rules(executed)}
+    if q is not None and q not in named:
+        raise SpecError(f"{where}: counted = {q!r} must be a quantity that a countable rule of `executed` names "
+                        f"({sorted(named) or 'none'}: `at_least`, one quantity a counter beside the timing measures, "
+                        f"per read or written bytes)")
     return q
 
 
@@ -323,11 +321,12 @@ def parse(data: dict, path: Path = Path("<spec>")) -> Spec:
             if pname not in e:
                 raise SpecError(f"{where}: missing part [{pname}]")
             p = e[pname]
+            executed = tuple(_rule(r, f"{where}.{pname}.executed") for r in p.get("executed", ()))
             parts[pname] = Part(
                 name=pname, grade_id=_need(p, "grade_id", f"{where}.{pname}"), points=float(_need(p, "points", where)),
                 require=tuple(p.get("require", ())), forbid=tuple(p.get("forbid", ())), runs=int(p.get("runs", 1)),
-                executed=tuple(_rule(r, f"{where}.{pname}.executed") for r in p.get("executed", ())),
-                partial_points=float(p.get("partial_points", 0.0)), counted=_counted(p, f"{where}.{pname}"),
+                executed=executed, partial_points=float(p.get("partial_points", 0.0)),
+                counted=_counted(p.get("counted"), executed, f"{where}.{pname}"),
                 **_throughput(p, pname, f"{where}.{pname}"))
         metric = _need(e, "metric", where)
         if metric not in ("tbps", "tflops"):

@@ -124,6 +124,7 @@ def bench(
     flops: int = 0,
     reps: int = 30,
     warmup: int = 3,
+    warm_s: float = 0.0,
     flush: bool = True,
     wall_check: bool = True,
     with_ceilings: bool = True,
@@ -149,11 +150,19 @@ def bench(
         if problem:
             problems.append(f"{what}: {problem}")
 
-    for w in range(warmup):
+    # warm-ups: `warmup` launches, and more until `warm_s` seconds have passed — a kernel of a tenth of a millisecond
+    # ends three warm-ups before the GPU leaves its idle clocks (measured on an H100: multicast's broadcast_sum came
+    # out 10-15 % slow in a process's first pass); the queue is drained every 50 launches so the host's clock tracks
+    # the GPU's work
+    end, w = time.perf_counter() + warm_s, 0
+    while w < warmup or time.perf_counter() < end:
         args = make_args()
         fn(*args)
         counts["launches"] += 1
-        check(f"warm-up {w + 1}", args)
+        w += 1
+        check(f"warm-up {w}", args)
+        if warm_s and w % 50 == 0:
+            torch.cuda.synchronize()
     torch.cuda.synchronize()
 
     times, counted_ms = _timed_loop(fn, make_args, reps, flush, ranges, counted, counts, check)

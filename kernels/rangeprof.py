@@ -41,15 +41,21 @@ TIMED = {
 }
 
 
+def countable_rules(rules) -> list:
+    """The path rules a counter beside the timing can hold a launch to: `at_least` on one quantity in TIMED, per the
+    bytes the workload must read or write (the profiled launch alone answers instruction rules, "at most" rules and
+    shares of every byte loaded)."""
+    return [r for r in rules if not r.opcode and r.at_least is not None and len(r.bytes) == 1
+            and r.bytes[0] in TIMED and r.per in ("read", "written")]
+
+
 def counted_rules(pp) -> list:
-    """The path rules a timed range holds each counted launch to: `at_least` on one quantity in TIMED, per the bytes
-    the workload must read or write, for ONE quantity — the spec's `counted` (the path part's, e.g. the TMA stores of
-    an epilogue exercise) or else the first of TIMED's order that a rule names. One, because the counters of two
-    quantities do not fit one pass together (TMA loads and TMA stores, measured on an H100). The profiled launch alone
-    answers instruction rules, "at most" rules, shares of every byte loaded and the other quantities' rules."""
-    rules = [r for r in pp.executed if not r.opcode and r.at_least is not None and len(r.bytes) == 1
-             and r.bytes[0] in TIMED and r.per in ("read", "written")]
-    want = getattr(pp, "counted", None) or next((q for q in TIMED if any(r.bytes[0] == q for r in rules)), None)
+    """The rules a timed range holds each counted launch to: the countable rules of ONE quantity — the path part's
+    `counted` (e.g. the TMA stores of an epilogue exercise) or else the first of TIMED's order that a rule names. One,
+    because the counters of two quantities do not fit one pass together (TMA loads and TMA stores, measured on an
+    H100); the profiled launch answers the other quantities' rules."""
+    rules = countable_rules(pp.executed)
+    want = pp.counted or next((q for q in TIMED if any(r.bytes[0] == q for r in rules)), None)
     return [r for r in rules if r.bytes[0] == want]
 
 

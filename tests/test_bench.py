@@ -113,3 +113,28 @@ def test_counted_launches_are_interleaved_and_never_timed(monkeypatch):
     with pytest.raises(ValueError):
         kb.bench(fn, lambda: (next(n),), reps=3, wall_check=False, with_ceilings=False, ranges=_Ranges(cuda),
                  counted={7})
+
+
+def test_warm_up_by_time_keeps_launching_until_the_time_has_passed(monkeypatch):
+    """warm_s: at least `warmup` launches, and more until warm_s seconds of wall time have passed (each verified and
+    counted like any warm-up); warm_s = 0 is exactly `warmup` launches."""
+    import torch
+
+    import kernels.bench as kb
+
+    cuda = _FakeCuda()
+    for name in ("Event", "synchronize", "current_stream", "_sleep"):
+        monkeypatch.setattr(torch.cuda, name, getattr(cuda, name))
+    monkeypatch.setattr(kb, "_flush", lambda: None)
+    clock = {"t": 0.0}
+    monkeypatch.setattr(kb.time, "perf_counter", lambda: clock["t"])
+
+    def fn():
+        cuda.now += 1.0
+        clock["t"] += 0.001  # each launch costs the host 1 ms
+
+    for warm_s, want in ((0.0, 3), (0.0505, 51), (0.001, 3)):
+        verified = []
+        r = kb.bench(fn, reps=4, warmup=3, warm_s=warm_s, wall_check=False, with_ceilings=False,
+                     verify=lambda args: verified.append(1))
+        assert r.launches == want + 4 and len(verified) == want + 4, (warm_s, r.launches)

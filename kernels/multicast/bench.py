@@ -61,20 +61,7 @@ def check_all(seed: int = 1) -> list[str]:
     return failures
 
 
-WARM_S = 0.25  # seconds of untimed launches per broadcast_sum configuration before its timing
-
-
-def _busy(launch, seconds: float) -> None:
-    """Launch `launch()` back to back for `seconds` of wall time, then wait for the GPU (untimed warm-up)."""
-    import time
-
-    import torch
-
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        for _ in range(50):
-            launch()
-        torch.cuda.synchronize()
+WARM_S = 0.25  # seconds of untimed launches before each broadcast_sum timing (kernels.bench.bench's warm_s)
 
 
 def measure(reps: int = 20, seed: int = 0) -> list[dict]:
@@ -87,17 +74,11 @@ def measure(reps: int = 20, seed: int = 0) -> list[dict]:
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     rows = []
     table = [make_table(SUM_TILES, seed + k) for k in range(2)]
-    # broadcast_sum runs ~0.13 ms: the timer's three warm-ups end before the GPU leaves its idle clocks, and cluster
-    # launches at the start of a process came out 10-15 % slow (measured on an H100: c2 4.29-4.34 TB/s in a process's
-    # first pass, 4.84-5.05 in its later ones). Every configuration runs untimed for WARM_S first.
-    for c in CLUSTERS:
-        out = torch.empty(sum_ctas(sms, c), 64, 64, dtype=torch.float32, device="cuda")
-        _busy(lambda c=c, out=out: broadcast_sum(table[0], c, out=out), WARM_S)
     for c in CLUSTERS:
         n = sum_ctas(sms, c)
         out = torch.empty(n, 64, 64, dtype=torch.float32, device="cuda")
         res = bench(lambda t, c=c, out=out: broadcast_sum(t, c, out=out), rotating_inputs(table),
-                    bytes=sum_delivered_bytes(SUM_TILES, n), reps=reps)
+                    bytes=sum_delivered_bytes(SUM_TILES, n), reps=reps, warm_s=WARM_S)
         cfg = {"kernel": "broadcast_sum", "cluster": c, "multicast": c > 1, "stages": SUM_STAGES}
         tr = model.traffic(model.SUM_TILE_BYTES, SUM_TILES, c, multicast=c > 1)
         rows.append(row(f"broadcast_sum c{c}", f"{SUM_TILES} tiles x {n} CTAs", res,
