@@ -66,6 +66,8 @@ INSTRUCTOR_ONLY = {
     "autograder/report.py": "the class report of a graded batch",
     "autograder/feedback_templates": "the feedback page's template (nbgrader generate_feedback)",
     "kernels/smem_tiling/transpose.cu": "its tiled rungs (padded, XOR-swizzled) are day 2's exercise answered",
+    "kernels/attention/attention_overlap.cu": "its separate K and V rings (k_full / k_empty, v_full / v_empty, K "
+                                              "released after QK^T) are week 2 day 5's exercise (attn_kv) answered",
 }
 # What it carries: the notebooks of the week come from weeks/<week>/.
 SHIPPED = ("kernels", "autograder", "pyproject.toml", "environment.yml")

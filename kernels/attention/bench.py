@@ -23,7 +23,7 @@ from ..bench import bench, ceilings, refill, rotating_inputs
 from ..clock import timed
 from ..topic import Topic, answer_row, check_answers, check_kernels, finish_sweep, row, shipped, time_answer
 from . import exercise, model
-from .launch import STAGES, attention
+from .launch import DEFAULT_OVERLAP, OVERLAP, STAGES, attention, overlap_available
 from .workload import BENCH_SHAPE, DATA, TEST_SHAPES, flops, inputs_for, make_inputs, reference, shape_name
 
 SLUG = "attention"
@@ -34,6 +34,9 @@ TIMED_ANSWERS = ("correct", "one_stage")
 RTOL = exercise.CHECK["rtol"]
 SHAPES = {"d128": BENCH_SHAPE, "d128 causal": (4, 32, 4096, 128, 1), "d64": (4, 32, 4096, 64, 0)}
 LIBS = ("cudnn", "flash", "triton")
+# The overlap rung's entries timed per shape (attention_overlap.cu, launch.OVERLAP): every one at D 128 and D 64,
+# the default and its two neighbours (ping-pong off, 176-key tiles) causal.
+OVERLAP_CAUSAL = ("n128 k3v2", "n128 k3v2 nopp", "n176 k2v2")
 
 
 def configs(quick: bool = False) -> list[dict]:
@@ -48,9 +51,29 @@ def configs(quick: bool = False) -> list[dict]:
             out.append({"name": name, "variant": "cuda", "stages": st, "shape": shape,
                         "config": {"b": shape[0], "h": shape[1], "s": shape[2], "d": d, "causal": causal,
                                    "stages": st}})
+        out += overlap_configs(shape)
         for lib in LIBS:
             out.append({"name": f"{lib} d{d}" + (" causal" if causal else ""), "variant": lib, "stages": None,
                         "shape": shape, "config": None})
+    return out
+
+
+def overlap_name(d: int, entry: str, causal) -> str:
+    return f"attn_overlap d{d} {entry}" + (" causal" if causal else "")
+
+
+def overlap_configs(shape) -> list[dict]:
+    """The overlap rung's timed rows at `shape` (none where attention_overlap.cu is absent: a student release). Their
+    config carries the entry's tile (bn), ring depths and ping-pong flag: what model.predict_overlap reads."""
+    if not overlap_available():
+        return []
+    d, causal = shape[3], shape[4]
+    out = []
+    for entry in (OVERLAP_CAUSAL if causal else OVERLAP[d]):
+        bn, ks, vs, pp = OVERLAP[d][entry]
+        out.append({"name": overlap_name(d, entry, causal), "variant": "overlap", "stages": None, "entry": entry,
+                    "shape": shape, "config": {"b": shape[0], "h": shape[1], "s": shape[2], "d": d, "causal": causal,
+                                               "bn": bn, "k_stages": ks, "v_stages": vs, "pingpong": pp}})
     return out
 
 
@@ -60,29 +83,46 @@ def check_all(seed: int = 1) -> list[str]:
     Returns the failures."""
     import torch
 
+    return check_rungs(seed, [(lib, None) for lib in LIBS]) + check_answers(SLUG, TIMED_ANSWERS, seed=seed + 200)
+
+
+def check_rungs(seed: int = 1, extra=(), shapes=TEST_SHAPES) -> list[str]:
+    """attention.cu at every depth and attention_overlap.cu at every entry (where present) of each test shape's head
+    dim, then the `extra` runs ((variant, None): the libraries), against torch's fp32 math SDPA, outputs poisoned
+    first. Returns the failures."""
+    import torch
+
     depths = sorted({st for sts in STAGES.values() for st in sts})
+    entries = sorted({e for es in OVERLAP.values() for e in es}) if overlap_available() else []
+
+    def skip(run, shape):
+        return (run[0] == "cuda" and run[1] not in STAGES[shape[3]]) or \
+            (run[0] == "overlap" and run[1] not in OVERLAP[shape[3]])
+
+    def go(run, inp, out):
+        kw = {"config": run[1]} if run[0] == "overlap" else {"stages": run[1]}
+        attention(inp["q"], inp["k"], inp["v"], bool(inp["causal"]), run[0], out=out, **kw)
+
     return check_kernels(
-        [("cuda", st) for st in depths] + [(lib, None) for lib in LIBS], TEST_SHAPES, inputs=make_inputs,
-        reference=reference, check={"rtol": RTOL}, seed=seed, shape_name=shape_name,
-        skip=lambda run, shape: run[0] == "cuda" and run[1] not in STAGES[shape[3]],
-        output=lambda inp, run: torch.empty_like(inp["q"]), label=lambda run: f"{run[0]} s{run[1]}",
-        launch=lambda run, inp, out: attention(inp["q"], inp["k"], inp["v"], bool(inp["causal"]), run[0],
-                                               stages=run[1], out=out)) \
-        + check_answers(SLUG, TIMED_ANSWERS, seed=seed + 200)
+        [("cuda", st) for st in depths] + [("overlap", e) for e in entries] + list(extra), shapes,
+        inputs=make_inputs, reference=reference, check={"rtol": RTOL}, seed=seed, shape_name=shape_name, skip=skip,
+        output=lambda inp, run: torch.empty_like(inp["q"]),
+        label=lambda run: f"{run[0]} s{run[1]}" if run[0] != "overlap" else f"overlap {run[1]}", launch=go)
 
 
 def _pool(shape, seed):
     return [make_inputs(shape, seed + k) for k in range(2)]
 
 
-def _time(variant: str, stages, shape, data: str, pool, clock, reps: int, seed: int):
-    """(BenchResult, mean SM MHz while it ran) of one attention rung or library on `data`'s inputs."""
+def _time(variant: str, stages, shape, data: str, pool, clock, reps: int, seed: int, entry: str | None = None):
+    """(BenchResult, mean SM MHz while it ran) of one attention rung or library on `data`'s inputs (`entry`: the
+    overlap rung's OVERLAP entry)."""
     import torch
 
     out = torch.empty_like(pool[0]["q"])
 
     def fn(inp):
-        attention(inp["q"], inp["k"], inp["v"], bool(inp["causal"]), variant, stages=stages, out=out)
+        attention(inp["q"], inp["k"], inp["v"], bool(inp["causal"]), variant, stages=stages, config=entry, out=out)
 
     args = rotating_inputs(pool, refill(inputs_for(data), shape, seed + 100))  # fresh draws of `data` per repetition
     return timed(clock, lambda: bench(fn, args, flops=flops(shape), reps=reps))
@@ -104,10 +144,12 @@ def measure(reps: int = 10, seed: int = 0, quick: bool = False):
                 pools.clear()
                 torch.cuda.empty_cache()
                 pools[shape] = _pool(shape, seed)
-            res, mhz = _time(cfg["variant"], cfg["stages"], shape, "exercise", pools[shape], clock, reps, seed)
-            pred = model.predict_config(model.Config(**cfg["config"])) if cfg["config"] else None
+            res, mhz = _time(cfg["variant"], cfg["stages"], shape, "exercise", pools[shape], clock, reps, seed,
+                             cfg.get("entry"))
+            pred = model.predict_row({"config": cfg["config"]}) if cfg["config"] else None
             rows.append(row(cfg["name"], shape_name(shape), res, pred, config=cfg["config"], variant=cfg["variant"],
-                            stages=cfg["stages"], data="exercise", sm_mhz=mhz, clock_source=clock.source))
+                            stages=cfg["stages"], data="exercise", sm_mhz=mhz, clock_source=clock.source,
+                            **({"entry": cfg["entry"]} if cfg.get("entry") else {})))
         pools.clear()
         torch.cuda.empty_cache()
         rows += data_effect(rows, clock, reps=reps, seed=seed)
@@ -267,6 +309,71 @@ def load_record(tag: str | None = None) -> dict | None:
     return record.load(SLUG, tag)
 
 
+# ---------------------------------------------------------------------------------------------- the overlap rung
+# Today's rung at the depths the comparison times beside the overlap rung: every depth non-causal, 2 causal (configs).
+def compare_overlap(reps: int = 10, seed: int = 0, out: str | None = "build/gpu/attention_overlap.json",
+                    check: bool = True) -> list[dict]:
+    """One process, one GPU: attention_overlap.cu's entries checked against torch's fp32 math SDPA on the awkward
+    test shapes (with attention.cu's depths beside them), then timed at the bench's three shapes beside attention.cu
+    ("cuda"), cuDNN and FlashAttention-2 on the same inputs (the exercise's, fresh each repetition) with
+    kernels.bench; prints one table (TFLOPS, x cuDNN of the same shape, the models' figures, SM MHz) and the overlap
+    model's fit on these rows; writes the rows to `out` (JSON) for the record.
+
+        python -m kernels.attention.bench --overlap [--out build/gpu]
+    """
+    import json
+    import os
+
+    import torch
+
+    from ..clock import SmClock
+
+    if not overlap_available():
+        from .launch import OVERLAP_MISSING
+
+        raise FileNotFoundError(OVERLAP_MISSING)
+    fails = check_rungs(seed=1) if check else []
+    print(f"check vs fp32 SDPA on {len(TEST_SHAPES)} awkward shapes: " + ("all correct" if not fails else
+                                                                         f"{len(fails)} FAILED"))
+    for f in fails:
+        print("  FAIL", f)
+    rows = []
+    with SmClock() as clock:
+        for tag, shape in SHAPES.items():
+            torch.cuda.empty_cache()
+            pool = _pool(shape, seed)
+            for cfg in [c for c in configs() if c["shape"] == shape and c["variant"] in ("cuda", "overlap", "cudnn",
+                                                                                           "flash")]:
+                res, mhz = _time(cfg["variant"], cfg["stages"], shape, "exercise", pool, clock, reps, seed,
+                                 cfg.get("entry"))
+                pred = model.predict_row({"config": cfg["config"]}) if cfg["config"] else None
+                rows.append(row(cfg["name"], shape_name(shape), res, pred, config=cfg["config"],
+                                variant=cfg["variant"], stages=cfg["stages"], data="exercise", sm_mhz=mhz,
+                                clock_source=clock.source, **({"entry": cfg["entry"]} if cfg.get("entry") else {})))
+            del pool
+    dev = torch.cuda.get_device_name()
+    ratio = vs_cudnn(rows)
+    print(f"\n{dev}, B4 H32 S4096, TFLOPS = 4 B H S^2 D (halved causal); x cuDNN = same shape, same run")
+    print(f"{'kernel':<34}{'TFLOPS':>8}{'x cuDNN':>9}{'model':>8}{'SM MHz':>8}")
+    for r in rows:
+        x = ratio.get(f"{r['kernel']} | {r['shape']}")
+        pred, mhz = r.get("model_prediction"), r.get("sm_mhz")
+        print(f"{r['kernel']:<34}{r['tflops']:8.1f}" + (f"{x:9.3f}" if x else " " * 9)
+              + (f"{pred:8.1f}" if pred else " " * 8) + (f"{mhz:8.0f}" if mhz else ""))
+    fit = model.fit_overlap(rows)
+    print("overlap model fit on these rows:", json.dumps(fit, default=str))
+    if fit.get("fitted"):
+        print("held-out errors (prediction / measured - 1):",
+              {k: round(v, 3) for k, v in model.overlap_errors(rows, fit).items()})
+    if out:
+        os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+        with open(out, "w") as f:
+            json.dump({"device": dev, "rows": rows, "check_failures": fails, "overlap_fit": fit}, f, indent=1,
+                      default=str)
+        print("rows written to", out)
+    return rows
+
+
 TOPIC = Topic(
     slug=SLUG, title="Week 2 day 5: attention",
     check=lambda quick: check_all(),
@@ -282,4 +389,11 @@ run = TOPIC.run
 
 
 if __name__ == "__main__":
-    TOPIC.main(__doc__)
+    import sys
+
+    if "--overlap" in sys.argv:  # the overlap rung beside today's and the libraries (compare_overlap)
+        args = [a for a in sys.argv[1:] if a != "--overlap"]
+        out_dir = args[args.index("--out") + 1] if "--out" in args else "build/gpu"
+        compare_overlap(out=f"{out_dir}/attention_overlap.json")
+    else:
+        TOPIC.main(__doc__)

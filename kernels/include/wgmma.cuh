@@ -1,6 +1,6 @@
 // wgmma.cuh — Hopper's warpgroup matrix multiply (wgmma.mma_async, sm_90a): the shared-memory matrix descriptor
 // for 128B-swizzled K-major bf16 tiles, the fence / commit_group / wait_group discipline, and
-// m64nNk16 bf16 x bf16 -> f32 in two forms: SS (A and B both from shared memory, N = 64, 128, 256) and RS (A from
+// m64nNk16 bf16 x bf16 -> f32 in two forms: SS (A and B both from shared memory, N = 64, 128, 176, 256) and RS (A from
 // registers, B from shared memory, N = 64, 128; attention's P.V). One wrapper per PTX form, the PTX and its contract
 // above it. Included by kernels/gemm/*.cu and kernels/attention/*.cu.
 //
@@ -92,6 +92,15 @@ __device__ __forceinline__ void wgmma_fence_operand(float (&d)[R]) {
     for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
+// The same for an RS form's A fragment (bf16 pairs): placed after the wait that retires the wgmma, it keeps a[] alive
+// (and its registers unreused) until then — without it the compiler may hand a[]'s registers to other values while
+// the tensor core still reads them, since the wgmma asm is a[]'s last visible use.
+template <int R>
+__device__ __forceinline__ void wgmma_fence_operand(unsigned (&a)[R]) {
+#pragma unroll
+    for (int i = 0; i < R; ++i) asm volatile("" : "+r"(a[i])::"memory");
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Accumulator layout of m64nNk16 (f32, N/2 registers per thread), thread t of the warpgroup, warp w = t / 32,
 // lane l = t % 32; for j in 0 .. N/8 - 1:
@@ -177,6 +186,36 @@ __device__ __forceinline__ void wgmma_m64n256k16_ss(float (&d)[128], unsigned lo
           "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
           "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
           "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
+// m64n176k16, SS: attention_overlap.cu's S = Q K^T over a 176-key tile (88 accumulators per thread; N = 176 = 22
+// groups of 8 keys, K-major tile of 176 rows, SBO 1024 B as above). SASS: HGMMA.64x176x16.F32.BF16.
+__device__ __forceinline__ void wgmma_m64n176k16_ss(float (&d)[88], unsigned long long desc_a,
+                                                   unsigned long long desc_b, int scale_d) {
+    asm volatile(
+        "{\n\t.reg .pred p;\n\t"
+        "setp.ne.b32 p, %90, 0;\n\t"
+        "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+        "%80, %81, %82, %83, %84, %85, %86, %87"
+        "}, %88, %89, p, 1, 1, 0, 0;\n\t}"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87])
         : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }
 
