@@ -68,6 +68,9 @@ INSTRUCTOR_ONLY = {
     "kernels/smem_tiling/transpose.cu": "its tiled rungs (padded, XOR-swizzled) are day 2's exercise answered",
     "kernels/attention/attention_overlap.cu": "its separate K and V rings (k_full / k_empty, v_full / v_empty, K "
                                               "released after QK^T) are week 2 day 5's exercise (attn_kv) answered",
+    "kernels/gemm/gemm_store_warp.cu": "rung 6 of the GEMM ladder: its epilogue (accumulator -> 128B-swizzled "
+                                       "staging -> TMA store overlapped with the next tile) is week 2 day 4's "
+                                       "exercise answered",
 }
 # What it carries: the notebooks of the week come from weeks/<week>/.
 SHIPPED = ("kernels", "autograder", "pyproject.toml", "environment.yml")

@@ -123,7 +123,8 @@ def test_rung1_is_fma_only():
 
 
 @pytest.mark.parametrize("variant,hgmma", [("wgmma", "HGMMA.64x128x16"), ("pipelined", "HGMMA.64x128x16"),
-                                           ("persistent", "HGMMA.64x256x16"), ("cluster", "HGMMA.64x256x16")])
+                                           ("persistent", "HGMMA.64x256x16"), ("cluster", "HGMMA.64x256x16"),
+                                           ("store_warp", "HGMMA.64x256x16")])
 def test_tensor_core_rungs(variant, hgmma):
     ops = _rung(variant)
     assert _n(ops, hgmma) >= 4 and _n(ops, "UTMALDG") >= 1
@@ -140,6 +141,124 @@ def test_rung_specific_mechanisms():
     assert _n(cl, "UTMALDG.2D.MULTICAST") == 1 and _n(cl, "UCGABAR_WAIT") >= 2
     assert _n(cl, "SYNCS.ARRIVE.TRANS64.RED") >= 1                     # the remote release on the peer's barrier
     assert _n(_rung("persistent"), "UTMALDG.2D.MULTICAST") == 0
+
+
+# ------------------------------------------------------------------------------------------------ rung 6
+def _rung6(tune=None):
+    from kernels.gemm.launch import KERNELS, cubin
+
+    cub = cubin("store_warp", tune=tune)
+    return cub, _ops(cub, KERNELS["store_warp"])
+
+
+@pytest.mark.parametrize("tune", [None, {"cluster": 1}, {"stages": 3, "slots": 4}, {"cluster": 1, "group_m": 8}])
+def test_rung6_sass(tune):
+    """Rung 6: TMA loads, the TMA store (UTMASTG) with its commit and read-wait, stmatrix into the slots, the proxy
+    fence, wgmma m64n256k16, the register hand-over; no plain store of C, no spill; the first k16 step of a tile takes
+    scale_d as a predicate (HGMMA ..., UP0) and nothing zeroes the accumulator (rung 5: 64 CS2R ..., SRZ)."""
+    cub, ops = _rung6(tune)
+    cl = (tune or {}).get("cluster", 2)
+    assert _n(ops, "HGMMA.64x256x16.F32.BF16") == 4 and _n(ops, "UTMASTG.2D") >= 1 and _n(ops, "UTMACMDFLUSH") >= 1
+    assert _n(ops, "STSM.16.M88.4") == 16 and _n(ops, "FENCE.VIEW.ASYNC.S") >= 4 and _n(ops, "USETMAXREG") == 2
+    assert _n(ops, "DEPBAR.LE") >= 1  # cp.async.bulk.wait_group.read
+    assert _n(ops, "UTMALDG.2D.MULTICAST") == (1 if cl == 2 else 0)
+    assert ops["UTMALDG.2D"] == (1 if cl == 2 else 3)  # A (and B's two boxes without the cluster)
+    for bad in ("STG", "LDG", "LDL", "STL", "CS2R"):
+        assert _n(ops, bad) == 0, bad
+    hg = [i.text for i in disassemble(cub)["gemm_store_warp"] if i.opcode.startswith("HGMMA")]
+    assert sum(bool(re.search(r", U?P\d+$", t)) for t in hg) == 1, hg  # scale_d: a predicate on the first only
+    assert _n(_rung("cluster"), "CS2R") >= 64  # rung 5 zeroes its 128 accumulators, 2 per CS2R
+
+
+def test_rung6_fits_shared_memory_and_names_its_switches():
+    from kernels.gemm import bench
+    from kernels.gemm.launch import CONFIG, TUNE, smem_bytes, tuned
+
+    src = kernel_file(SLUG, "gemm_store_warp.cu").read_text()
+    d = CONFIG["store_warp"]
+    for macro, key in (("GEMM_CLUSTER", "cluster"), ("GEMM_GROUP_M", "group_m"), ("GEMM_STAGES", "stages"),
+                       ("GEMM_SLOTS", "slots")):
+        assert re.search(rf"#define {macro} {d[key]}\b", src), macro  # the source's default is the launcher's
+    labels = [name for name, _ in bench.RUNG6_TUNES]
+    assert len(set(labels)) == len(labels) and bench.RUNG6_TUNES[0][1] == {}
+    for _, t in bench.RUNG6_TUNES:
+        cub, _ = _rung6(t or None)
+        total = smem_bytes("store_warp", tune=t) + model.static_smem(cub, "gemm_store_warp")
+        assert total <= 227 * 1024, (t, total)  # the driver refuses more
+        assert tuned(t)["stages"] * 48 * 1024 + 1024 <= smem_bytes("store_warp", tune=t)
+    assert smem_bytes("store_warp") == 1024 + 4 * 48 * 1024 + 2 * 2 * 8 * 1024  # 225 KiB
+    assert set(TUNE) == {"cluster", "group_m", "stages", "slots", "grid"}
+
+
+def test_rung6_launch_errors_name_the_rule():
+    from kernels.gemm.launch import gemm, grid
+
+    a = torch.zeros(256, 128, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="227|KiB of shared memory"):
+        gemm(a, a, "store_warp", tune={"stages": 4, "slots": 4})  # 1 + 192 + 64 KiB
+    with pytest.raises(ValueError, match="tune key 'depth'"):
+        gemm(a, a, "store_warp", tune={"depth": 2})
+    with pytest.raises(ValueError, match="cluster = 3|one of"):
+        gemm(a, a, "store_warp", tune={"cluster": 3})
+    with pytest.raises(ValueError, match="multiple of the cluster"):
+        gemm(a, a, "store_warp", tune={"group_m": 1})
+    with pytest.raises(ValueError, match="only rung 6"):
+        gemm(a, a, "cluster", tune={"cluster": 1})
+    with pytest.raises(ValueError, match="stages"):
+        gemm(a, a, "store_warp", stages=3)
+    with pytest.raises(ValueError, match="sm_90"):
+        gemm(a, a, "store_warp", tune={"cluster": 1})  # every check passed: the CPU tensors are the only problem
+    # the balanced grid: as many rounds as one CTA per SM needs, no more CTAs than those rounds need
+    assert grid("store_warp", (8192, 8192, 8192), 132) == 128 and grid("cluster", (8192, 8192, 8192), 132) == 132
+    assert grid("store_warp", (8192, 8192, 8192), 132, {"grid": "sms"}) == 132
+    assert grid("store_warp", (8192, 8192, 8192), 132, {"cluster": 1}) == 128
+    assert grid("store_warp", (129, 264, 200), 132) == 4 == grid("store_warp", (129, 264, 200), 132, {"cluster": 1})
+    for shape in workload.TEST_SHAPES + workload.SHAPES:
+        for cl in (1, 2):
+            g = grid("store_warp", shape, 132, {"cluster": cl})
+            units = -(-(-(-shape[0] // 128)) // cl) * -(-shape[1] // 256)
+            assert g % cl == 0 and g // cl <= units and -(-units // (g // cl)) == -(-units // min(units, 132 // cl))
+
+
+def test_rung6_stmatrix_writes_the_c_maps_swizzled_box():
+    """The consumers' stmatrix addressing (gemm_store_warp.cu), run for every lane of every warp: each (64, 64)
+    piece of the accumulator lands where the C map's 128B-swizzled TMA store reads element (row, col) — chunk
+    col / 8 of row `row` at chunk (col / 8) ^ (row % 8) of the slot's 128-byte row — and each 8-row matrix of an
+    stmatrix hits 8 different 16-byte bank groups (conflict-free)."""
+    src = kernel_file(SLUG, "gemm_store_warp.cu").read_text()
+    assert "const int srow = 16 * w + 8 * ((lane / 8) & 1) + lane % 8, shalf = lane / 16;" in src
+    assert "stsm_x4(slot + (((2 * pair + shalf) ^ (lane % 8)) << 4), v);" in src
+    assert "const int j = PIECE_COLS / 8 * piece + 2 * pair;" in src
+
+    def acc_pos(w, lane, i):  # wgmma.cuh: register i of thread (w, lane) -> (row, col) of the m64n256 tile
+        j, r = divmod(i, 4)
+        return 16 * w + lane // 4 + 8 * (r // 2), 8 * j + 2 * (lane % 4) + r % 2
+
+    for piece in range(4):
+        slot = {}
+        for w in range(4):
+            rows_of = {}
+            for pair in range(4):
+                j = 8 * piece + 2 * pair
+                addr = {}
+                for lane in range(32):  # lanes 8m..8m+7 give the addresses of matrix m's rows
+                    srow, shalf = 16 * w + 8 * ((lane // 8) & 1) + lane % 8, lane // 16
+                    addr[lane // 8, lane % 8] = srow * 128 + (((2 * pair + shalf) ^ (lane % 8)) << 4)
+                for m in range(4):
+                    groups = {(addr[m, r] // 16) % 8 for r in range(8)}
+                    assert len(groups) == 8  # one wavefront per matrix
+                for lane in range(32):  # lane's register s[m] = elements (lane / 4, 2 (lane % 4) + {0, 1}) of m
+                    for m in range(4):
+                        regs = (4 * j + 2 * m, 4 * j + 2 * m + 1)  # v[m] = bf16x2(accum[4 j + 2 m], ... + 1)
+                        for e, reg in enumerate(regs):
+                            rr, cc = acc_pos(w, lane, reg)
+                            byte = addr[m, lane // 4] + 4 * (lane % 4) + 2 * e
+                            slot[byte] = (rr, cc - 64 * piece)
+                rows_of[pair] = True
+        assert len(slot) == 64 * 64  # every element of the (64, 64) box written once
+        for byte, (row, col) in slot.items():
+            assert 0 <= col < 64
+            assert byte == row * 128 + (((col // 8) ^ (row % 8)) << 4) + 2 * (col % 8), (byte, row, col)
 
 
 def test_launch_constants_match_sources():
@@ -405,6 +524,61 @@ def test_model_structure():
     assert skinny.tflops < 0.4 * p["persistent"]  # 32 CTAs of 132 SMs
     assert not set(model.FIT_ROWS) & set(model.HELD_OUT)
     assert model.resident_ctas(128, 160, 33 * 1024 + 64) == 3 and model.resident_ctas(384, 168, 193 * 1024) == 1
+
+
+def test_rung6_model_gains_the_epilogue():
+    """Rung 6 is rung 5's mainloop with the exercise's epilogue term: the model puts the gain in E alone (the per-tile
+    wait of the tensor core between two tiles), and the tensor core's busy share rises with it — what ncu's
+    tensor-pipe counter measures on the GPU (bench.tensor_pipe)."""
+    shape = workload.BENCH_SHAPE
+    cfgs = model.configs_for(shape)
+    r5, r6 = cfgs["cluster"], cfgs["store_warp"]
+    assert (r6.structure, r6.persistent, r6.share, r6.consumers, r6.epilogue) == ("overlap", True, 2, 2, "tma")
+    assert (r5.stages, r5.tile) == (r6.stages, r6.tile) and r5.epilogue == "stores"
+    p5, p6 = model.predict_config(r5), model.predict_config(r6)
+    assert p6.tflops > 1.05 * p5.tflops and p6.bound == p5.bound == "tensor"
+    # the same prediction as the exercise (its design, the same epilogue term), for the same reason
+    assert p6.tflops == pytest.approx(model.predict_config(cfgs["exercise"]).tflops)
+    # with rung 6's E swapped for rung 5's, nothing is left of the gain
+    assert model.predict_config(r6, STAGING_NS=model.CONSTANTS["EPILOGUE_NS"]).tflops == pytest.approx(p5.tflops)
+    g = model.rung6_gain(shape)
+    assert g["store_warp"]["epilogue_ns"] < 0.1 * g["cluster"]["epilogue_ns"]
+    assert 0.9 < g["cluster"]["tensor_busy"] < g["store_warp"]["tensor_busy"] <= 1.0
+    for t in ({"cluster": 1}, {"stages": 3, "slots": 4}, {"group_m": 8}):
+        c = model.store_warp_config(shape, t)
+        assert model.predict_config(c).tflops == pytest.approx(p6.tflops, rel=0.02)  # the model can't tell them apart
+    assert model.wave_traffic(model.store_warp_config(shape, {"group_m": 32}))["tile_rows"] == 32
+
+
+def test_rung6_claim_and_extra(tmp_path):
+    """The bench claims rung 6 beats rung 5 at 8192^3 once a record has it (a record without rung 6: no claim), and
+    reports rung 6 over cuBLAS and over rung 5; without ncu the tensor-pipe step names why it has no number."""
+    from kernels.gemm import bench
+
+    doc = _record("h100")
+    rows = [r for r in doc["rows"]]
+    assert not [c for c in bench.claims(rows, doc["ceilings"]) if "rung 6" in c]
+    r5 = bench.row_of(rows, "cluster")
+    for factor, fails in ((0.99, True), (1.10, False)):
+        r6 = {**r5, "kernel": "store_warp", "config_name": "store_warp", "variant": "store_warp",
+              "tflops": r5["tflops"] * factor}
+        assert bool([c for c in bench.claims(rows + [r6], doc["ceilings"]) if "rung 6" in c]) == fails
+        ext = bench._extra(rows + [r6], doc["ceilings"])
+        assert ext["rung6_over_rung5"] == pytest.approx(factor)
+        assert ext["rung6_over_cublas"] == pytest.approx(r6["tflops"] / bench._tf(rows, "cublas"))
+    from kernels import ncu
+
+    if not ncu.available()[0]:
+        res = bench.tensor_pipe(tmp_path)
+        assert set(res) == {"cluster", "store_warp"} and all("error" in v for v in res.values())
+
+
+def test_gpu_check_records_the_tensor_pipe_of_rungs_5_and_6():
+    text = (ROOT / "tools" / "gpu_check.py").read_text()
+    assert "gemm_tensor_pipe" in text and "tensor_pipe(" in text
+    from kernels.gemm import bench
+
+    assert bench.TENSOR_PIPE_METRICS[0] == "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"
 
 
 def test_ring_occupancy_from_the_kernel():

@@ -96,6 +96,33 @@ print("modules", len(mods))
     assert int(res.stdout.split("modules")[-1]) > 20
 
 
+def test_gemm_rung6_is_left_out_and_says_why(releases):
+    """Rung 6 of the GEMM ladder answers day 4's exercise: the release has no gemm_store_warp.cu, its launcher lists
+    the rung as not runnable and refuses it with the reason, and the model and bench of the day work without it."""
+    week, out = next(iter(releases.items()))
+    assert not (out / "kernels" / "gemm" / "gemm_store_warp.cu").exists()
+    code = """
+import torch
+from kernels.gemm.launch import KERNELS, RUNGS, VARIANTS, gemm
+from kernels.gemm import bench, model
+assert "store_warp" in VARIANTS and "store_warp" not in RUNGS and "store_warp" not in KERNELS, RUNGS
+a = torch.zeros(256, 128, dtype=torch.bfloat16)
+try:
+    gemm(a, a, "store_warp")
+except RuntimeError as exc:
+    assert "answers the day's exercise" in str(exc) and "instructor-only" in str(exc), exc
+else:
+    raise AssertionError("rung 6 ran without its source")
+assert "store_warp" not in {r["rung"] for r in model.bound_table()}
+assert "store_warp" not in {c["variant"] for c in bench.configs(quick=True)}
+print("rung 6 left out")
+"""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(out)
+    res = subprocess.run([sys.executable, "-c", code], cwd=out, env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0 and "rung 6 left out" in res.stdout, res.stdout[-2000:] + res.stderr[-4000:]
+
+
 def test_a_capstone_stub_ships_but_its_solution_does_not(releases, tmp_path):
     """A capstone's answer cell gives most of its kernel, so the stub every student gets is itself close to the
     solution: the check measures a shipped kernel against that stub. The stub passes; the solution (the stub with the

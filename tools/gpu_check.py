@@ -179,9 +179,38 @@ def gemm_ring_dram(out: Path, stages=(2, 4, 6)):
     (out / "gemm").mkdir(parents=True, exist_ok=True)
     (out / "gemm" / "ring_dram.json").write_text(json.dumps(doc, indent=1))
     if os.environ.get("COURSE_RECORD") == "1":
-        (ROOT / "kernels" / "gemm" / f"counters_{record.device_tag(g.get('name'))}.json").write_text(
-            json.dumps(doc, indent=1) + "\n")
+        f = ROOT / "kernels" / "gemm" / f"counters_{record.device_tag(g.get('name'))}.json"
+        kept = json.loads(f.read_text()).get("tensor_pipe") if f.exists() else None  # the other step's counters
+        f.write_text(json.dumps({**doc, **({"tensor_pipe": kept} if kept else {})}, indent=1) + "\n")
     return {"ok": all("error" not in v for v in res.values()), **doc}
+
+
+def gemm_tensor_pipe(out: Path):
+    """Why rung 6 of the GEMM ladder gains on rung 5: the tensor pipe's active share (ncu) of one launch of each at
+    8192^3 (kernels.gemm.bench.tensor_pipe) beside the model's busy share (kernels.gemm.model.rung6_gain). Written to
+    out/gemm/tensor_pipe.json and, with COURSE_RECORD=1, into kernels/gemm/counters_<gpu>.json ("tensor_pipe")."""
+    from kernels import record
+    from kernels.device import gpu
+    from kernels.gemm import bench, model
+
+    res = bench.tensor_pipe(out / "gemm" / "ncu_tensor_pipe")
+    gain = model.rung6_gain()
+    for v, m in res.items():
+        print(f"  {v:<11} 8192^3: " + (f"tensor pipe active {m['pct']:.1f} % ({m['metric']}), {m['ms']:.3f} ms under "
+                                       f"ncu; model busy {gain.get(v, {}).get('tensor_busy', float('nan')):.1%}"
+                                       if "pct" in m else f"error {m['error'][-500:]}"))
+    g = gpu() or {}
+    doc = {"device": g.get("name"), "driver": g.get("driver"), "date": time.strftime("%Y-%m-%d"),
+           "what": "rungs 5 (cluster) and 6 (store_warp) at 8192^3 on the exercise's inputs, one launch each under ncu",
+           "variants": res, "model_busy": {v: x["tensor_busy"] for v, x in gain.items()}}
+    (out / "gemm").mkdir(parents=True, exist_ok=True)
+    (out / "gemm" / "tensor_pipe.json").write_text(json.dumps(doc, indent=1))
+    if os.environ.get("COURSE_RECORD") == "1":
+        f = ROOT / "kernels" / "gemm" / f"counters_{record.device_tag(g.get('name'))}.json"
+        kept = json.loads(f.read_text()) if f.exists() else {"device": g.get("name")}
+        kept["tensor_pipe"] = doc
+        f.write_text(json.dumps(kept, indent=1) + "\n")
+    return {"ok": all("pct" in v for v in res.values()), **doc}
 
 
 def calibrate_all(slugs, out: Path):
@@ -445,6 +474,7 @@ def main() -> int:
     graded = [s for s in slugs if s in specs]
     if "gemm" in slugs and "counters" not in args.skip:
         step("gemm ring depth and DRAM (ncu)", gemm_ring_dram, summary, out)
+        step("gemm tensor pipe, rung 5 vs rung 6 (ncu)", gemm_tensor_pipe, summary, out)
     if "calibrate" not in args.skip:
         step("calibrate grader bars", calibrate_all, summary, graded, out)
         for s in graded:  # the calibrated specs come back with the results

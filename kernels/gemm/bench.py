@@ -11,6 +11,12 @@ the mean SM clock of each timing. Claims, the goal and the model read only the e
 
     python -m kernels.gemm.bench --out build/gpu [--quick]
 
+Rung 6's switches (launch.TUNE: cluster 1 / 2, GROUP_M, ring depth and store slots, grid), side by side with rung 5
+and cuBLAS in one process on the same inputs, each checked on the awkward shapes first, and ncu's tensor-pipe share
+of rung 5 and rung 6 (the counter that explains the gain):
+
+    python -c "from kernels.gemm.bench import rung6; rung6()"
+
 `check_all()` and `measure()` serve the notebook's Explore section; `run()` also writes the record and the plots.
 Everything here needs an sm_90 GPU except `claims()`, `best_cuda()`, `main_rows()`, `data_effect_summary()`, the
 `*_line()` texts and the plots.
@@ -21,9 +27,10 @@ from __future__ import annotations
 from .. import record
 from ..bench import bench, refill, rotating_inputs
 from ..clock import timed
-from ..topic import Topic, answer_row, check_answers, check_kernels, exercise_of, row, shipped, time_answer
+from ..topic import (Topic, answer_row, check_answers, check_kernels, check_reports, exercise_of, row, shipped,
+                     time_answer)
 from . import exercise, model
-from .launch import CONFIG, CUDA_VARIANTS, VARIANTS, gemm
+from .launch import CONFIG, CUDA_VARIANTS, RUNGS, VARIANTS, gemm
 from .workload import DATA, MEASURE_ORDER, SHAPES, TEST_SHAPES, flops, inputs_for, make_inputs, reference, shape_name
 
 SLUG = "gemm"
@@ -38,7 +45,7 @@ def configs(quick: bool = False) -> list[dict]:
     """The timed rows: every rung at every shape, rung 3's sweep (not at the skinny shape when quick)."""
     out = []
     for shape in MEASURE_ORDER:
-        for v in VARIANTS:
+        for v in RUNGS:  # every rung this copy of the course holds (a student release: no rung 6)
             out.append({"name": v, "variant": v, "stages": None, "shape": shape})
         for st in SWEEP if not quick or shape == SHAPES[0] else ():
             out.append({"name": f"pipelined s{st}", "variant": "pipelined", "stages": st, "shape": shape})
@@ -49,7 +56,7 @@ def check_all(seed: int = 1) -> list[str]:
     """Every rung (and rung 3 at every swept depth) on every awkward test shape against the fp32 reference, NaN-
     poisoned outputs (the scaffold's loop); the exercise's timed known answers on the spec's test shapes. Returns the
     failures."""
-    runs = [(v, None) for v in VARIANTS] + [("pipelined", st) for st in SWEEP]
+    runs = [(v, None) for v in RUNGS] + [("pipelined", st) for st in SWEEP]
     return check_kernels(
         runs, TEST_SHAPES, inputs=make_inputs, reference=reference, check={"rtol": RTOL}, seed=seed,
         output=lambda inp, run: exercise.make_output(inp), shape_name=shape_name,
@@ -205,13 +212,17 @@ def claims(rows: list[dict], ceilings: dict) -> list[str]:
     tensor-core rung is >= 5x the FMA rung at 8192^3; rung 4 beats rung 2 there; rung 3's fastest ring depth is the
     deepest that still leaves two CTAs per SM (2 stages: 4 and 6 stages leave one), and it is >= 1.2x one stage;
     the exercise's solution was timed and its one-stage answer is slower. (The goal — best CUDA rung >= 0.90 x
-    cuBLAS on the same data — is reported in extra(), not claimed.) Each holds on the H100 and the H200 records."""
+    cuBLAS on the same data — is reported in extra(), not claimed.) Each holds on the H100 and the H200 records.
+    Rung 6 (where a record has it) is faster than rung 5 at 8192^3: its epilogue leaves the tensor core's path."""
     bad = []
     t = {v: _tf(rows, v) for v in VARIANTS}
     if t["tiled"] and any(t[v] and t[v] < 5 * t["tiled"] for v in ("wgmma", "pipelined", "persistent", "cluster")):
         bad.append(f"a tensor-core rung is not 5x the FMA rung at 8192^3: {t}")
     if t["persistent"] and t["wgmma"] and t["persistent"] < t["wgmma"]:
         bad.append(f"rung 4 ({t['persistent']:.0f}) is slower than rung 2 ({t['wgmma']:.0f}) at 8192^3")
+    if t["store_warp"] and t["cluster"] and t["store_warp"] <= t["cluster"]:  # records before rung 6: no row
+        bad.append(f"rung 6 ({t['store_warp']:.0f}) is not faster than rung 5 ({t['cluster']:.0f}) at 8192^3: the "
+                   "epilogue it takes off the tensor core's path (model.rung6_gain) did not show")
     depth = ring_depths(rows)
     if len(depth) > 1:
         tf = {st: v[0] for st, v in depth.items()}
@@ -245,6 +256,9 @@ def _extra(rows: list[dict], ceilings: dict, checked: dict | None = None) -> dic
                        f"{'met' if goal_met else 'not met'} ({best / cub:.3f}x)"),
             "goal_met": goal_met,
             "exercise_solution_over_cublas": sol / cub if sol and cub else None,
+            "rung6_over_cublas": _tf(rows, "store_warp") / cub if _tf(rows, "store_warp") and cub else None,
+            "rung6_over_rung5": (_tf(rows, "store_warp") / _tf(rows, "cluster")
+                                 if _tf(rows, "store_warp") and _tf(rows, "cluster") else None),
             "inputs": "every row but the data-effect lesson's 'normal' ones: the exercise's make_inputs (bf16 "
                       "N(0, 1) / K^0.25); cublas_bf16_tflops of the ceilings: kernels.bench's N(0, 1) matmul",
             "data_effect": data_effect_summary(rows),
@@ -306,6 +320,169 @@ def data_effect_line(doc: dict | None) -> str:
         out.append(f"{name:<14} exercise data {d.get('exercise', float('nan')):6.1f}  N(0,1) "
                    f"{d.get('normal', float('nan')):6.1f} TFLOPS  (N(0,1) / exercise {ratio}; {clk})")
     return f"on {doc['device']}:\n" + "\n".join(out)
+
+
+# ---------------------------------------------------------------------------------------------- rung 6's switches
+# (label, launch.TUNE overrides): the default first; each other row changes one switch (two for the ring / slots
+# trade, which moves both under the shared-memory budget).
+RUNG6_TUNES = (
+    ("store_warp", {}),                                      # cluster 2, GROUP_M 16, 4 stages x 2 slots, balanced
+    ("store_warp c1", {"cluster": 1}),                       # no multicast: each CTA loads its own B
+    ("store_warp g8", {"group_m": 8}),                       # 8 tile rows per group (rung 5's count is 8 pairs)
+    ("store_warp g32", {"group_m": 32}),
+    ("store_warp s3x4", {"stages": 3, "slots": 4}),          # a whole accumulator staged: no wait for a slot
+    ("store_warp c1 s3x4", {"cluster": 1, "stages": 3, "slots": 4}),
+    ("store_warp sms", {"grid": "sms"}),                     # one CTA per SM (132) instead of the balanced 128
+)
+TENSOR_PIPE_METRICS = ("sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+                       "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active")
+
+
+def tensor_pipe(workdir, variants=("cluster", "store_warp"), shape=SHAPES[0]) -> dict:
+    """ncu's tensor-pipe active share (percent of the peak sustained while the SMs were active) and duration of one
+    launch of each rung at `shape`, each in a process of its own (kernels.ncu.metrics): why rung 6 gains on rung 5
+    — its tensor core waits less between tiles (model.rung6_gain: the busy share the model predicts). The first
+    metric name of TENSOR_PIPE_METRICS that this ncu knows is used. {variant: {"pct", "metric", "ms"} or
+    {"error"}}."""
+    import sys
+    from pathlib import Path
+
+    from .. import ncu
+    from .launch import KERNELS
+
+    code = ("import sys, torch; from kernels.gemm.launch import gemm; from kernels.gemm.exercise import make_inputs; "
+            f"x = make_inputs({tuple(shape)}, 1); v = sys.argv[1]; "
+            "[gemm(x['a'], x['b'], v) for _ in range(3)]; torch.cuda.synchronize()")
+    root = Path(__file__).resolve().parents[2]
+    out: dict = {}
+    for v in variants:
+        for metric in TENSOR_PIPE_METRICS:
+            try:
+                m = ncu.metrics([sys.executable, "-c", code, v], [metric, "gpu__time_duration.sum"],
+                                kernel=f"regex:^{KERNELS[v]}$", launch_skip=2, workdir=Path(workdir) / f"ncu_{v}",
+                                timeout_s=600, cwd=str(root))
+            except ncu.ProfilerUnavailable as exc:
+                return {v: {"error": str(exc)[-800:]} for v in variants}
+            except ncu.ProfileError as exc:
+                out[v] = {"error": str(exc)[-800:]}
+                continue
+            out[v] = {"pct": m[metric], "metric": metric, "ms": m["gpu__time_duration.sum"] * 1e-6}
+            break
+    return out
+
+
+def rung6(shape=SHAPES[0], reps: int = 20, seed: int = 0, ncu_counter: bool = True, tunes=RUNG6_TUNES) -> list[dict]:
+    """Rung 6's switches next to rung 5 and cuBLAS, in one process on the same inputs: (1) every run on every
+    awkward test shape against the fp32 reference (NaN-poisoned outputs: the scaffold's loop); (2) each timed at
+    `shape` with the course timer (L2 flushed, fresh draws of the exercise's inputs each repetition), in two
+    passes — forward, then reversed, so a drifting clock shows as a gap between them; (3) ncu's tensor-pipe share
+    of rung 5 and rung 6 (tensor_pipe). Every run is also checked once at `shape`, where each CTA walks many tiles
+    (only there do the store slots and the ring go round across tiles). A run that is wrong anywhere is not timed.
+    Prints one table; returns its rows. Needs an sm_90 GPU."""
+    import tempfile
+
+    import torch
+
+    from ..bench import ceilings
+    from ..check import compare, poison
+    from ..clock import SmClock
+    from .launch import grid, smem_bytes, tuned
+
+    runs = [("cluster", None)] + [(name, t) for name, t in tunes] + [("cublas", None)]
+
+    def call(run, a, b, out):
+        name, t = run
+        if t is None:
+            gemm(a, b, name, out=out)
+        else:
+            gemm(a, b, "store_warp", out=out, tune=t)
+
+    failures, bad = [], set()
+    for c in check_reports(runs, TEST_SHAPES, inputs=make_inputs, reference=reference, check={"rtol": RTOL},
+                           seed=seed + 1, output=lambda inp, run: exercise.make_output(inp),
+                           launch=lambda run, inp, out: call(run, inp["a"], inp["b"], out)):
+        if not c.ok:
+            bad.add(c.run[0])
+            failures.append(f"{c.run[0]} {shape_name(c.shape)}: {c.message}")
+            print("WRONG", failures[-1])
+    pool = [make_inputs(shape, seed + k) for k in range(2)]
+    out = torch.empty(shape[0], shape[1], dtype=torch.bfloat16, device="cuda")
+    # (2b) at `shape` too: the test shapes give a CTA one tile at most, so only here does every store slot and
+    # every ring stage go round many times across tiles (a stale slot or a missed parity shows here first)
+    ref = reference(pool[0])
+    for run in runs:
+        try:
+            call(run, pool[0]["a"], pool[0]["b"], poison(out))
+            torch.cuda.synchronize()
+            rep = compare(out, ref, rtol=RTOL)
+            ok, msg = rep.ok, rep.message
+        except Exception as exc:  # noqa: BLE001 - this run's failure, reported with the others
+            ok, msg = False, f"{type(exc).__name__}: {exc}"
+        if not ok:
+            bad.add(run[0])
+            failures.append(f"{run[0]} {shape_name(shape)}: {msg}")
+            print("WRONG", failures[-1])
+    del ref
+    dram, cub_ceiling = ceilings()["copy_tbps"], ceilings()["cublas_bf16_tflops"]
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    timed_runs = [r for r in runs if r[0] not in bad]
+    tf: dict = {r[0]: [] for r in timed_runs}
+    ms: dict = {r[0]: [] for r in timed_runs}
+    with SmClock() as clock:
+        for order in (timed_runs, timed_runs[::-1]):
+            for run in order:
+                args = rotating_inputs(pool, refill(make_inputs, shape, seed + 1000))
+                res, _ = timed(clock, lambda run=run: bench(lambda inp: call(run, inp["a"], inp["b"], out), args,
+                                                            flops=flops(shape), reps=reps, warmup=3, warm_s=0.25))
+                tf[run[0]].append(res.tflops)
+                ms[run[0]].append(res.ms)
+    rows = []
+    cub = sum(tf["cublas"]) / 2 if "cublas" in tf else None
+    for name, t in runs:
+        r = {"name": name, "tune": None if t is None else tuned(t), "correct": name not in bad}
+        if name in tf:
+            r.update(tflops=sum(tf[name]) / 2, passes=tf[name], ms=sum(ms[name]) / 2)
+            r["over_cublas"] = r["tflops"] / cub if cub else None
+        if t is not None:
+            r["grid"] = grid("store_warp", shape, sms, t)
+            r["smem_kib"] = smem_bytes("store_warp", tune=t) / 1024
+            r["model"] = model.predict_config(model.store_warp_config(shape, t), dram).tflops
+        elif name == "cluster":
+            r["grid"] = grid("cluster", shape, sms)
+            r["smem_kib"] = smem_bytes("cluster") / 1024
+            r["model"] = model.predict_config(model.configs_for(shape)["cluster"], dram).tflops
+        rows.append(r)
+    pipe = {}
+    if ncu_counter:
+        with tempfile.TemporaryDirectory() as d:
+            pipe = tensor_pipe(d, shape=shape)
+    from ..device import gpu
+
+    print(f"\nrung 6 vs rung 5 and cuBLAS at {shape_name(shape)} on {(gpu() or {}).get('name')} (cuBLAS ceiling of "
+          f"this run {cub_ceiling:.1f} TFLOPS; every row on the exercise's inputs; TFLOPS = mean of two passes)")
+    print(f"{'run':<20} {'cl':>2} {'G':>3} {'st':>2} {'sl':>2} {'grid':>5} {'smem':>6} {'ok':>3} {'ms':>7} "
+          f"{'TFLOPS':>7} {'pass1/pass2':>13} {'x cuBLAS':>8} {'model':>6}")
+    for r in rows:
+        t = r["tune"] or {}
+        cl = t.get("cluster", 2 if r["name"] == "cluster" else "")
+        tf_ = f"{r['tflops']:7.1f}" if r.get("tflops") else "      -"
+        ps = "/".join(f"{x:.0f}" for x in r.get("passes", []))
+        print(f"{r['name']:<20} {cl!s:>2} {t.get('group_m', '')!s:>3} {t.get('stages', '')!s:>2} "
+              f"{t.get('slots', '')!s:>2} {r.get('grid', '')!s:>5} "
+              f"{(str(round(r['smem_kib'])) + 'K') if r.get('smem_kib') else '':>6} "
+              f"{'yes' if r['correct'] else 'NO':>3} {r.get('ms', float('nan')):7.4f} {tf_} {ps:>13} "
+              f"{(r.get('over_cublas') or float('nan')):8.3f} "
+              f"{(str(round(r['model'])) if r.get('model') else ''):>6}")
+    for v, m in pipe.items():
+        print(f"ncu {v:<11}: " + (f"tensor pipe active {m['pct']:.1f} % ({m['metric'].split('.')[0]}), "
+                                  f"{m['ms']:.3f} ms under ncu" if "pct" in m else f"error: {m['error'][-300:]}"))
+    gain = model.rung6_gain(shape, dram)
+    if gain:
+        print("model: tensor core busy " + ", ".join(f"{v} {g['tensor_busy']:.1%} (epilogue {g['epilogue_ns']:.0f} "
+                                                     f"ns/tile)" for v, g in gain.items()))
+    print(f"correctness: {'all right' if not failures else f'{len(failures)} failures'} on {len(TEST_SHAPES)} "
+          f"awkward shapes and at {shape_name(shape)}")
+    return rows + ([{"name": "tensor_pipe", **pipe}] if pipe else [])
 
 
 def load_record(tag: str | None = None) -> dict | None:

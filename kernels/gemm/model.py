@@ -66,7 +66,7 @@ __all__ = ["Config", "Prediction", "CONSTANTS", "FIT", "FIT_ROWS", "HELD_OUT", "
            "configs_for", "predict_config", "predict", "fit", "HELD_OUT_CHECK", "main_row", "resident_ctas", "explain", "bound_table",
            "smem_per_cta", "ring_occupancy", "wave_traffic", "b_reuse_distance", "no_reuse_floor",
            "stage_depth_story", "held_out_report", "dram_read_bytes", "measured_dram", "ktile_times",
-           "staging_bank_ways", "epilogue_choices", "epilogue_table"]
+           "staging_bank_ways", "epilogue_choices", "epilogue_table", "store_warp_config", "rung6_gain"]
 
 SMS = H100.sm_count
 BK = 64
@@ -133,7 +133,9 @@ class Config:
     share: int = 1            # CTAs that split one B tile (multicast)
     structure: str = "serial"  # serial (rung 2) | drain (rung 3: wait 0) | overlap (rungs 4-5: 2 consumers, wait 1)
     fma: bool = False         # rung 1
-    epilogue: str = "stores"  # stores (the rungs: plain STG of the accumulator) | tma (the exercise: staged, TMA store)
+    epilogue: str = "stores"  # stores (rungs 1-5: plain STG of the accumulator) | tma (the exercise and rung 6:
+                              # staged in shared memory, TMA store overlapped with the next tile)
+    group_m: int | None = None  # tile rows per scheduling group of a persistent grid (None: GROUP_M x share)
 
 
 @dataclass(frozen=True)
@@ -210,16 +212,22 @@ def ring_occupancy(stages=(1, 2, 3, 4, 5, 6)) -> list[dict]:
 
 
 def configs_for(shape, stages: int | None = None) -> dict[str, Config]:
-    """The model's view of every rung (launch.py's CONFIG and the cubins' registers) at one shape."""
+    """The model's view of every rung this copy of the course holds (launch.py's CONFIG and RUNGS, the cubins'
+    registers) at one shape."""
     return dict(_configs_for(tuple(int(x) for x in shape), stages))
 
 
 @lru_cache(maxsize=None)
 def _configs_for(shape: tuple, stages: int | None) -> dict[str, Config]:
-    from .launch import CONFIG, KERNELS, cubin, smem_bytes
+    from .launch import CONFIG, KERNELS, RUNGS, cubin, smem_bytes
 
     out = {}
     for v, cfg in CONFIG.items():
+        if v not in RUNGS:  # rung 6 in a student release: its source is instructor-only
+            continue
+        if v == "store_warp":
+            out[v] = store_warp_config(shape)
+            continue
         st = stages if (stages and v == "pipelined") else cfg["stages"]
         cub = cubin(v, st) if (stages and v == "pipelined") else cubin(v)
         regs = sass_registers(cub, KERNELS[v])
@@ -234,6 +242,27 @@ def _configs_for(shape: tuple, stages: int | None) -> dict[str, Config]:
     # group (wait 0) before the release, but two consumers hide each other's drain: the "overlap" structure.
     out["exercise"] = replace(out["persistent"], rung="exercise", stages=stages or 4, epilogue="tma")
     return out
+
+
+def store_warp_config(shape, tune: dict | None = None) -> Config:
+    """Rung 6 (gemm_store_warp.cu) with its switches (launch.TUNE): rung 5's mainloop ("overlap": two consumers,
+    wait_group 1; persistent; B shared by `cluster` CTAs) with the exercise's epilogue term ("tma"). Why it gains
+    on rung 5: rung 5's consumers store C with plain STG while the tensor core idles, EPILOGUE_NS per tile (fitted,
+    ~ 7 us on the H100); rung 6's consumers only write the tile into shared memory (stmatrix, conflict-free) and
+    hand it over — the TMA store's global writes run under the next tile's mainloop — so E is the staging alone
+    (_staging_ns: C's bytes written and read back at the SM's shared-memory rate, ~ 0.6 us). Left out, as for the
+    exercise: a consumer that waits for a slot (2 slots for 4 pieces: pieces 2 and 3 wait for the reads of 0 and 1)
+    and C's bytes on their way to L2 under the mainloop. The balanced grid changes no busiest CTA: the model's
+    per-CTA tile count ceil(tiles / grid) is the same for it and for one CTA per SM."""
+    from .launch import CONFIG, KERNELS, cubin, smem_bytes, tuned
+
+    t = tuned(tune)
+    cub = cubin("store_warp", tune=tune)
+    regs = sass_registers(cub, KERNELS["store_warp"])
+    c = resident_ctas(CONFIG["store_warp"]["block"], regs,
+                      smem_bytes("store_warp", tune=tune) + static_smem(cub, KERNELS["store_warp"]))
+    return Config("store_warp", tuple(int(x) for x in shape), CONFIG["store_warp"]["tile"], t["stages"], 2, c, True,
+                  t["cluster"], "overlap", False, "tma", t["group_m"])
 
 
 def _c(kw: dict, name: str) -> float:
@@ -269,7 +298,7 @@ def wave_traffic(cfg: Config, b_reuse: bool = True) -> dict:
     a_panel, b_panel = bm * k * 2.0, bn * k * 2.0
     if cfg.persistent:
         p = min(tiles if cfg.share == 1 else math.ceil(tiles / cfg.share) * cfg.share, SMS)
-        rows = min(tm, GROUP_M * cfg.share, p)
+        rows = min(tm, cfg.group_m or GROUP_M * cfg.share, p)
         cols = min(tn, max(1.0, p / rows))
     else:
         p = min(tiles, SMS * max(1, cfg.ctas_per_sm))
@@ -734,6 +763,26 @@ def epilogue_table(shape=(8192, 8192, 8192), dram_tbps: float | None = None) -> 
                      f"{r['smem'] / 1024:>8.0f}  {'yes' if r['fits'] else 'NO':<4} {r['ring_bound']:<8} {ways:>9} "
                      f"{r['epilogue_ns']:>11.0f} {tf:>7}")
     return "\n".join(lines)
+
+
+def rung6_gain(shape=(8192, 8192, 8192), dram_tbps: float | None = None) -> dict:
+    """Rung 6 against rung 5 in the model at `shape`: each one's per-tile epilogue term E (what the tensor core waits
+    for between two tiles), the per-CTA time and the predicted TFLOPS, and the tensor core's busy share of a CTA's
+    time (ktiles x W over the whole): the same share ncu's tensor-pipe counter reads (tools/gpu_check.py)."""
+    cfgs = configs_for(shape)
+    out = {}
+    for v in ("cluster", "store_warp"):
+        if v not in cfgs:
+            continue
+        cfg = cfgs[v]
+        p = predict_config(cfg, dram_tbps)
+        e = _staging_ns(cfg.tile) if cfg.epilogue == "tma" else CONSTANTS["EPILOGUE_NS"]
+        w = ktile_times(cfg.tile, cfg.share)["W"]
+        busy = math.ceil(shape[2] / BK) * w * math.ceil(
+            math.ceil(shape[0] / cfg.tile[0]) * math.ceil(shape[1] / cfg.tile[1])
+            / min(SMS, math.ceil(shape[0] / cfg.tile[0]) * math.ceil(shape[1] / cfg.tile[1]))) / (p.ms * 1e6)
+        out[v] = {"epilogue_ns": e, "tflops": p.tflops, "ms": p.ms, "bound": p.bound, "tensor_busy": busy}
+    return out
 
 
 def explain() -> str:
