@@ -44,7 +44,11 @@ def test_held_out_errors_of_the_records_do_not_move(slug, tag):
     check = m.HELD_OUT_CHECK
     errs = check.errors(doc)
     assert errs == want["held_out"]  # identical floats, every row
-    assert list(errs) == list(m.HELD_OUT) == list(check.held_out) and not set(check.fit_rows) & set(check.held_out)
+    # every held-out row in the declared order, but the rows a record never timed (gemm's H200 record predates rung 6)
+    timed = {check.name(r) for r in doc["rows"] if check.select(r) and topic.measured(r)}
+    assert list(errs) == [n for n in m.HELD_OUT if n in timed] and set(m.HELD_OUT) - set(errs) == set(
+        m.HELD_OUT) - timed
+    assert list(m.HELD_OUT) == list(check.held_out) and not set(check.fit_rows) & set(check.held_out)
     named = m.FIT["held_out_outside_band"][tag]
     assert set(check.outside_band(doc)) == set(named), errs  # the misses model.FIT names, and no others
     text = m.held_out_report(doc)

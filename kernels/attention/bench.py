@@ -37,6 +37,9 @@ LIBS = ("cudnn", "flash", "triton")
 # The overlap rung's entries timed per shape (attention_overlap.cu, launch.OVERLAP): every one at D 128 and D 64,
 # the default and its two neighbours (ping-pong off, 176-key tiles) causal.
 OVERLAP_CAUSAL = ("n128 k3v2", "n128 k3v2 nopp", "n176 k2v2")
+# The overlap rung's goals (course issue 27): its default entry (launch.DEFAULT_OVERLAP, what attention(...,
+# variant="overlap") runs) over cuDNN of the same shape, same run, same inputs; D 64 is reported, not held to a goal.
+GOALS = {"d128": 0.95, "d128 causal": 1.00, "d64": None}
 
 
 def configs(quick: bool = False) -> list[dict]:
@@ -273,8 +276,85 @@ def vs_cudnn(rows: list[dict]) -> dict:
     return out
 
 
+def goals(rows: list[dict]) -> dict:
+    """Per shape of GOALS: the overlap rung's default entry, cuDNN, their ratio (both main rows of one run), the goal
+    (None: reported only) and whether it is met (None where either row is missing); the best overlap entry beside."""
+    out = {}
+    main = main_rows(rows)
+    for tag, goal in GOALS.items():
+        shape = SHAPES[tag]
+        name = overlap_name(shape[3], DEFAULT_OVERLAP[shape[3]], shape[4])
+        ours, cud = _tf(rows, name), _tf(rows, f"cudnn d{shape[3]}" + (" causal" if shape[4] else ""))
+        best = max((r for r in main if r.get("variant") == "overlap" and r["shape"] == shape_name(shape)
+                    and r.get("tflops")), key=lambda r: r["tflops"], default=None)
+        ratio = ours / cud if ours and cud else None
+        out[tag] = {"overlap": name, "overlap_tflops": ours, "cudnn_tflops": cud, "over_cudnn": ratio, "goal": goal,
+                    "met": None if goal is None or ratio is None else ratio >= goal,
+                    "best_entry": best["kernel"] if best else None,
+                    "best_over_cudnn": best["tflops"] / cud if best and cud else None}
+    return out
+
+
+def goal_line(doc: dict | None) -> str:
+    """The overlap rung's goals against a record, one line: per shape its default entry over cuDNN of the same run
+    (goal, reached or not; D 64 reported), the GPU named."""
+    if not doc or not doc.get("rows"):
+        return "no recorded run yet"
+    g = goals(doc["rows"])
+    if all(v["over_cudnn"] is None for v in g.values()):
+        return f"the overlap rung is not in the record of {doc['device']} ({doc['date']}): no goal to check"
+    parts = []
+    for tag, v in g.items():
+        if v["over_cudnn"] is None:
+            parts.append(f"{tag}: not measured")
+            continue
+        verdict = "reported" if v["goal"] is None else \
+            f"goal >= {v['goal']:.2f}x {'reached' if v['met'] else 'NOT reached'}"
+        parts.append(f"{tag} {v['overlap_tflops']:.1f} / {v['cudnn_tflops']:.1f} = {v['over_cudnn']:.3f}x ({verdict})")
+    return (f"overlap rung ({', '.join(sorted({DEFAULT_OVERLAP[d] for d in DEFAULT_OVERLAP}))}) over cuDNN, same run "
+            f"on {doc['device']} ({doc['date']}): " + "; ".join(parts))
+
+
+LADDER = ("cuda", "overlap", "cudnn", "flash", "triton")
+
+
+def overlap_record() -> dict | None:
+    """The record that shows the overlap rung: this GPU's (else the H100's, load_record) where it holds the rung's
+    rows, else the first recorded GPU's that does; else load_record()'s."""
+    first = load_record()
+    docs = [first] + list(record.load_all(SLUG).values())
+    return next((d for d in docs if d and any(r.get("variant") == "overlap" for r in d["rows"])), first)
+
+
+def ladder_table(doc: dict | None, variants=LADDER) -> str:
+    """The rungs of a record side by side, per shape: TFLOPS, x cuDNN of the same shape and run, the model's figure
+    (the serial chain for attention.cu, the overlap model for attention_overlap.cu, the current constants), the GPU
+    and date named; the overlap rung's goals last (goal_line)."""
+    if not doc or not doc.get("rows"):
+        return "no recorded run yet"
+    rows = [r for r in main_rows(doc["rows"]) if r.get("variant") in variants and r.get("tflops")]
+    ratio = vs_cudnn(doc["rows"])
+    lines = [f"{doc['device']} ({doc['date']}), TFLOPS = 4 B H S^2 D (halved causal); x cuDNN: same shape, same run",
+             f"{'kernel':<42}{'TFLOPS':>8}{'x cuDNN':>9}{'model':>8}"]
+    for shape in dict.fromkeys(r["shape"] for r in rows):
+        lines.append(f"-- {shape}")
+        for r in sorted((r for r in rows if r["shape"] == shape), key=lambda r: variants.index(r["variant"])):
+            x = ratio.get(f"{r['kernel']} | {r['shape']}")
+            pred = model.predict_row(r)
+            lines.append(f"{r['kernel']:<42}{r['tflops']:8.1f}" + (f"{x:9.3f}" if x else f"{'1':>9}" if
+                         r["variant"] == "cudnn" else " " * 9) + (f"{pred:8.1f}" if pred else ""))
+    return "\n".join(lines + [goal_line(doc)])
+
+
 def _extra(rows: list[dict], ceilings: dict, checked: dict | None = None) -> dict:
+    g = goals(rows)
+    over = ({"overlap_model": model.OVERLAP_CHECK.facts({"rows": rows, "ceilings": ceilings})}
+            if any(r.get("variant") == "overlap" for r in rows) else {})
     return {"vs_cudnn": vs_cudnn(rows),
+            "overlap_goals": g,
+            "overlap_goals_met": None if any(v["met"] is None for v in g.values() if v["goal"] is not None)
+            else all(v["met"] for v in g.values() if v["goal"] is not None),
+            **over,
             "data_effect": data_effect_summary(rows),
             "inputs": "every row but the data-effect lesson's 'normal' ones: the exercise's make_inputs (odd heads "
                       "with large logits)",
@@ -360,11 +440,14 @@ def compare_overlap(reps: int = 10, seed: int = 0, out: str | None = "build/gpu/
         pred, mhz = r.get("model_prediction"), r.get("sm_mhz")
         print(f"{r['kernel']:<34}{r['tflops']:8.1f}" + (f"{x:9.3f}" if x else " " * 9)
               + (f"{pred:8.1f}" if pred else " " * 8) + (f"{mhz:8.0f}" if mhz else ""))
+    print(goal_line({"rows": rows, "device": dev, "date": "this run"}))
     fit = model.fit_overlap(rows)
     print("overlap model fit on these rows:", json.dumps(fit, default=str))
     if fit.get("fitted"):
         print("held-out errors (prediction / measured - 1):",
               {k: round(v, 3) for k, v in model.overlap_errors(rows, fit).items()})
+        print("serial chain refit on these rows (TC_EFF from the overlap fit):",
+              json.dumps(model.fit(rows, tc_eff=fit["TC_EFF"]), default=str))
     if out:
         os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
         with open(out, "w") as f:
@@ -378,8 +461,8 @@ TOPIC = Topic(
     slug=SLUG, title="Week 2 day 5: attention",
     check=lambda quick: check_all(),
     measure=lambda quick: (measure(reps=5 if quick else 10, quick=quick), []),
-    constants=lambda: {"TC_EFF": model.TC_EFF, "SOFTMAX_NS": model.SOFTMAX_NS, "LOAD_NS": model.LOAD_NS,
-                       "BLOCK_NS": model.BLOCK_NS, "L2_TBPS": model.L2_TBPS},
+    constants=lambda: {**{k: getattr(model, k) for k in model.CONSTANTS}, "LOAD_NS": model.LOAD_NS,
+                       "overlap": {k: v for k, v in model.OVERLAP_CONSTANTS.items() if k != "fitted"}},
     claims=claims,
     extra=_extra,
     keep_going=True,

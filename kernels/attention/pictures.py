@@ -20,6 +20,10 @@ The exercise's two rings in one table (`ring_schedule`, `ring_table`): tile j's 
 j % K_STAGES and its V use j // V_STAGES of V stage j % V_STAGES; a consumer waits a full barrier with the use's
 parity n & 1, the producer waits an empty barrier with the previous use's, (n & 1) ^ 1 (use 0: parity 1, the phase
 "before" the first, complete: no wait). With depths 3 and 2 the two rings' parities part at tile 2.
+
+One K/V tile per warpgroup in time (`plot_tile_timeline`): the tensor core's lane and each consumer warpgroup's, for
+attention.cu's serial chain and attention_overlap.cu's overlap with ping-pong, drawn from the fitted models' constants
+(kernels.attention.model.tile_timeline): what each warpgroup does, and what waits, per tile.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import re
 from pathlib import Path
 
 __all__ = ["accumulator_layout", "a_fragment_layout", "kernel_packing", "p_source_registers", "layout_mismatches",
-           "plot_s_to_p_fragment", "ring_schedule", "ring_table"]
+           "plot_s_to_p_fragment", "ring_schedule", "ring_table", "plot_tile_timeline"]
 
 WARPGROUP_THREADS = 128
 K_STEP = 16                     # keys per PV k-step (the wgmma K of bf16)
@@ -196,3 +200,52 @@ def ring_table(n_tiles: int = 6, k_stages: int = 3, v_stages: int = 2) -> str:
                      f"{'':15s}parity {k['full_parity']:d}{'':14s}| {v['stage']:7d} {v['use']:3d}  parity "
                      f"{v['empty_parity']:d}{'':15s}parity {v['full_parity']:d}{differ}")
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------- one tile per warpgroup in time
+_COLOURS = {"QK^T": "C0", "PV": "C2", "PV (prev tile)": "C2", "softmax": "C1",
+            "wait: tensor core (CONTENTION)": "0.75"}
+
+
+def plot_tile_timeline(d: int = 128, kinds=("serial", "overlap")):
+    """One panel per schedule of `kinds` (model.tile_timeline: "serial", "overlap", "overlap nopp"), lanes tensor
+    core, wg 0, wg 1; two periods of the longest schedule drawn (every period but the first faded), the period and
+    what bounds it in each panel's title; one time axis for all. The overlap rung's PV (of the previous tile) runs
+    under its softmax: drawn on the tensor core's lane only. Returns a Figure."""
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    from . import model
+
+    tls = [model.tile_timeline(k, d) for k in kinds]
+    span = 2 * max(t["period"] for t in tls)
+    fig = Figure(figsize=(9.5, 1.9 * len(tls) + 0.8), layout="constrained")
+    axes = fig.subplots(len(tls), 1, sharex=True, squeeze=False)[:, 0]
+    lanes = ("tensor core", "wg 0", "wg 1")
+    for ax, tl in zip(axes, tls):
+        for y, lane in enumerate(lanes):
+            for rep in range(-1, int(span // tl["period"]) + 2):
+                shift = rep * tl["period"]
+                for b, e, what in tl["lanes"][lane]:
+                    key = what.split(": ", 1)[1] if lane == "tensor core" else what
+                    x0, x1 = max(0.0, b + shift), min(span, e + shift)
+                    if x0 >= x1 or (lane != "tensor core" and key == "PV (prev tile)"):
+                        continue
+                    ax.barh(y, x1 - x0, left=x0, height=0.6, color=_COLOURS.get(key, "C7"),
+                            alpha=1.0 if rep == 0 else 0.45, edgecolor="black", linewidth=0.4)
+                    if lane == "tensor core" and rep == 0:
+                        ax.text((x0 + x1) / 2, y, what.split(":")[0], ha="center", va="center", fontsize=6)
+        ax.axvline(tl["period"], color="black", linestyle=":", linewidth=1)
+        ax.set_yticks(range(len(lanes)), lanes)
+        ax.set_ylim(len(lanes) - 0.4, -0.6)
+        what = {"serial": "attention.cu: serial chain, warpgroups unordered",
+                "overlap": "attention_overlap.cu: QKᵀ(j) with PV(j-1), softmax under PV, ping-pong",
+                "overlap nopp": "attention_overlap.cu without ping-pong"}[tl["kind"]]
+        ax.set_title(f"{what}\nperiod {tl['period']:.0f} ns per tile (bound: {tl['bound']}); tensor core busy "
+                     f"{tl['tensor_busy']:.0%} of it", fontsize="medium")
+    axes[-1].set_xlim(0, span)
+    axes[-1].set_xlabel(f"ns (D = {d}, 128-key tiles; dotted: one period; constants: kernels/attention/model.py, fit "
+                        f"on {model.FIT['device']})")
+    fig.legend(handles=[Patch(color=c, label=k) for k, c in _COLOURS.items() if k != "PV (prev tile)"],
+               loc="outside lower center", ncols=4, fontsize="small")
+    return fig

@@ -15,6 +15,10 @@
 3. Lines from a record (kernels/gemm/recorded_<gpu>.json), every figure named with the GPU it came from:
    `challenge_line` (rung 2 against the same run's cuBLAS row), `cublas_note` (the table's "of ceil." column
    against the cuBLAS row), `wait_story` (wait<1> against wait<0> in the records).
+
+4. `plot_parity`: the parity rounds of a record (kernels.gemm.bench.parity_rounds: rung 6, cuBLAS, Triton and rung 5
+   timed in turn, six times, on the same inputs) — each run's TFLOPS per round, and rung 6 over cuBLAS per round with
+   the median the goal is judged on (kernels.gemm.bench.parity_summary).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ __all__ = ["DESC_FIELDS", "LAYOUT_MODES", "ATOM_ROWS", "ROW_BYTES", "ATOM_BYTES"
            "desc_sw128", "desc_advance", "desc_decode", "desc_encode", "header_fields", "k16_cells",
            "descriptor_lines", "plot_sw128_tile", "consumer_schedule", "drain_timeline", "plot_drain_timeline",
            "record_row", "first_tensor_core_fraction", "challenge_line", "cublas_note", "wait_rows", "wait_story",
-           "WELL_SHORT"]
+           "WELL_SHORT", "PARITY_LABELS", "plot_parity"]
 
 # ------------------------------------------------------------------------------------------ the descriptor
 # (lowest bit, width) of each field of the 64-bit descriptor (PTX ISA "Matrix Descriptor Format", as wgmma.cuh
@@ -416,3 +420,50 @@ def wait_story(records: dict) -> str:
                  f"exercise {pe:.1f} — two consumers hide each other's drain whether they wait<1> or wait<0>; "
                  f"the model's gap between rung 4 and the exercise is the exercise's TMA-store epilogue")
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------ the parity rounds
+PARITY_LABELS = {"store_warp": "rung 6 (store_warp)", "cublas": "cuBLAS", "triton": "Triton",
+                 "cluster": "rung 5 (cluster)"}
+
+
+def plot_parity(record: dict | None):
+    """The record's parity rounds (bench.parity_summary) as two panels: left, each run's TFLOPS per round (rung 6,
+    cuBLAS, Triton, rung 5: the same inputs, the order reversed every other round); right, rung 6 / cuBLAS of each
+    round with the rounds' median and the goal (bench.PARITY_GOAL). The GPU and date in the title. None for a record
+    without rounds (bench.parity_line says so)."""
+    from matplotlib.figure import Figure
+
+    from .bench import PARITY_GOAL, parity_summary
+
+    par = parity_summary((record or {}).get("rows", []))
+    if not par or "store_warp" not in par["over_cublas"]:
+        return None
+    fig = Figure(figsize=(10.5, 3.8), layout="constrained")
+    left, right = fig.subplots(1, 2, width_ratios=(3, 2))
+    rounds = range(par["rounds"])
+    for i, (v, label) in enumerate(PARITY_LABELS.items()):
+        if v in par["tflops"]:
+            left.plot(rounds, par["tflops"][v], marker="os^v"[i], color=f"C{i}", label=label,
+                      linewidth=2.2 if v in ("store_warp", "cublas") else 1.0)
+    left.set_xlabel("round (odd rounds run the order backwards)")
+    left.set_ylabel("TFLOPS (2 M N K)")
+    left.set_xticks(list(rounds))
+    left.legend(fontsize="small", ncol=2)
+    left.set_title("each run, each round", fontsize="small")
+    r6 = par["over_cublas"]["store_warp"]
+    right.bar(rounds, [x - PARITY_GOAL for x in r6["per_round"]], bottom=PARITY_GOAL,  # up from the goal, or down
+              color=["C0" if x >= PARITY_GOAL else "C7" for x in r6["per_round"]])
+    right.axhline(PARITY_GOAL, color="black", linewidth=1, label=f"goal {PARITY_GOAL:.2f}x")
+    right.axhline(r6["median"], color="C3", linestyle="--", linewidth=1.5, label=f"median {r6['median']:.3f}x")
+    lo = min(min(r6["per_round"]), PARITY_GOAL)
+    hi = max(max(r6["per_round"]), PARITY_GOAL)
+    right.set_ylim(lo - 0.4 * (hi - lo) - 0.005, hi + 0.4 * (hi - lo) + 0.005)
+    right.set_xticks(list(rounds))
+    right.set_xlabel("round")
+    right.set_ylabel("rung 6 / cuBLAS, same round")
+    right.legend(fontsize="small")
+    right.set_title("rung 6 over cuBLAS", fontsize="small")
+    fig.suptitle(f"Parity rounds at 8192^3 on {record['device']} ({record['date']}): {par['rounds']} rounds, the "
+                 "exercise's inputs", fontsize="medium")
+    return fig
