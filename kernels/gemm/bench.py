@@ -116,8 +116,8 @@ def measure(reps: int = 10, seed: int = 0, quick: bool = False) -> list[dict]:
         rows += data_effect(rows, clock, reps=reps, seed=seed)
         if not quick:
             rows += parity_rounds(clock, reps=reps, seed=seed)
-        ex_shape = tuple(exercise_bench_shape())
-        for name in shipped(SLUG, TIMED_ANSWERS):
+        for name in shipped(SLUG, TIMED_ANSWERS):  # none in a notebook: the grader hands the known answers over
+            ex_shape = tuple(exercise_bench_shape())
             res, mhz = timed(clock, lambda name=name: time_answer(SLUG, name, reps=reps, seed=seed))
             res = {**res, "bytes": None}  # a TFLOPS row, not a TB/s one
             st = SOLUTION_STAGES if name == "correct" else 1
