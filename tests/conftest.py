@@ -24,7 +24,7 @@ requires_hopper = pytest.mark.skipif(not is_hopper(), reason=f"needs an sm_90 GP
 # a kernel that two workers both need is compiled and disassembled once.) xdist's own `--dist loadgroup` is not
 # used: with pytest 9 its xdist_group marks are ignored (it rewrites a node id attribute pytest 9 no longer reads).
 SPREAD = {"tests/test_release.py", "tests/test_student_release.py", "tests/test_slurm.py", "tests/test_pipeline.py",
-          "tests/test_known_mutations.py"}
+          "tests/test_known_mutations.py", "tests/test_hangs.py"}
 GROUPS = {"tests/test_instructor_workflow.py": "graded_class",  # both read conftest.graded_class
           "tests/test_release.py::test_nbgrader_autograde_round_trip_on_cpu": "graded_class"}
 

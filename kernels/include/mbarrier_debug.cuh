@@ -132,6 +132,7 @@ __device__ __forceinline__ CourseBarrierWarp* my_warp() {
 }
 
 __device__ __forceinline__ CourseBarrierSlot* slot_of(CourseBarrierWarp* w, unsigned bar) {
+#pragma unroll 1  // a loop, not 32 copies at every wait and arrival: the debug build of a many-wait kernel stays small
     for (int i = 0; i < COURSE_DEBUG_BARRIER_SLOTS; ++i) {
         const unsigned b = w->slots[i].bar;
         if (b == bar) return &w->slots[i];
