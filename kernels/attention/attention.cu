@@ -29,6 +29,7 @@
 #include "tma.cuh"
 #include "warpgroup.cuh"
 #include "wgmma.cuh"
+#include "softmax.cuh"  // fast_exp2 (MUFU.EX2), pack_bf16 (P as an RS-form A fragment)
 
 namespace attn {
 
@@ -44,19 +45,6 @@ template <int N>
 __device__ __forceinline__ void pv_step(float (&o)[N / 2], const unsigned (&a)[4], unsigned long long desc_b) {
     if constexpr (N == 128) wgmma_m64n128k16_rs_tb(o, a, desc_b);
     else wgmma_m64n64k16_rs_tb(o, a, desc_b);
-}
-
-// PTX: ex2.approx.ftz.f32 (SASS MUFU.EX2): 2^x, the softmax's exponential in base 2 (scores are pre-scaled by
-// log2(e) / sqrt(D), so exp(x / sqrt(D) - m) = 2^(x * scale_log2 - m2)). ex2(-inf) = +0.
-__device__ __forceinline__ float fast_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-
-__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (low 16 bits) = the lower column
-    return *reinterpret_cast<unsigned*>(&v);
 }
 
 template <int D, int STAGES>

@@ -31,6 +31,7 @@
 #include "tma.cuh"
 #include "warpgroup.cuh"
 #include "wgmma.cuh"
+#include "softmax.cuh"  // fast_exp2 (MUFU.EX2), pack_bf16 (P as an RS-form A fragment)
 
 namespace attn_ov {
 
@@ -42,18 +43,6 @@ constexpr unsigned Q_SUB = WG_ROWS * 128;   // one 64-column slice of a warpgrou
 // its GEMMs; the other warpgroup arrives there once it has issued its own. 256 = 128 that sync + 128 that arrive.
 constexpr unsigned PP_BAR = 1, PP_THREADS = 256;
 #define NEG_INF (-__int_as_float(0x7f800000))  // -inf (NVRTC has no <cmath> INFINITY)
-
-// PTX: ex2.approx.ftz.f32 (SASS MUFU.EX2): 2^x. Scores are pre-scaled by log2(e) / sqrt(D). ex2(-inf) = +0.
-__device__ __forceinline__ float fast_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-
-__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (low 16 bits) = the lower column
-    return *reinterpret_cast<unsigned*>(&v);
-}
 
 // S = Q K^T over one K tile (SS form, D / 16 k-steps; the first one overwrites S: scale_d = 0), issued, not waited.
 template <int D, int BN>
