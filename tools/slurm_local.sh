@@ -162,7 +162,8 @@ stop() {
 case "${1:-start}" in
   start) start ;;
   stop) stop ;;
-  status) node_ok ;;
+  # daemons of this folder first: with none running, sinfo would wait MessageTimeout (30 s) for a slurmctld
+  status) pid_alive "$DIR/slurmctld.pid" && pid_alive "$DIR/slurmd.pid" && node_ok ;;
   env) echo "export SLURM_CONF=$CONF" ;;
   *) echo "usage: $0 start|stop|status|env" >&2; exit 2 ;;
 esac
