@@ -473,48 +473,35 @@ def tensor_pipe(workdir, variants=("cluster", "store_warp"), shape=SHAPES[0]) ->
     return out
 
 
-def rung6(shape=SHAPES[0], reps: int = 20, seed: int = 0, ncu_counter: bool = True, tunes=RUNG6_TUNES) -> list[dict]:
-    """Rung 6's switches next to rung 5 and cuBLAS, in one process on the same inputs: (1) every run on every
-    awkward test shape against the fp32 reference (NaN-poisoned outputs: the scaffold's loop); (2) each timed at
-    `shape` with the course timer (L2 flushed, fresh draws of the exercise's inputs each repetition), in two
-    passes — forward, then reversed, so a drifting clock shows as a gap between them; (3) ncu's tensor-pipe share
-    of rung 5 and rung 6 (tensor_pipe). Every run is also checked once at `shape`, where each CTA walks many tiles
-    (only there do the store slots and the ring go round across tiles). A run that is wrong anywhere is not timed.
-    Prints one table; returns its rows. Needs an sm_90 GPU."""
-    import tempfile
+def _rung6_call(run, a, b, out):
+    """One run of rung6(): (variant, None) for a ladder row or cuBLAS, ("<tune name>", tune) for a rung-6 switch."""
+    name, t = run
+    if t is None:
+        gemm(a, b, name, out=out)
+    else:
+        gemm(a, b, "store_warp", out=out, tune=t)
 
+
+def _rung6_check(runs, shape, pool, seed: int) -> tuple[list[str], set]:
+    """(failures, names of the wrong runs): every run on the awkward test shapes (the scaffold's loop), then once at
+    `shape` — the test shapes give a CTA one tile at most, so only there does every store slot and every ring stage
+    go round many times across tiles (a stale slot or a missed parity shows there first)."""
     import torch
 
-    from ..bench import ceilings
     from ..check import compare, poison
-    from ..clock import SmClock
-    from .launch import grid, smem_bytes, tuned
-
-    runs = [("cluster", None)] + [(name, t) for name, t in tunes] + [("cublas", None)]
-
-    def call(run, a, b, out):
-        name, t = run
-        if t is None:
-            gemm(a, b, name, out=out)
-        else:
-            gemm(a, b, "store_warp", out=out, tune=t)
 
     failures, bad = [], set()
     for c in check_reports(runs, TEST_SHAPES, inputs=make_inputs, reference=reference, check={"rtol": RTOL},
                            seed=seed + 1, output=lambda inp, run: exercise.make_output(inp),
-                           launch=lambda run, inp, out: call(run, inp["a"], inp["b"], out)):
+                           launch=lambda run, inp, out: _rung6_call(run, inp["a"], inp["b"], out)):
         if not c.ok:
             bad.add(c.run[0])
             failures.append(f"{c.run[0]} {shape_name(c.shape)}: {c.message}")
-            print("WRONG", failures[-1])
-    pool = [make_inputs(shape, seed + k) for k in range(2)]
     out = torch.empty(shape[0], shape[1], dtype=torch.bfloat16, device="cuda")
-    # (2b) at `shape` too: the test shapes give a CTA one tile at most, so only here does every store slot and
-    # every ring stage go round many times across tiles (a stale slot or a missed parity shows here first)
     ref = reference(pool[0])
     for run in runs:
         try:
-            call(run, pool[0]["a"], pool[0]["b"], poison(out))
+            _rung6_call(run, pool[0]["a"], pool[0]["b"], poison(out))
             torch.cuda.synchronize()
             rep = compare(out, ref, rtol=RTOL)
             ok, msg = rep.ok, rep.message
@@ -523,21 +510,37 @@ def rung6(shape=SHAPES[0], reps: int = 20, seed: int = 0, ncu_counter: bool = Tr
         if not ok:
             bad.add(run[0])
             failures.append(f"{run[0]} {shape_name(shape)}: {msg}")
-            print("WRONG", failures[-1])
-    del ref
-    dram, cub_ceiling = ceilings()["copy_tbps"], ceilings()["cublas_bf16_tflops"]
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    timed_runs = [r for r in runs if r[0] not in bad]
-    tf: dict = {r[0]: [] for r in timed_runs}
-    ms: dict = {r[0]: [] for r in timed_runs}
+    for f in failures:
+        print("WRONG", f)
+    return failures, bad
+
+
+def _rung6_time(runs, shape, pool, reps: int, seed: int) -> tuple[dict, dict]:
+    """({name: [TFLOPS of pass 1, pass 2]}, {name: [ms, ms]}): two passes, forward then reversed."""
+    import torch
+
+    from ..clock import SmClock
+
+    out = torch.empty(shape[0], shape[1], dtype=torch.bfloat16, device="cuda")
+    tf: dict = {r[0]: [] for r in runs}
+    ms: dict = {r[0]: [] for r in runs}
     with SmClock() as clock:
-        for order in (timed_runs, timed_runs[::-1]):
+        for order in (runs, runs[::-1]):
             for run in order:
                 args = rotating_inputs(pool, refill(make_inputs, shape, seed + 1000))
-                res, _ = timed(clock, lambda run=run: bench(lambda inp: call(run, inp["a"], inp["b"], out), args,
-                                                            flops=flops(shape), reps=reps, warmup=3, warm_s=0.25))
+                res, _ = timed(clock, lambda run=run: bench(lambda inp: _rung6_call(run, inp["a"], inp["b"], out),
+                                                            args, flops=flops(shape), reps=reps, warmup=3,
+                                                            warm_s=0.25))
                 tf[run[0]].append(res.tflops)
                 ms[run[0]].append(res.ms)
+    return tf, ms
+
+
+def _rung6_rows(runs, shape, bad: set, tf: dict, ms: dict, dram: float, sms: int) -> list[dict]:
+    """One row per run: its tune, correctness, mean TFLOPS of the passes, ratio to cuBLAS, grid, shared memory,
+    the model's figure."""
+    from .launch import grid, smem_bytes, tuned
+
     rows = []
     cub = sum(tf["cublas"]) / 2 if "cublas" in tf else None
     for name, t in runs:
@@ -554,10 +557,10 @@ def rung6(shape=SHAPES[0], reps: int = 20, seed: int = 0, ncu_counter: bool = Tr
             r["smem_kib"] = smem_bytes("cluster") / 1024
             r["model"] = model.predict_config(model.configs_for(shape)["cluster"], dram).tflops
         rows.append(r)
-    pipe = {}
-    if ncu_counter:
-        with tempfile.TemporaryDirectory() as d:
-            pipe = tensor_pipe(d, shape=shape)
+    return rows
+
+
+def _rung6_print(rows, pipe: dict, shape, dram: float, cub_ceiling: float, failures: list[str]) -> None:
     from ..device import gpu
 
     print(f"\nrung 6 vs rung 5 and cuBLAS at {shape_name(shape)} on {(gpu() or {}).get('name')} (cuBLAS ceiling of "
@@ -584,6 +587,33 @@ def rung6(shape=SHAPES[0], reps: int = 20, seed: int = 0, ncu_counter: bool = Tr
                                                      f"ns/tile)" for v, g in gain.items()))
     print(f"correctness: {'all right' if not failures else f'{len(failures)} failures'} on {len(TEST_SHAPES)} "
           f"awkward shapes and at {shape_name(shape)}")
+
+
+def rung6(shape=SHAPES[0], reps: int = 20, seed: int = 0, ncu_counter: bool = True, tunes=RUNG6_TUNES) -> list[dict]:
+    """Rung 6's switches next to rung 5 and cuBLAS, in one process on the same inputs: (1) every run on every
+    awkward test shape against the fp32 reference (NaN-poisoned outputs: the scaffold's loop) and once at `shape`
+    (_rung6_check); (2) each timed at `shape` with the course timer (L2 flushed, fresh draws of the exercise's inputs
+    each repetition), in two passes — forward, then reversed, so a drifting clock shows as a gap between them;
+    (3) ncu's tensor-pipe share of rung 5 and rung 6 (tensor_pipe). A run that is wrong anywhere is not timed.
+    Prints one table; returns its rows. Needs an sm_90 GPU."""
+    import tempfile
+
+    import torch
+
+    from ..bench import ceilings
+
+    runs = [("cluster", None)] + [(name, t) for name, t in tunes] + [("cublas", None)]
+    pool = [make_inputs(shape, seed + k) for k in range(2)]
+    failures, bad = _rung6_check(runs, shape, pool, seed)
+    dram, cub_ceiling = ceilings()["copy_tbps"], ceilings()["cublas_bf16_tflops"]
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    tf, ms = _rung6_time([r for r in runs if r[0] not in bad], shape, pool, reps, seed)
+    rows = _rung6_rows(runs, shape, bad, tf, ms, dram, sms)
+    pipe = {}
+    if ncu_counter:
+        with tempfile.TemporaryDirectory() as d:
+            pipe = tensor_pipe(d, shape=shape)
+    _rung6_print(rows, pipe, shape, dram, cub_ceiling, failures)
     return rows + ([{"name": "tensor_pipe", **pipe}] if pipe else [])
 
 
