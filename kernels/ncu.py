@@ -179,6 +179,37 @@ def metrics(cmd: list[str], names: list[str], *, kernel: str, launch_skip: int =
     return parse_raw(_import(ncu, rep, ["--page", "raw", "--csv", "--print-units", "base"]), names)
 
 
+# The tensor pipe's active share; ncu versions name the Hopper metric one way or the other (the first known is used).
+TENSOR_PIPE = ("sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+               "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active")
+# The XU pipe (MUFU: ex2, rcp, ...): an attention softmax's exponentials.
+XU_PIPE = ("sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active",)
+
+
+def pipe_shares(cmd: list[str], pipes: dict[str, tuple[str, ...]], *, kernel: str, workdir: Path,
+                launch_skip: int = 2, cwd: str | None = None, timeout_s: float = 600) -> dict:
+    """Per pipe of `pipes` ({label: metric names to try, in order}) the percent of its peak sustained while the SMs
+    were active, for the (launch_skip + 1)-th launch of `kernel` in `cmd`, with that launch's duration:
+    {label: percent, "metrics": {label: the name this ncu knew}, "ms": ...}, or {"error": ...} when no name of a
+    pipe is known or the profile fails. Raises ProfilerUnavailable where ncu cannot profile at all."""
+    out: dict = {"metrics": {}}
+    for label, names in pipes.items():
+        for i, name in enumerate(names):
+            try:
+                m = metrics(cmd, [name, "gpu__time_duration.sum"], kernel=kernel, launch_skip=launch_skip,
+                            workdir=Path(workdir) / f"{label}_{i}", timeout_s=timeout_s, cwd=cwd)
+            except ProfilerUnavailable:
+                raise
+            except ProfileError as exc:
+                if i == len(names) - 1:
+                    return {"error": str(exc)[-800:]}
+                continue
+            out[label], out["metrics"][label] = m[name], name
+            out["ms"] = m["gpu__time_duration.sum"] * 1e-6
+            break
+    return out
+
+
 def _kill(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)

@@ -867,3 +867,47 @@ def test_notebook_explores_the_overlap_rung_from_records(monkeypatch, capsys):
     rec = bench.overlap_record()
     assert any(r.get("variant") == "overlap" for r in rec["rows"])
     assert out.getvalue().splitlines()[1:] == bench.ladder_table(rec).splitlines()
+
+
+def test_pipes_profiles_each_run_in_a_process_of_its_own(monkeypatch, tmp_path):
+    """kernels.attention.bench.pipes with ncu faked: one profile per run and pipe, the kernel each run launches named
+    by the launcher, its shape and entry passed to the profiled process; ncu missing gives every run its error."""
+    from kernels import ncu
+    from kernels.attention import bench
+    from kernels.attention.launch import kernel_name, overlap_kernel_name
+
+    seen = []
+
+    def fake(cmd, names, kernel, **kw):
+        seen.append((cmd[3:], names[0], kernel))
+        return {names[0]: 50.0 if "xu" in names[0] else 80.0, "gpu__time_duration.sum": 2.0e6}
+
+    monkeypatch.setattr(ncu, "metrics", fake)
+    res = bench.pipes(tmp_path)
+    assert list(res) == [r[0] for r in bench.PIPE_RUNS]
+    assert all(m["tensor"] == 80.0 and m["xu"] == 50.0 and m["ms"] == pytest.approx(2.0) for m in res.values())
+    kernels_ = [k for _, n, k in seen if n == ncu.TENSOR_PIPE[0]]
+    assert kernels_ == [f"regex:^{kernel_name(128, 3)}$", f"regex:^{overlap_kernel_name(128, 'n128 k3v2')}$",
+                        f"regex:^{overlap_kernel_name(64, 'n128 k4v4')}$", f"regex:^{overlap_kernel_name(64, 'n176 k3v3')}$"]
+    assert seen[0][0] == ["cuda", "3", "-", "4,32,4096,128,0"] and seen[2][0][2] == "n128 k3v2"
+    monkeypatch.setattr(ncu, "metrics", lambda *a, **k: (_ for _ in ()).throw(ncu.ProfilerUnavailable("no ncu")))
+    assert bench.pipes(tmp_path) == {r[0]: {"error": "no ncu"} for r in bench.PIPE_RUNS}
+
+
+def test_recorded_pipes_say_what_limits_each_rung():
+    """kernels/attention/counters_h100.json (make gpu-test, step 'attention tensor and XU pipes'): on the record's GPU,
+    the overlap rung keeps the tensor pipe busier than today's rung at d128; at d64 (half the GEMM work per score,
+    the same exponential) its tensor pipe falls to about what its XU (MUFU) pipe does and neither is near its peak:
+    the per-tile chain between them, not a pipe's rate, bounds d64."""
+    import json
+
+    doc = json.loads((ROOT / "kernels" / "attention" / "counters_h100.json").read_text())
+    rec = json.loads((ROOT / "kernels" / "attention" / "recorded_h100.json").read_text())
+    assert (doc["device"], doc["driver"]) == (rec["device"], rec["driver"])
+    runs = doc["runs"]
+    assert set(runs) == {r[0] for r in __import__("kernels.attention.bench", fromlist=["x"]).PIPE_RUNS}
+    today, ov128 = runs["attn_fwd d128 s3"], runs["attn_overlap d128 n128 k3v2"]
+    assert ov128["tensor"] > today["tensor"] + 5
+    for label in ("attn_overlap d64 n128 k4v4", "attn_overlap d64 n176 k3v3"):
+        assert runs[label]["tensor"] < ov128["tensor"] - 15 and runs[label]["xu"] >= runs[label]["tensor"] - 5
+        assert max(runs[label]["tensor"], runs[label]["xu"]) < 75

@@ -700,12 +700,32 @@ def test_rung6_lines_from_the_record_and_the_model(monkeypatch):
             {k: x for k, x in g[v].items() if k != "bound"}) and bare[v]["bound"] == g[v]["bound"]
 
 
-def test_gpu_check_records_the_tensor_pipe_of_rungs_5_and_6():
-    text = (ROOT / "tools" / "gpu_check.py").read_text()
-    assert "gemm_tensor_pipe" in text and "tensor_pipe(" in text
+def test_tensor_pipe_takes_the_first_metric_name_ncu_knows(monkeypatch, tmp_path):
+    """kernels.ncu.pipe_shares (what gemm's tensor_pipe and attention's pipes read) with ncu faked: a name this ncu
+    does not know is skipped for the next, a pipe with no known name is an error row, and ncu missing altogether
+    gives every variant its error."""
+    from kernels import ncu
     from kernels.gemm import bench
 
-    assert bench.TENSOR_PIPE_METRICS[0] == "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"
+    calls = []
+
+    def fake(cmd, names, **kw):
+        calls.append((cmd[-1], names[0]))
+        if names[0] == ncu.TENSOR_PIPE[0]:
+            raise ncu.ProfileError("unknown metric")
+        return {names[0]: 97.5 if cmd[-1] == "store_warp" else 92.0, "gpu__time_duration.sum": 1.4e6}
+
+    monkeypatch.setattr(ncu, "metrics", fake)
+    res = bench.tensor_pipe(tmp_path)
+    assert res == {"cluster": {"pct": 92.0, "metric": ncu.TENSOR_PIPE[1], "ms": pytest.approx(1.4)},
+                   "store_warp": {"pct": 97.5, "metric": ncu.TENSOR_PIPE[1], "ms": pytest.approx(1.4)}}
+    assert [c[1] for c in calls] == [ncu.TENSOR_PIPE[0], ncu.TENSOR_PIPE[1]] * 2
+
+    monkeypatch.setattr(ncu, "metrics", lambda cmd, names, **kw: (_ for _ in ()).throw(ncu.ProfileError("no")))
+    assert all("error" in v for v in bench.tensor_pipe(tmp_path).values())
+    monkeypatch.setattr(ncu, "metrics", lambda *a, **k: (_ for _ in ()).throw(ncu.ProfilerUnavailable("no ncu")))
+    assert bench.tensor_pipe(tmp_path) == {v: {"error": "no ncu"} for v in ("cluster", "store_warp")}
+    assert "gemm_tensor_pipe" in (ROOT / "tools" / "gpu_check.py").read_text()
 
 
 def test_ring_occupancy_from_the_kernel():

@@ -185,6 +185,30 @@ def gemm_ring_dram(out: Path, stages=(2, 4, 6)):
     return {"ok": all("error" not in v for v in res.values()), **doc}
 
 
+def attention_pipes(out: Path):
+    """What limits the attention rungs: the tensor pipe's and the XU (MUFU) pipe's active share (ncu) of one launch of
+    today's rung and of the overlap rung (kernels.attention.bench.pipes). Written to out/attention/pipes.json and,
+    with COURSE_RECORD=1, to kernels/attention/counters_<gpu>.json."""
+    from kernels import record
+    from kernels.attention import bench
+    from kernels.device import gpu
+
+    res = bench.pipes(out / "attention" / "ncu_pipes")
+    for label, m in res.items():
+        print(f"  {label:<28} " + (f"tensor pipe {m['tensor']:.1f} %, XU (MUFU) pipe {m['xu']:.1f} %, {m['ms']:.3f} ms "
+                                    f"under ncu" if "error" not in m else f"error {m['error'][-500:]}"))
+    g = gpu() or {}
+    doc = {"device": g.get("name"), "driver": g.get("driver"), "date": time.strftime("%Y-%m-%d"),
+           "what": "one launch of each run under ncu at the bench's shapes (B 4, H 32, S 4096), the exercise's inputs",
+           "runs": res}
+    (out / "attention").mkdir(parents=True, exist_ok=True)
+    (out / "attention" / "pipes.json").write_text(json.dumps(doc, indent=1))
+    if os.environ.get("COURSE_RECORD") == "1":
+        f = ROOT / "kernels" / "attention" / f"counters_{record.device_tag(g.get('name'))}.json"
+        f.write_text(json.dumps(doc, indent=1) + "\n")
+    return {"ok": all("error" not in m for m in res.values()), **doc}
+
+
 def gemm_tensor_pipe(out: Path):
     """Why rung 6 of the GEMM ladder gains on rung 5: the tensor pipe's active share (ncu) of one launch of each at
     8192^3 (kernels.gemm.bench.tensor_pipe) beside the model's busy share (kernels.gemm.model.rung6_gain). Written to
@@ -475,6 +499,8 @@ def main() -> int:
     if "gemm" in slugs and "counters" not in args.skip:
         step("gemm ring depth and DRAM (ncu)", gemm_ring_dram, summary, out)
         step("gemm tensor pipe, rung 5 vs rung 6 (ncu)", gemm_tensor_pipe, summary, out)
+    if "attention" in slugs and "counters" not in args.skip:
+        step("attention tensor and XU pipes (ncu)", attention_pipes, summary, out)
     if "calibrate" not in args.skip:
         step("calibrate grader bars", calibrate_all, summary, graded, out)
         for s in graded:  # the calibrated specs come back with the results

@@ -384,6 +384,45 @@ def plot_stages(rows: list[dict], ceilings: dict | None = None):
                         "Attention forward, B4 H32 S4096: ring depth vs model")
 
 
+# What pipes() profiles: (label, variant, stages, overlap entry, shape): today's rung at its best d128 depth, the
+# overlap rung's defaults at d128 and d64, and the d64 entry with wider K/V tiles.
+PIPE_RUNS = (("attn_fwd d128 s3", "cuda", 3, None, SHAPES["d128"]),
+             ("attn_overlap d128 n128 k3v2", "overlap", None, "n128 k3v2", SHAPES["d128"]),
+             ("attn_overlap d64 n128 k4v4", "overlap", None, "n128 k4v4", SHAPES["d64"]),
+             ("attn_overlap d64 n176 k3v3", "overlap", None, "n176 k3v3", SHAPES["d64"]))
+
+
+def pipes(workdir, runs=PIPE_RUNS) -> dict:
+    """What limits each run, as ncu sees one launch (a process of its own per run; kernels.ncu.pipe_shares): the
+    tensor pipe's and the XU pipe's (MUFU: the softmax's ex2) active share of their peak sustained while the SMs
+    were active. {label: {"tensor", "xu", "metrics", "ms"} or {"error"}}."""
+    import sys
+    from pathlib import Path
+
+    from .. import ncu
+    from .launch import kernel_name, overlap_kernel_name
+
+    code = ("import sys, torch; from kernels.attention.launch import attention; "
+            "from kernels.attention.workload import make_inputs; "
+            "v, st, cfg, shape = sys.argv[1], sys.argv[2], sys.argv[3], tuple(map(int, sys.argv[4].split(','))); "
+            "x = make_inputs(shape, 1); "
+            "[attention(x['q'], x['k'], x['v'], bool(shape[4]), v, stages=int(st) if st != '-' else None, "
+            "config=cfg if cfg != '-' else None) for _ in range(3)]; torch.cuda.synchronize()")
+    root = Path(__file__).resolve().parents[2]
+    out: dict = {}
+    for label, variant, stages, entry, shape in runs:
+        d = shape[3]
+        kernel = kernel_name(d, stages) if variant == "cuda" else overlap_kernel_name(d, entry)
+        cmd = [sys.executable, "-c", code, variant, str(stages or "-"), entry or "-", ",".join(map(str, shape))]
+        try:
+            out[label] = ncu.pipe_shares(cmd, {"tensor": ncu.TENSOR_PIPE, "xu": ncu.XU_PIPE},
+                                         kernel=f"regex:^{kernel}$", workdir=Path(workdir) / label.replace(" ", "_"),
+                                         cwd=str(root))
+        except ncu.ProfilerUnavailable as exc:
+            return {r[0]: {"error": str(exc)[-800:]} for r in runs}
+    return out
+
+
 def load_record(tag: str | None = None) -> dict | None:
     """The record of GPU `tag`, else of the GPU this runs on, else the H100's (kernels.record.load)."""
     return record.load(SLUG, tag)

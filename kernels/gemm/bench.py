@@ -436,16 +436,11 @@ RUNG6_TUNES = (
     ("store_warp c1 s3x4", {"cluster": 1, "stages": 3, "slots": 4}),
     ("store_warp sms", {"grid": "sms"}),                     # one CTA per SM (132) instead of the balanced 128
 )
-TENSOR_PIPE_METRICS = ("sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
-                       "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active")
-
-
 def tensor_pipe(workdir, variants=("cluster", "store_warp"), shape=SHAPES[0]) -> dict:
     """ncu's tensor-pipe active share (percent of the peak sustained while the SMs were active) and duration of one
-    launch of each rung at `shape`, each in a process of its own (kernels.ncu.metrics): why rung 6 gains on rung 5
-    — its tensor core waits less between tiles (model.rung6_gain: the busy share the model predicts). The first
-    metric name of TENSOR_PIPE_METRICS that this ncu knows is used. {variant: {"pct", "metric", "ms"} or
-    {"error"}}."""
+    launch of each rung at `shape`, each in a process of its own (kernels.ncu.pipe_shares): why rung 6 gains on rung 5
+    — its tensor core waits less between tiles (model.rung6_gain: the busy share the model predicts).
+    {variant: {"pct", "metric", "ms"} or {"error"}}."""
     import sys
     from pathlib import Path
 
@@ -458,18 +453,12 @@ def tensor_pipe(workdir, variants=("cluster", "store_warp"), shape=SHAPES[0]) ->
     root = Path(__file__).resolve().parents[2]
     out: dict = {}
     for v in variants:
-        for metric in TENSOR_PIPE_METRICS:
-            try:
-                m = ncu.metrics([sys.executable, "-c", code, v], [metric, "gpu__time_duration.sum"],
-                                kernel=f"regex:^{KERNELS[v]}$", launch_skip=2, workdir=Path(workdir) / f"ncu_{v}",
-                                timeout_s=600, cwd=str(root))
-            except ncu.ProfilerUnavailable as exc:
-                return {v: {"error": str(exc)[-800:]} for v in variants}
-            except ncu.ProfileError as exc:
-                out[v] = {"error": str(exc)[-800:]}
-                continue
-            out[v] = {"pct": m[metric], "metric": metric, "ms": m["gpu__time_duration.sum"] * 1e-6}
-            break
+        try:
+            m = ncu.pipe_shares([sys.executable, "-c", code, v], {"tensor": ncu.TENSOR_PIPE},
+                                kernel=f"regex:^{KERNELS[v]}$", workdir=Path(workdir) / f"ncu_{v}", cwd=str(root))
+        except ncu.ProfilerUnavailable as exc:
+            return {v: {"error": str(exc)[-800:]} for v in variants}
+        out[v] = m if "error" in m else {"pct": m["tensor"], "metric": m["metrics"]["tensor"], "ms": m["ms"]}
     return out
 
 
