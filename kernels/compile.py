@@ -302,10 +302,24 @@ def compile_cuda(
     return Cubin(data, cached, name, text, "", macros)
 
 
-def kernel_file(slug: str, filename: str) -> Path:
-    """Path of a topic's .cu file: kernel_file("naive_loads", "copy.cu")."""
+class SourceLeftOut(FileNotFoundError, RuntimeError):
+    """A course kernel's source that this copy of the course does not hold: a student release leaves out the
+    kernels that answer an exercise (autograder.release INSTRUCTOR_ONLY); their notebooks show the recorded rows."""
+
+
+def has_kernel_file(slug: str, filename: str) -> bool:
+    """Whether this copy of the course holds kernels/<slug>/<filename> (a student release lacks the instructor-only
+    ones)."""
+    return (Path(__file__).resolve().parent / slug / filename).exists()
+
+
+def kernel_file(slug: str, filename: str, left_out: str | None = None) -> Path:
+    """Path of a topic's .cu file: kernel_file("naive_loads", "copy.cu"). `left_out`: why a student release may lack
+    it — then its absence raises SourceLeftOut with that reason instead of a bare FileNotFoundError."""
     path = Path(__file__).resolve().parent / slug / filename
     if not path.exists():
+        if left_out:
+            raise SourceLeftOut(f"kernels/{slug}/{filename} is not in this copy of the course: {left_out}")
         raise FileNotFoundError(path)
     return path
 

@@ -448,9 +448,10 @@ def compare_overlap(reps: int = 10, seed: int = 0, out: str | None = "build/gpu/
     from ..clock import SmClock
 
     if not overlap_available():
+        from ..compile import SourceLeftOut
         from .launch import OVERLAP_MISSING
 
-        raise FileNotFoundError(OVERLAP_MISSING)
+        raise SourceLeftOut(OVERLAP_MISSING)
     fails = check_rungs(seed=1) if check else []
     print(f"check vs fp32 SDPA on {len(TEST_SHAPES)} awkward shapes: " + ("all correct" if not fails else
                                                                          f"{len(fails)} FAILED"))

@@ -19,11 +19,10 @@ INSTRUCTOR_ONLY): there `gemm(..., "store_warp")` says so, and RUNGS lists what 
 from __future__ import annotations
 
 from functools import lru_cache
-from pathlib import Path
 
 import torch
 
-from ..compile import compile_cuda, excerpt, kernel_file
+from ..compile import compile_cuda, excerpt, has_kernel_file, kernel_file
 from ..launch import ceil_div, i32, launch
 from ..tensormap import validate_tensor
 
@@ -42,8 +41,7 @@ INSTRUCTOR_ONLY_RUNGS = {"store_warp": "rung 6 (kernels/gemm/gemm_store_warp.cu)
                                        "release leaves its source out (an instructor-only file of the release "
                                        "builder); the notebook shows its recorded rows instead"}
 # The variants this copy of the course can run (a student release has no rung 6), and their sources and entries.
-RUNGS = tuple(v for v in VARIANTS
-              if v not in _FILES or (Path(__file__).resolve().parent / _FILES[v]).exists())
+RUNGS = tuple(v for v in VARIANTS if v not in _FILES or has_kernel_file("gemm", _FILES[v]))
 FILES = {v: f for v, f in _FILES.items() if v in RUNGS}
 KERNELS = {v: k for v, k in _KERNELS.items() if v in RUNGS}
 # Per rung: (BM, BN) tile of C per CTA, threads per block, stages, bytes per stage (the .cu files' constants;
@@ -93,15 +91,15 @@ def _tune_key(tune: dict | None):
     return None if not tune else tuple(sorted(tuned(tune).items()))
 
 
-def _require_source(variant: str) -> None:
-    if variant in INSTRUCTOR_ONLY_RUNGS and variant not in RUNGS:
-        raise RuntimeError(f"{variant!r}: {INSTRUCTOR_ONLY_RUNGS[variant]}")
+def _source_file(variant: str):
+    """The rung's .cu file (kernels.compile.kernel_file: SourceLeftOut, with the reason, for rung 6 in a release)."""
+    return kernel_file("gemm", _FILES[variant], left_out=INSTRUCTOR_ONLY_RUNGS.get(variant))
 
 
 def cubin(variant: str, stages: int | None = None, tune: dict | None = None):
     """The rung's compiled module; `stages` (rung 3 only) recompiles gemm_pipelined.cu with GEMM_STAGES; `tune`
     (rung 6 only) recompiles gemm_store_warp.cu with its GEMM_* defines."""
-    _require_source(variant)
+    _source_file(variant)
     return _cubin(variant, stages, _tune_key(tune) if variant == "store_warp" else None)
 
 
@@ -112,14 +110,13 @@ def _cubin(variant: str, stages: int | None, tune_key):
         t = dict(tune_key)
         defines = {"GEMM_CLUSTER": t["cluster"], "GEMM_GROUP_M": t["group_m"], "GEMM_STAGES": t["stages"],
                    "GEMM_SLOTS": t["slots"]}
-    return compile_cuda(kernel_file("gemm", _FILES[variant]), defines=defines)
+    return compile_cuda(_source_file(variant), defines=defines)
 
 
 def source(variant: str, start: str | None = None, end: str | None = None) -> str:
     """The rung's .cu file, or the lines from the first containing `start` up to (not including) the first later
     line containing `end` (for the notebook)."""
-    _require_source(variant)
-    return excerpt(kernel_file("gemm", _FILES[variant]), start, end)
+    return excerpt(_source_file(variant), start, end)
 
 
 def tensor_map(t: torch.Tensor):
@@ -186,7 +183,8 @@ def gemm(a: torch.Tensor, b: torch.Tensor, variant: str = "cluster", *, out: tor
     rung 6's switches, TUNE)."""
     if variant not in VARIANTS:
         raise ValueError(f"variant {variant!r}: choose one of {VARIANTS}")
-    _require_source(variant)
+    if variant in INSTRUCTOR_ONLY_RUNGS:
+        _source_file(variant)
     if stages is not None and not (variant in MAX_STAGES and 1 <= stages <= MAX_STAGES[variant]):
         raise ValueError(f"stages = {stages}: only 'pipelined' takes a ring depth, 1..{MAX_STAGES['pipelined']} "
                          "(rung 6: tune={'stages': ...})")

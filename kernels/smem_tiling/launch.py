@@ -11,17 +11,16 @@ The record sums (records.cu, the demo a student release runs): block 256, grid c
 from __future__ import annotations
 
 from functools import lru_cache
-from pathlib import Path
 
 import torch
 
-from ..compile import compile_cuda, kernel_file
+from ..compile import compile_cuda, has_kernel_file, kernel_file
 from ..launch import ceil_div, i32, launch
 
 VARIANTS = ("naive", "smem", "padded", "swizzled")
 # The rungs this copy of the course can run: a student release leaves transpose.cu out (its padded and swizzled
 # rungs are the day's exercise answered: autograder.release.INSTRUCTOR_ONLY); the notebook shows their record.
-RUNGS = VARIANTS if (Path(__file__).resolve().parent / "transpose.cu").exists() else ()
+RUNGS = VARIANTS if has_kernel_file("smem_tiling", "transpose.cu") else ()
 TILE = 32
 BLOCK = (TILE, 8)
 MAX_GRID_Y = 65535  # CUDA's limit on gridDim.y: rows <= 65535 * 32
