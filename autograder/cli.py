@@ -92,19 +92,18 @@ def cmd_grade(args) -> int:
 
 
 def _grade(args, week, secret, seed_source, grading, students, lanes) -> int:
-    from .pool import (Interrupted, export_week, flag_feedback, make_template, problem_feedback, prune_batches,
-                       run_pool, update_batch_record)
+    from .pool import (Interrupted, class_assignment, export_week, flag_feedback, make_template, problem_feedback,
+                       prune_batches, run_pool, update_batch_record)
 
-    print(f"autograde {week}: {len(students)} student(s); preparing the batch (nbgrader generate_assignment, "
-          "the gradebook template: about 15 s) ...", flush=True)
+    print(f"autograde {week}: {len(students)} student(s); preparing the batch (the gradebook template: nbgrader "
+          "generate_assignment, about 10 s when the week's sources changed) ...", flush=True)
     prune_batches(grading, max(0, args.keep_batches - 1))
     started = time.time()
     run_id = time.strftime("%Y%m%d-%H%M%S")
     batch = grading / "batch" / run_id
     show = None
     try:
-        # the gradebook must know the assignment and its checksums: generate the release into the grading folder
-        nbgrader("generate_assignment", week, "--force", f"--CourseDirectory.release_directory={grading / 'release'}")
+        class_assignment(week, grading)  # the gradebook must know the assignment and its checksums
         t0 = time.perf_counter()
         template = make_template(week, batch)
         show = _progress(week, students, lanes)

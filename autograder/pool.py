@@ -9,8 +9,8 @@
 A task is `nbgrader autograde --student=<id>` with COURSE_GRADING_DIR pointing at the task's folder (the course's
 nbgrader_config.py puts the gradebook, the autograded notebooks and the plugin's verdicts there) and the class's
 submitted folder passed as `--CourseDirectory.submitted_directory`. Its gradebook starts as a copy of a template
-that `nbgrader generate_assignment` wrote for the batch (the assignment, its notebooks and cells, no student), so
-nothing but the task writes it, and no task waits on another's lock. The task's last act is `result.json`
+that `nbgrader generate_assignment` wrote (the assignment, its notebooks and cells, no student; once per content of
+the week's sources: `assignment_template`), so nothing but the task writes it, and no task waits on another's lock. The task's last act is `result.json`
 ("state": "done" or "failed"); a task that died before writing it left no result, and its folder is ignored.
 
 The task grades copies (stage_submission): the notebooks the assignment expects, found under their own names or,
@@ -310,16 +310,63 @@ def gradebook_rows(grading: Path, week: str) -> dict[tuple[str, str, str], float
 
 
 # ------------------------------------------------------------------------------------------------ batch set-up
+def _assignment_key(week: str) -> str:
+    """What nbgrader's generate_assignment of `week` reads: the week's source folder, the course's nbgrader config
+    (and the stub line it imports), nbgrader's and nbconvert's versions."""
+    import nbconvert
+    import nbgrader as nbg
+
+    from .release import CONFIG
+
+    h = hashlib.sha256()
+    for part in (nbg.__version__, nbconvert.__version__, CONFIG.read_text(), (ROOT / "autograder" / "__init__.py").read_text()):
+        h.update(part.encode() + b"\0")
+    source = ROOT / "solutions" / week
+    for f in sorted(p for p in source.rglob("*") if p.is_file()):
+        h.update(str(f.relative_to(source)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:24]
+
+
+def assignment_template(week: str) -> Path:
+    """A gradebook holding the assignment (notebooks, cells, checksums) and no student, written by nbgrader itself
+    (generate_assignment into an empty gradebook), once per content of what it reads (`_assignment_key`): cached under
+    $COURSE_CACHE_DIR/nbgrader/, so that the batches of one course version, and the test runs' many small classes,
+    share one generate_assignment."""
+    import tempfile
+
+    from kernels.paths import cache_dir
+
+    dest = cache_dir("nbgrader") / f"{week}-{_assignment_key(week)}.db"
+    if dest.exists():
+        return dest
+    with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
+        db = Path(tmp) / "template.db"
+        nbgrader("generate_assignment", week, "--force", f"--CourseDirectory.db_url=sqlite:///{db}",
+                 f"--CourseDirectory.release_directory={Path(tmp) / 'release'}")  # a release nobody reads
+        db.replace(dest)  # atomic: a parallel writer's copy is the same
+    return dest
+
+
 def make_template(week: str, batch: Path) -> Path:
-    """A gradebook holding the assignment (notebooks, cells, checksums) and no student: every task starts from a
-    copy. Written by nbgrader itself (generate_assignment into the batch folder)."""
+    """The batch's template gradebook (every task starts from a copy): `assignment_template`, copied in."""
     batch.mkdir(parents=True, exist_ok=True)
     db = batch / "template.db"
-    if db.exists():
-        db.unlink()
-    nbgrader("generate_assignment", week, "--force", f"--CourseDirectory.db_url=sqlite:///{db}",
-             f"--CourseDirectory.release_directory={batch / 'release'}")
+    shutil.copy(assignment_template(week), db)
     return db
+
+
+def class_assignment(week: str, grading: Path) -> None:
+    """Make the class gradebook know `week` as generate_assignment writes it. An absent gradebook starts as a copy of
+    the template; one that last had the week generated from the same sources (a stamp beside it) and still holds it
+    is left as it is; otherwise nbgrader's generate_assignment updates it."""
+    key = _assignment_key(week)
+    db, stamp = grading / "gradebook.db", grading / f".assignment_{week}"
+    if not db.exists():
+        grading.mkdir(parents=True, exist_ok=True)
+        shutil.copy(assignment_template(week), db)
+    elif not (stamp.exists() and stamp.read_text() == key and expected_notebooks(db, week)):
+        nbgrader("generate_assignment", week, "--force", f"--CourseDirectory.release_directory={grading / 'release'}")
+    stamp.write_text(key)
 
 
 def prepare_lane(week: str, batch_dir: Path, env: dict | None = None) -> dict:

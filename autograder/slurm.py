@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from .pool import (STARTED, grade_task, lane_figures, make_template, merge_result, read_result,
+from .pool import (STARTED, class_assignment, grade_task, lane_figures, make_template, merge_result, read_result,
                    result_digest)
 from .release import ROOT, grading_dir, nbgrader
 
@@ -108,8 +108,7 @@ def submit(week: str, students: list[str], opts: dict, *, secret: str | None, se
 
     with grading_lock(grading_dir(), f"autograder slurm submit {week}"):
         # The class's gradebook knows the assignment; every task's gradebook starts from a template that knows it.
-        nbgrader("generate_assignment", week, "--force",
-                 f"--CourseDirectory.release_directory={grading_dir() / 'release'}")
+        class_assignment(week, grading_dir())
         if not (sdir / "template.db").exists():
             make_template(week, sdir)
     roster.write_text("".join(json.dumps(g, ensure_ascii=False) + "\n" for g in groups), encoding="utf-8")

@@ -265,8 +265,11 @@ def compile_cuda(
     text = clean_source(text)
     check_includes(text, name)
     macros = tuple(f"{k}={v}" for k, v in sorted((defines or {}).items()))
-    key_parts = [text, name, ARCH, STD, nvrtc_version(), *include_dirs(), *macros, str(max_registers)]
-    # Headers of the course may change under a cached cubin: hash them too.
+    # The course's header folder is keyed by what its headers say, not where it lies: a student release (its own copy
+    # of kernels/include) and this repository share one cubin for the same source. Headers may change under a cached
+    # cubin: their text is hashed.
+    dirs = ["<course headers>" if d == str(COURSE_INCLUDE) else d for d in include_dirs()]
+    key_parts = [text, name, ARCH, STD, nvrtc_version(), *dirs, *macros, str(max_registers)]
     for header in sorted(COURSE_INCLUDE.glob("*.cuh")):
         key_parts.append(header.read_text())
     key = hashlib.sha256("\0".join(key_parts).encode()).hexdigest()[:24]

@@ -63,3 +63,26 @@ def test_cache_returns_the_same_cubin_and_options_change_it(tmp_path, monkeypatc
     assert a.path == b.path and a.data == b.data
     assert c.path != a.path
     assert a.path.is_relative_to(tmp_path)
+
+
+def test_the_cache_keys_the_course_headers_by_content_not_by_folder(tmp_path, monkeypatch):
+    """A student release carries its own copy of kernels/include: the same source and headers share one cubin;
+    a header that says something else does not."""
+    import shutil
+
+    from kernels import compile as comp
+
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path / "cache"))
+    src = '#include "course.cuh"\nextern "C" __global__ void k(int* p) { *p = 3; }'
+    here = compile_cuda(src)
+    copy = tmp_path / "release" / "kernels" / "include"
+    shutil.copytree(comp.COURSE_INCLUDE, copy)
+    monkeypatch.setattr(comp, "COURSE_INCLUDE", copy)
+    comp.include_dirs.cache_clear()
+    try:
+        assert comp.include_dirs()[0] == str(copy)
+        assert compile_cuda(src).path == here.path, "the copied headers hit the same cache entry"
+        (copy / "course.cuh").write_text((copy / "course.cuh").read_text() + "\n// another header\n")
+        assert compile_cuda(src).path != here.path, "an edited header compiles again"
+    finally:
+        comp.include_dirs.cache_clear()

@@ -172,3 +172,53 @@ def test_report_shows_each_gpus_ceilings(tmp_path):
     lanes = html[html.index("id='lanes'"):html.index("id='exercises'")]
     assert "2.987" in lanes and "2.812" in lanes and "701.2" in lanes and "688.4" in lanes
     assert "<td>GPU 0</td>" in lanes and "alice" in lanes and "bob" in lanes
+
+
+def test_one_generate_assignment_serves_every_batch_of_the_same_sources(tmp_path, monkeypatch):
+    """The template gradebook is generate_assignment's output, made once per content of what it reads; the class
+    gradebook starts as its copy, is left alone while its stamp matches, and is generated again when the week's
+    sources change (here: a different key)."""
+    from autograder import pool
+
+    real = pool.nbgrader
+    calls = []
+    monkeypatch.setattr(pool, "nbgrader", lambda *a, **k: (calls.append(a[0]), real(*a, **k))[1])
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path / "cache"))
+    t1 = pool.make_template(WEEK, tmp_path / "b1")
+    t2 = pool.make_template(WEEK, tmp_path / "b2")
+    assert calls == ["generate_assignment"], "the second batch reuses the first's template"
+    assert t1.read_bytes() == t2.read_bytes() and pool.expected_notebooks(t1, WEEK) == sorted(
+        p.name for p in (ROOT / "solutions" / WEEK).glob("*.ipynb"))
+    with sqlite3.connect(t1) as con:
+        assert _grade_cells(con) > 0 and con.execute("select count(*) from student").fetchone()[0] == 0
+
+    grading = tmp_path / "grading"
+    monkeypatch.setenv("COURSE_GRADING_DIR", str(grading))
+    pool.class_assignment(WEEK, grading)  # absent: a copy of the template, no nbgrader run
+    assert calls == ["generate_assignment"] and (grading / "gradebook.db").read_bytes() == t1.read_bytes()
+    pool.class_assignment(WEEK, grading)  # up to date: nothing to do
+    assert calls == ["generate_assignment"]
+    monkeypatch.setattr(pool, "_assignment_key", lambda week: "sources-changed")
+    pool.class_assignment(WEEK, grading)
+    assert calls == ["generate_assignment"] * 2, "changed sources: nbgrader updates the class gradebook"
+    assert (grading / f".assignment_{WEEK}").read_text() == "sources-changed"
+    assert pool.expected_notebooks(grading / "gradebook.db", WEEK) == pool.expected_notebooks(t1, WEEK)
+
+
+def test_the_template_key_follows_the_weeks_sources(tmp_path, monkeypatch):
+    import shutil
+
+    from autograder import pool
+
+    shutil.copytree(ROOT / "solutions" / WEEK, tmp_path / "solutions" / WEEK)
+    (tmp_path / "autograder").mkdir()
+    shutil.copy(ROOT / "autograder" / "__init__.py", tmp_path / "autograder")
+    monkeypatch.setattr(pool, "ROOT", tmp_path)
+    before = pool._assignment_key(WEEK)
+    assert pool._assignment_key(WEEK) == before
+    nb = sorted((tmp_path / "solutions" / WEEK).glob("*.ipynb"))[-1]
+    nb.write_text(nb.read_text().replace('"cells": [', '"cells": [ ', 1))
+    edited = pool._assignment_key(WEEK)
+    assert edited != before, "an edited notebook makes a new template"
+    (tmp_path / "solutions" / WEEK / "extra.txt").write_text("a file the release carries")
+    assert pool._assignment_key(WEEK) not in (before, edited)
