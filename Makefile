@@ -26,9 +26,11 @@ TORCH_CPU ?= torch==2.13.0
 TORCH_INDEX ?=
 
 OUT ?= build/gpu
-# make test's parallel workers (pytest-xdist): auto = one per core. A unit of work is a test file, a few files' tests
-# one by one, or the tests that share a session fixture; the slow ones first (tests/conftest.py says which and why).
-TEST_WORKERS ?= auto
+# make test's parallel workers (pytest-xdist): one more than the cores. Part of the time a worker waits on the processes
+# a test starts (nbgrader, Jupyter kernels, Slurm's tasks); the extra worker keeps the cores busy (2 cores: 1.76 -> 1.88
+# cores used, a cold suite 300 -> 286 s). A unit of work is a test file, a few files' tests one by one, or the tests
+# that share a session fixture; the slow ones first (tests/conftest.py says which and why).
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 WEEK ?= week1
 # e.g. make lab LAB_ARGS="--root . --port 9999 --no-browser" (--root . for the formgrader)
 LAB_ARGS ?=

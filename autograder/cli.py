@@ -133,7 +133,7 @@ def _grade(args, week, secret, seed_source, grading, students, lanes) -> int:
 
     try:
         # generate_feedback --force writes every student's pages again: the course's additions go on all of them
-        nbgrader("generate_feedback", week, "--force", check=False)
+        nbgrader("generate_feedback", week, "--force", check=False, here=True)
         problem_feedback(grading, week, record["per_student"])
         flag_feedback(grading, week, record["per_student"])
         out = export_week(week, grading)

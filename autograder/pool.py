@@ -589,7 +589,7 @@ def export_week(week: str, grading: Path) -> Path:
     """grades_<week>.csv: nbgrader's export of this week only (the gradebook holds every released week)."""
     out = Path(grading) / f"grades_{week}.csv"
     nbgrader("export", f"--to={out}", f"--assignment={week}", check=False,
-             env=dict(os.environ, COURSE_GRADING_DIR=str(grading)))
+             env=dict(os.environ, COURSE_GRADING_DIR=str(grading)), here=True)
     return out
 
 

@@ -373,7 +373,7 @@ def _write_week(grading: Path, week: str, first: float, state: dict, lanes: dict
            "jobs": [s["job"] for s in state["submissions"]], "lanes": lanes,
            "cpu": all(not e.get("device") for e in per_student.values() if not e.get("not_graded"))}
     record = update_batch_record(grading, week, run, per_student)
-    nbgrader("generate_feedback", week, "--force", check=False)
+    nbgrader("generate_feedback", week, "--force", check=False, here=True)
     problem_feedback(grading, week, record["per_student"])
     flag_feedback(grading, week, record["per_student"])
     export_week(week, grading)

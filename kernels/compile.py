@@ -305,6 +305,25 @@ def compile_cuda(
     return Cubin(data, cached, name, text, "", macros)
 
 
+def compile_triton(fn, signature: dict, constexprs: dict, *, num_warps: int, num_stages: int | None = None,
+                   capability: int = 90) -> dict:
+    """A Triton kernel (a @triton.jit function) compiled ahead of time for sm_<capability>, with no GPU:
+    {"name", "cubin", "ptx", "shared", "triton"} (the SASS and PTX the vendor-library rows of a ladder are read from)."""
+    import warnings
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    src = ASTSource(fn, signature, constexprs=constexprs)
+    options = {"num_warps": num_warps} if num_stages is None else {"num_warps": num_warps, "num_stages": num_stages}
+    with warnings.catch_warnings():  # Triton warns that its fp-fusion default will change
+        warnings.filterwarnings("ignore", message=".*TRITON_DEFAULT_FP_FUSION.*")
+        compiled = triton.compile(src, target=GPUTarget("cuda", capability, 32), options=options)
+    return {"name": compiled.metadata.name, "cubin": bytes(compiled.asm["cubin"]), "ptx": compiled.asm["ptx"],
+            "shared": compiled.metadata.shared, "triton": triton.__version__}
+
+
 class SourceLeftOut(FileNotFoundError, RuntimeError):
     """A course kernel's source that this copy of the course does not hold: a student release leaves out the
     kernels that answer an exercise (autograder.release INSTRUCTOR_ONLY); their notebooks show the recorded rows."""

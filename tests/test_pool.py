@@ -222,3 +222,34 @@ def test_the_template_key_follows_the_weeks_sources(tmp_path, monkeypatch):
     assert edited != before, "an edited notebook makes a new template"
     (tmp_path / "solutions" / WEEK / "extra.txt").write_text("a file the release carries")
     assert pool._assignment_key(WEEK) not in (before, edited)
+
+
+def test_nbgrader_steps_in_this_process_read_each_calls_own_class(tmp_path, monkeypatch):
+    """The grading command's export (and feedback) run nbgrader in its own process: two classes exported one after
+    the other get their own gradebooks (the config is read again per call), and a failing step is a return code
+    with nbgrader's log, as from the command line."""
+    import warnings
+
+    from nbgrader.api import Gradebook
+
+    from autograder import pool
+    from autograder.release import nbgrader
+
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path / "cache"))
+    a, b = tmp_path / "a", tmp_path / "b"
+    for g in (a, b):
+        monkeypatch.setenv("COURSE_GRADING_DIR", str(g))
+        pool.class_assignment(WEEK, g)
+    with warnings.catch_warnings(), Gradebook(f"sqlite:///{a / 'gradebook.db'}") as gb:
+        warnings.simplefilter("ignore")
+        gb.update_or_create_student("ann")
+        gb.add_submission(WEEK, "ann")
+    env_before = dict(os.environ)
+    rows = {g.name: list(csv.DictReader(pool.export_week(WEEK, g).open())) for g in (a, b)}
+    assert [r["student_id"] for r in rows["a"]] == ["ann"] and rows["b"] == []
+    assert dict(os.environ) == env_before, "the call's environment is put back"
+    args = ("export", "--to=/nonexistent-dir/x.csv", f"--assignment={WEEK}")
+    bad = nbgrader(*args, check=False, here=True)
+    assert bad.returncode == 1 and "No such file or directory: '/nonexistent-dir/x.csv'" in bad.stderr, bad
+    with pytest.raises(RuntimeError, match=r"nbgrader export failed \(1\)"):
+        nbgrader(*args, here=True)

@@ -15,7 +15,6 @@ O rescaled by 2^(m_old - m_new). Triton lowers tl.dot on sm_90 to WGMMA and pipe
 
 from __future__ import annotations
 
-import warnings
 
 import triton
 import triton.language as tl
@@ -86,18 +85,12 @@ def attention_triton(q, k, v, o, causal: bool = False):
 
 def aot_compile(d: int = 128, causal: bool = False, capability: int = 90) -> dict:
     """Compile _attn_fwd ahead of time for sm_90a (no GPU): {"name", "cubin", "ptx", "shared", "triton"}."""
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
+    from ..compile import compile_triton
 
     bm, bn, warps, stages = CONFIGS[d]
     sig = {"desc_q": f"tensordesc<bf16[1, {bm}, {d}]>", "desc_k": f"tensordesc<bf16[1, {bn}, {d}]>",
            "desc_v": f"tensordesc<bf16[1, {bn}, {d}]>", "desc_o": f"tensordesc<bf16[1, {bm}, {d}]>",
            "S": "i32", "scale_log2": "fp32", "HEAD_DIM": "constexpr", "BLOCK_M": "constexpr",
            "BLOCK_N": "constexpr", "CAUSAL": "constexpr"}
-    src = ASTSource(_attn_fwd, sig, constexprs={"HEAD_DIM": d, "BLOCK_M": bm, "BLOCK_N": bn, "CAUSAL": bool(causal)})
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*TRITON_DEFAULT_FP_FUSION.*")
-        compiled = triton.compile(src, target=GPUTarget("cuda", capability, 32),
-                                  options={"num_warps": warps, "num_stages": stages})
-    return {"name": compiled.metadata.name, "cubin": bytes(compiled.asm["cubin"]), "ptx": compiled.asm["ptx"],
-            "shared": compiled.metadata.shared, "triton": triton.__version__}
+    return compile_triton(_attn_fwd, sig, {"HEAD_DIM": d, "BLOCK_M": bm, "BLOCK_N": bn, "CAUSAL": bool(causal)},
+                          num_warps=warps, num_stages=stages, capability=capability)

@@ -12,7 +12,6 @@ the ring, the barriers and their parities, the wgmma issue/wait pattern — rung
 
 from __future__ import annotations
 
-import warnings
 
 import triton
 import triton.language as tl
@@ -66,18 +65,13 @@ def matmul_tma(a, b, c, *, num_stages: int = NUM_STAGES, num_warps: int = NUM_WA
 
 def aot_compile(*, num_sms: int = 132, capability: int = 90) -> dict:
     """Compile the Triton matmul ahead of time for sm_90a (no GPU) -> {"name", "cubin", "ptx", "shared", "triton"}."""
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
     from triton.runtime.jit import JITFunction
 
-    fn = JITFunction(_matmul_tma)
+    from ..compile import compile_triton
+
     sig = {"a_desc": f"tensordesc<bf16[{BM}, {BK}]>", "b_desc": f"tensordesc<bf16[{BN}, {BK}]>",
            "c_desc": f"tensordesc<bf16[{BM}, {BN}]>", "M": "i32", "N": "i32", "K": "i32", "BM": "constexpr",
            "BN": "constexpr", "BK": "constexpr", "GROUP_M": "constexpr", "NUM_SMS": "constexpr"}
-    src = ASTSource(fn, sig, constexprs={"BM": BM, "BN": BN, "BK": BK, "GROUP_M": GROUP_M, "NUM_SMS": num_sms})
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*TRITON_DEFAULT_FP_FUSION.*")
-        compiled = triton.compile(src, target=GPUTarget("cuda", capability, 32),
-                                  options={"num_warps": NUM_WARPS, "num_stages": NUM_STAGES})
-    return {"name": compiled.metadata.name, "cubin": bytes(compiled.asm["cubin"]), "ptx": compiled.asm["ptx"],
-            "shared": compiled.metadata.shared, "triton": triton.__version__}
+    return compile_triton(JITFunction(_matmul_tma), sig,
+                          {"BM": BM, "BN": BN, "BK": BK, "GROUP_M": GROUP_M, "NUM_SMS": num_sms},
+                          num_warps=NUM_WARPS, num_stages=NUM_STAGES, capability=capability)

@@ -24,7 +24,6 @@ Versions: written against Triton 3.6 (the H100 image) and 3.9 (this course's CPU
 from __future__ import annotations
 
 import os
-import warnings
 
 import triton
 import triton.language as tl
@@ -94,9 +93,9 @@ def aot_compile(kind: str = "host", *, box=(64, 64), dtype: str = "bf16", num_wa
     The signature says what the launcher would have specialised on: for host descriptors the type
     "tensordesc<bf16[64, 64]>" (dtype and block shape), for device descriptors plain pointers and i32 sizes.
     """
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
     from triton.runtime.jit import JITFunction
+
+    from ..compile import compile_triton
 
     if kind not in KERNELS:
         raise ValueError(f"kind {kind!r}: choose one of {tuple(KERNELS)}")
@@ -108,12 +107,7 @@ def aot_compile(kind: str = "host", *, box=(64, 64), dtype: str = "bf16", num_wa
     else:
         signature = {"x_ptr": f"*{dtype}", "y_ptr": f"*{dtype}", "M": "i32", "N": "i32", "BM": "constexpr",
                      "BN": "constexpr"}
-    src = ASTSource(fn, signature, constexprs={"BM": bm, "BN": bn})
-    with warnings.catch_warnings():  # Triton 3.9 warns that its fp-fusion default will change (no fp math here)
-        warnings.filterwarnings("ignore", message=".*TRITON_DEFAULT_FP_FUSION.*")
-        compiled = triton.compile(src, target=GPUTarget("cuda", capability, 32), options={"num_warps": num_warps})
-    return {"name": compiled.metadata.name, "cubin": bytes(compiled.asm["cubin"]), "ptx": compiled.asm["ptx"],
-            "shared": compiled.metadata.shared, "triton": triton.__version__}
+    return compile_triton(fn, signature, {"BM": bm, "BN": bn}, num_warps=num_warps, capability=capability)
 
 
 def ptx_lines(ptx: str, words=("cp.async.bulk", "mbarrier", "tensormap", "fence.proxy")) -> list[str]:
