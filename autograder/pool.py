@@ -10,8 +10,9 @@ A task is `nbgrader autograde --student=<id>` with COURSE_GRADING_DIR pointing a
 nbgrader_config.py puts the gradebook, the autograded notebooks and the plugin's verdicts there) and the class's
 submitted folder passed as `--CourseDirectory.submitted_directory`. Its gradebook starts as a copy of a template
 that `nbgrader generate_assignment` wrote (the assignment, its notebooks and cells, no student; once per content of
-the week's sources: `assignment_template`), so nothing but the task writes it, and no task waits on another's lock. The task's last act is `result.json`
-("state": "done" or "failed"); a task that died before writing it left no result, and its folder is ignored.
+the week's sources: `assignment_template`), so nothing but the task writes it, and no task waits on another's lock.
+The task's last act is `result.json` ("state": "done" or "failed"); a task that died before writing it left no
+result, and its folder is ignored.
 
 The task grades copies (stage_submission): the notebooks the assignment expects, found under their own names or,
 when one candidate stands out, under a browser's or an unzipper's (`day1_naive_loads (1).ipynb`, a sub-folder),
@@ -319,7 +320,8 @@ def _assignment_key(week: str) -> str:
     from .release import CONFIG
 
     h = hashlib.sha256()
-    for part in (nbg.__version__, nbconvert.__version__, CONFIG.read_text(), (ROOT / "autograder" / "__init__.py").read_text()):
+    stub = (ROOT / "autograder" / "__init__.py").read_text()
+    for part in (nbg.__version__, nbconvert.__version__, CONFIG.read_text(), stub):
         h.update(part.encode() + b"\0")
     source = ROOT / "solutions" / week
     for f in sorted(p for p in source.rglob("*") if p.is_file()):

@@ -54,8 +54,9 @@ def nbgrader(*args: str, cwd: Path = ROOT, env: dict | None = None, check: bool 
 
 def _nbgrader_here(args: list[str], env: dict, cwd: Path) -> subprocess.CompletedProcess:
     """nbgrader's command line in this process: the same application, argv and config files (the environment and the
-    folder are this process's for the call), its log captured as the stderr of a CompletedProcess. Saves starting
-    a Python and importing nbgrader again (about 2 s a step on a 2-core machine)."""
+    folder are this process's for the call, so no other thread of the process may be running), its log captured as
+    the stderr of a CompletedProcess. Saves starting a Python and importing nbgrader again (about 2 s a step on a
+    2-core machine)."""
     import contextlib
     import io
     import traceback

@@ -308,7 +308,7 @@ def compile_cuda(
 def compile_triton(fn, signature: dict, constexprs: dict, *, num_warps: int, num_stages: int | None = None,
                    capability: int = 90) -> dict:
     """A Triton kernel (a @triton.jit function) compiled ahead of time for sm_<capability>, with no GPU:
-    {"name", "cubin", "ptx", "shared", "triton"} (the SASS and PTX the vendor-library rows of a ladder are read from)."""
+    {"name", "cubin", "ptx", "shared", "triton"} (the SASS and PTX a Triton row of a ladder is read from)."""
     import warnings
 
     import triton
