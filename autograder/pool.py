@@ -334,6 +334,7 @@ def assignment_template(week: str) -> Path:
     (generate_assignment into an empty gradebook), once per content of what it reads (`_assignment_key`): cached under
     $COURSE_CACHE_DIR/nbgrader/, so that the batches of one course version, and the test runs' many small classes,
     share one generate_assignment."""
+    import fcntl
     import tempfile
 
     from kernels.paths import cache_dir
@@ -341,11 +342,16 @@ def assignment_template(week: str) -> Path:
     dest = cache_dir("nbgrader") / f"{week}-{_assignment_key(week)}.db"
     if dest.exists():
         return dest
-    with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
-        db = Path(tmp) / "template.db"
-        nbgrader("generate_assignment", week, "--force", f"--CourseDirectory.db_url=sqlite:///{db}",
-                 f"--CourseDirectory.release_directory={Path(tmp) / 'release'}")  # a release nobody reads
-        db.replace(dest)  # atomic: a parallel writer's copy is the same
+    # One writer: a second process (a parallel grading run, a test worker) waits for the first's template instead
+    # of generating its own. The lock goes with its holder's process, should that die.
+    with open(dest.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not dest.exists():
+            with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
+                db = Path(tmp) / "template.db"
+                nbgrader("generate_assignment", week, "--force", f"--CourseDirectory.db_url=sqlite:///{db}",
+                         f"--CourseDirectory.release_directory={Path(tmp) / 'release'}")  # a release nobody reads
+                db.replace(dest)  # atomic: a reader sees no template or the whole one
     return dest
 
 

@@ -253,3 +253,17 @@ def test_nbgrader_steps_in_this_process_read_each_calls_own_class(tmp_path, monk
     assert bad.returncode == 1 and "No such file or directory: '/nonexistent-dir/x.csv'" in bad.stderr, bad
     with pytest.raises(RuntimeError, match=r"nbgrader export failed \(1\)"):
         nbgrader(*args, here=True)
+
+
+def test_parallel_batches_wait_for_one_template(tmp_path, monkeypatch):
+    """Three processes asking for the same week's template at once: one generate_assignment, the same file for all."""
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path / "cache"))
+    code = ("import sys; from autograder import pool, release; calls = []; real = release.nbgrader\n"
+            "pool.nbgrader = lambda *a, **k: (calls.append(a[0]), real(*a, **k))[1]\n"
+            f"p = pool.assignment_template({WEEK!r}); print(len(calls), p)")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+             for _ in range(3)]
+    outs = [p.communicate(timeout=300)[0].split() for p in procs]
+    assert sorted(int(o[0]) for o in outs) == [0, 0, 1], outs
+    assert len({o[1] for o in outs}) == 1 and not list((tmp_path / "cache" / "nbgrader").glob("tmp*"))
