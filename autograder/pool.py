@@ -329,30 +329,45 @@ def _assignment_key(week: str) -> str:
     return h.hexdigest()[:24]
 
 
-def assignment_template(week: str) -> Path:
-    """A gradebook holding the assignment (notebooks, cells, checksums) and no student, written by nbgrader itself
-    (generate_assignment into an empty gradebook), once per content of what it reads (`_assignment_key`): cached under
-    $COURSE_CACHE_DIR/nbgrader/, so that the batches of one course version, and the test runs' many small classes,
-    share one generate_assignment."""
+def _generated(week: str) -> Path:
+    """nbgrader's generate_assignment of `week` into an empty gradebook, once per content of what it reads
+    (`_assignment_key`), cached under $COURSE_CACHE_DIR/nbgrader/<week>-<key>/: template.db (the assignment, its
+    notebooks, cells and checksums, no student) and release/<week>/ (the notebooks it releases)."""
     import fcntl
     import tempfile
 
     from kernels.paths import cache_dir
 
-    dest = cache_dir("nbgrader") / f"{week}-{_assignment_key(week)}.db"
-    if dest.exists():
+    dest = cache_dir("nbgrader") / f"{week}-{_assignment_key(week)}"
+    if (dest / "template.db").exists():
         return dest
-    # One writer: a second process (a parallel grading run, a test worker) waits for the first's template instead
-    # of generating its own. The lock goes with its holder's process, should that die.
+    # One writer: a second process (a parallel grading run, a test worker) waits for the first's output instead of
+    # generating its own. The lock goes with its holder's process, should that die.
     with open(dest.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not dest.exists():
-            with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
-                db = Path(tmp) / "template.db"
+        if not (dest / "template.db").exists():
+            tmp = Path(tempfile.mkdtemp(dir=dest.parent))
+            try:
+                db = tmp / "template.db"
                 nbgrader("generate_assignment", week, "--force", f"--CourseDirectory.db_url=sqlite:///{db}",
-                         f"--CourseDirectory.release_directory={Path(tmp) / 'release'}")  # a release nobody reads
-                db.replace(dest)  # atomic: a reader sees no template or the whole one
+                         f"--CourseDirectory.release_directory={tmp / 'release'}")
+                shutil.rmtree(dest, ignore_errors=True)
+                tmp.rename(dest)  # atomic: a reader sees no folder or the whole one
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
     return dest
+
+
+def assignment_template(week: str) -> Path:
+    """A gradebook holding the assignment and no student, written by nbgrader itself (`_generated`): the batches of
+    one course version, and the test runs' many small classes, share one generate_assignment."""
+    return _generated(week) / "template.db"
+
+
+def assignment_release(week: str) -> Path:
+    """The notebooks generate_assignment releases for `week` from the current sources (`_generated`): what weeks/<week>
+    must hold."""
+    return _generated(week) / "release" / week
 
 
 def make_template(week: str, batch: Path) -> Path:
