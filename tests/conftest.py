@@ -85,6 +85,10 @@ def run_notebook(nb, cwd: Path, pythonpath: Path, allow_errors: bool = False):
     return nb
 
 
+HOSTILE_MARKUP = ('<script>document.title = "owned"</script> <img src="x" onerror="alert(1)"> '
+                  '<a href="javascript:alert(2)">notes</a> {{ 7 * 7 }}')
+
+
 @pytest.fixture(scope="session")
 def graded_class(tmp_path_factory):
     """One class of week 1 graded once (`autograder grade week1 --seed-file ... --gpus none`, CPU mode), for every
@@ -111,6 +115,13 @@ def graded_class(tmp_path_factory):
     shutil.copy(sub / "tamper" / week / day1, sub / "renamed" / week / "day1_naive_loads (1).ipynb")
     (sub / "nested" / week / "course-week1").mkdir(parents=True)
     shutil.copy(sub / "tamper" / week / day1, sub / "nested" / week / "course-week1" / day1)
+    # ...with markup of the student's own that would run in whoever opens the feedback page (an instructor too)
+    import nbformat
+
+    page = sub / "nested" / week / "course-week1" / day1
+    nb = nbformat.read(str(page), as_version=4)
+    nb.cells.insert(0, nbformat.v4.new_markdown_cell(HOSTILE_MARKUP))
+    nbformat.write(nb, str(page))
     (sub / "solution" / week).mkdir(parents=True)
     for nb in (ROOT / "solutions" / week).glob("*.ipynb"):
         shutil.copy(nb, sub / "solution" / week / nb.name)
