@@ -97,3 +97,6 @@ c.HTMLExporter.extra_template_basedirs = [
     str(ROOT / "autograder" / "feedback_templates"),
     str(Path(_nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates"),
 ]
+# A student's markdown and HTML outputs are the student's: sanitized on the feedback page (no script, no event
+# handler, no javascript: link), which the student and an instructor open in a browser (tests/test_instructor_workflow).
+c.HTMLExporter.sanitize_html = True
