@@ -174,15 +174,22 @@ def test_report_shows_each_gpus_ceilings(tmp_path):
     assert "<td>GPU 0</td>" in lanes and "alice" in lanes and "bob" in lanes
 
 
+def _count_nbgrader(monkeypatch) -> list[str]:
+    """The nbgrader steps autograder.pool runs from now on (each still runs), in order."""
+    from autograder import pool
+
+    real, calls = pool.nbgrader, []
+    monkeypatch.setattr(pool, "nbgrader", lambda *a, **k: (calls.append(a[0]), real(*a, **k))[1])
+    return calls
+
+
 def test_one_generate_assignment_serves_every_batch_of_the_same_sources(tmp_path, monkeypatch):
     """The template gradebook is generate_assignment's output, made once per content of what it reads (this test run's
     cache may hold it already); the class gradebook starts as its copy, is left alone while its stamp matches, and is
     generated again when the week's sources change (here: a different key)."""
     from autograder import pool
 
-    real = pool.nbgrader
-    calls = []
-    monkeypatch.setattr(pool, "nbgrader", lambda *a, **k: (calls.append(a[0]), real(*a, **k))[1])
+    calls = _count_nbgrader(monkeypatch)
     t1 = pool.make_template(WEEK, tmp_path / "b1")
     first = list(calls)
     assert first in ([], ["generate_assignment"])
@@ -265,8 +272,7 @@ def test_parallel_batches_wait_for_one_template(tmp_path, monkeypatch):
     from autograder import pool
 
     monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path / "cache"))
-    real, calls = pool.nbgrader, []
-    monkeypatch.setattr(pool, "nbgrader", lambda *a, **k: (calls.append(a[0]), real(*a, **k))[1])
+    calls = _count_nbgrader(monkeypatch)
     got = []
     threads = [threading.Thread(target=lambda: got.append(pool.assignment_template(WEEK))) for _ in range(3)]
     for t in threads:
