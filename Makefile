@@ -17,10 +17,11 @@ PY ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-# CPU-only machines: the CPU torch wheel, installed before `pip install -e .` so that pip never resolves the
-# unpinned `torch` of pyproject.toml to a multi-GB CUDA build. A machine with nvidia-smi keeps its CUDA torch.
+# CPU-only machines: the CPU torch wheel, installed with the course (tools/venv_install.py: uv, or pip where uv can't be
+# had) so that nothing resolves the unpinned `torch` of pyproject.toml to a multi-GB CUDA build. A machine with
+# nvidia-smi keeps its CUDA torch.
 TORCH_CPU ?= torch==2.13.0
-# Where that torch comes from. Empty: pip's configured index (PyPI or a mirror; CI's mirror serves the CPU build).
+# Where that torch comes from. Empty: pip's configured indexes (PyPI or a mirror; CI's mirror serves the CPU build).
 # PyPI's Linux torch is the CUDA build with its nvidia-* libraries; on a laptop with no GPU take the CPU-only one:
 #   make venv TORCH_INDEX=https://download.pytorch.org/whl/cpu
 TORCH_INDEX ?=
@@ -57,16 +58,15 @@ test lab autograde weeks release: export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml tools/venv_install.py
 	@test -x $(VPY) || $(PYTHON) -m venv $(VENV)
-	$(VPY) -m pip install --upgrade pip
 	@if command -v nvidia-smi >/dev/null 2>&1; then \
 	  echo "nvidia-smi found: keeping whatever CUDA torch pip resolves for this GPU machine"; \
+	  $(VPY) tools/venv_install.py --python $(VPY); \
 	else \
-	  echo "no nvidia-smi: installing the CPU torch ($(TORCH_CPU)) first"; \
-	  $(VPY) -m pip install $(if $(TORCH_INDEX),--index-url "$(TORCH_INDEX)") "$(TORCH_CPU)"; \
+	  echo "no nvidia-smi: the CPU torch ($(TORCH_CPU)) with the course"; \
+	  $(VPY) tools/venv_install.py --python $(VPY) --torch "$(TORCH_CPU)" $(if $(TORCH_INDEX),--torch-index "$(TORCH_INDEX)"); \
 	fi
-	$(VPY) -m pip install -e .
 	@touch $@
 
 test: venv

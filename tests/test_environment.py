@@ -79,34 +79,102 @@ def test_version_pins_agree():
     assert project["torch"] == "torch", "keep torch unpinned in pyproject.toml: a GPU machine keeps its CUDA torch"
 
 
-def test_makefile_pins_cpu_torch_before_editable_install():
-    makefile = (ROOT / "Makefile").read_text()
-    assert re.search(r"^TORCH_CPU \?= torch==2\.13\.0$", makefile, re.M), "the CPU pin is torch==2.13.0"
-    recipe = [line.strip() for line in makefile.splitlines() if line.startswith("\t")]
-    cpu = next(i for i, line in enumerate(recipe) if 'pip install' in line and '"$(TORCH_CPU)"' in line)
-    editable = next(i for i, line in enumerate(recipe) if line.endswith("pip install -e ."))
-    assert cpu < editable, "the CPU torch must be installed before `pip install -e .`, or pip pulls a CUDA torch"
+def _venv_install():
+    """tools/venv_install.py, loaded from its file (tools/ is a folder of scripts, not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("venv_install", ROOT / "tools" / "venv_install.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def test_torch_index_reaches_the_cpu_torch_install():
-    """TORCH_INDEX (README: a laptop takes PyTorch's CPU index) is the index of the torch install, and only of it;
-    left empty, pip's own configuration decides."""
+def _make_venv_dry(*args) -> str:
+    """What `make venv` would run (make -n: nothing runs, nvidia-smi or not), as one text."""
     import shutil
     import subprocess
 
     if not shutil.which("make"):
         pytest.skip("no make")
+    r = subprocess.run(["make", "-n", "-B", "venv", *args], cwd=ROOT, capture_output=True, text=True,
+                       env={**os.environ, "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_makefile_installs_the_cpu_torch_with_the_course():
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^TORCH_CPU \?= torch==2\.13\.0$", makefile, re.M), "the CPU pin is torch==2.13.0"
+    dry = _make_venv_dry()
+    assert '--torch "torch==2.13.0"' in dry and "tools/venv_install.py" in dry, dry
+    assert "--torch-index" not in dry, "no index given: pip's own configuration"
+
+
+def test_torch_index_reaches_the_cpu_torch_install():
+    """TORCH_INDEX (README: a laptop takes PyTorch's CPU index) is the index of the torch install, and only of it;
+    left empty, pip's own configuration decides."""
+    plan = _venv_install().plan
+
     url = f"https://example.invalid/whl/cpu{random.randint(0, 10**6)}"
+    assert f'--torch-index "{url}"' in _make_venv_dry(f"TORCH_INDEX={url}")
+    for tool in (["uv", "pip", "install"], ["py", "-m", "pip", "install"]):
+        first, second = plan(tool, "torch==2.13.0", url)
+        assert first == [*tool, "--index-url", url, "torch==2.13.0"] and second == [*tool, "-e", "."]
+        (one,) = plan(tool, "torch==2.13.0", "")
+        assert one == [*tool, "torch==2.13.0", "-e", "."], "one resolution: the pin holds for the course's `torch`"
+        assert plan(tool, "", "") == [[*tool, "-e", "."]], "a GPU machine keeps its CUDA torch"
 
-    def dry(*args):
-        r = subprocess.run(["make", "-n", "-B", "venv", *args], cwd=ROOT, capture_output=True, text=True,
-                           env={**os.environ, "PATH": "/usr/bin:/bin"})  # -n: nothing runs, nvidia-smi or not
-        return [line for line in r.stdout.splitlines() if "pip install" in line]
 
-    with_index = dry(f"TORCH_INDEX={url}")
-    assert any(f'--index-url "{url}"' in line and "torch==2.13.0" in line for line in with_index), with_index
-    assert sum(url in line for line in with_index) == 1, "only the torch install uses the index"
-    assert not any("--index-url" in line for line in dry()), "no index given: pip's own configuration"
+def test_uv_installs_from_where_pip_is_configured_to():
+    """uv reads none of pip's configuration: every index, find-links and constraint pip has is handed over, from any
+    section (a file's global/install, or a PIP_* variable), each once; cert and timeout become uv's variables."""
+    vi = _venv_install()
+    pip_settings, uv_options = vi.pip_settings, vi.uv_options
+
+    n = random.randint(0, 10**6)
+    idx, extra1, extra2 = f"https://mirror{n}.invalid/simple", f"file:///opt/p{n}/simple", f"file:///opt/q{n}/simple"
+    listing = "\n".join([
+        f":env:.find-links='/opt/wheels{n}'",
+        "global.cert='/etc/ssl/ca.crt'",
+        f"global.constraint='/etc/xdg/pip/c{n}.txt'",
+        f"global.extra-index-url='{extra1} {extra2}'",
+        f"install.extra-index-url='{extra2}'",
+        f"global.index-url='{idx}'",
+        ":env:.timeout='180'",
+        "global.disable-pip-version-check='1'",
+        "not a setting",
+    ])
+    args, env = uv_options(pip_settings(listing))
+    pairs = list(zip(args[::2], args[1::2]))
+    assert ("--index-strategy", "unsafe-best-match") in pairs, "the best version across indexes, as pip picks"
+    assert ("--index-url", idx) in pairs and ("--find-links", f"/opt/wheels{n}") in pairs
+    assert ("--constraint", f"/etc/xdg/pip/c{n}.txt") in pairs
+    assert [v for f, v in pairs if f == "--extra-index-url"] == [extra1, extra2]
+    assert env == {"SSL_CERT_FILE": "/etc/ssl/ca.crt", "UV_HTTP_TIMEOUT": "180"}
+    assert "--no-index" not in args
+    assert "--no-index" in uv_options(pip_settings(":env:.no-index='true'"))[0]
+    assert uv_options(pip_settings("")) == (["--index-strategy", "unsafe-best-match"], {})
+
+
+def test_pip_does_the_installs_when_uv_fails(monkeypatch):
+    vi = _venv_install()
+    ran = []
+
+    def fake_run(cmd, env=None):
+        ran.append(cmd)
+        return not (cmd[0].endswith("/uv") and "-e" in cmd)  # uv itself installs, then fails on the course
+
+    monkeypatch.setattr(vi, "_run", fake_run)
+    monkeypatch.setattr(vi.subprocess, "run", lambda *a, **k: type("R", (), {"stdout": "global.find-links='/w'"})())
+    assert vi.main(["--python", "/v/bin/python", "--torch", "torch==2.13.0"]) == 0
+    assert ran[0] == ["/v/bin/python", "-m", "pip", "install", "-q", "uv"]
+    assert ran[1][:2] == ["/v/bin/uv", "pip"] and ("--find-links", "/w") in zip(ran[1], ran[1][1:])
+    assert ran[2] == ["/v/bin/python", "-m", "pip", "install", "torch==2.13.0", "-e", "."]
+    ran.clear()
+    assert vi.main(["--python", "/v/bin/python", "--installer", "pip"]) == 0
+    assert ran == [["/v/bin/python", "-m", "pip", "install", "-e", "."]]
+    monkeypatch.setattr(vi, "_run", lambda cmd, env=None: False)
+    assert vi.main(["--python", "/v/bin/python"]) == 1, "nothing installed is a failure"
 
 
 def test_self_test_names_a_version_the_record_did_not_use():
