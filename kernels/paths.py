@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -14,6 +15,26 @@ def cache_dir(kind: str) -> Path:
     path = base / kind
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def cached_once(path: Path, make: Callable[[], bytes]) -> bytes:
+    """The bytes cached at `path`, made by `make()` once among every process sharing the cache (parallel test
+    workers, grading lanes): a process that finds another making them waits for its result instead of making them
+    again. An flock on a file beside it (released by a process that dies); written to a temporary file, then renamed,
+    so no reader sees half of it. Nothing is cached when `make` raises."""
+    import fcntl
+
+    if path.exists():
+        return path.read_bytes()
+    with open(path.with_name(f".{path.name}.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if path.exists():  # made by the process we waited for
+            return path.read_bytes()
+        data = make()
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+        return data
 
 
 def cuda_tool(name: str, env: str | None = None) -> str | None:

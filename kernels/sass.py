@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from .paths import cache_dir
+from .paths import cache_dir, cached_once
 
 
 _FUNC = re.compile(r"^\s*\.section\s+\.text\.(?P<name>[\w$]+),")
@@ -56,18 +56,17 @@ def _listing(data: bytes) -> str:
     st = os.stat(tool)
     key = hashlib.sha256(data + f"\0{' '.join(cmd)}\0{st.st_size}\0{st.st_mtime_ns}".encode()).hexdigest()
     cached = cache_dir("sass") / f"{key}.sass"
-    if cached.exists():
-        return cached.read_text()
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(data)
-        f.flush()
-        out = subprocess.run([*cmd, f.name], capture_output=True, text=True, timeout=120)
-    if out.returncode != 0:
-        raise RuntimeError(f"nvdisasm failed: {out.stderr.strip()}")
-    tmp = cached.with_name(f".{cached.name}.{os.getpid()}.tmp")  # one per process: parallel test workers, lanes
-    tmp.write_text(out.stdout)
-    tmp.replace(cached)
-    return out.stdout
+
+    def listing() -> bytes:
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+            f.write(data)
+            f.flush()
+            out = subprocess.run([*cmd, f.name], capture_output=True, timeout=120)
+        if out.returncode != 0:
+            raise RuntimeError(f"nvdisasm failed: {out.stderr.decode(errors='replace').strip()}")
+        return out.stdout
+
+    return cached_once(cached, listing).decode()  # one nvdisasm per cubin among parallel workers and lanes
 
 
 @lru_cache(maxsize=256)

@@ -234,12 +234,14 @@ def answer_source(slug: str, name: str) -> str:
 
 
 def answer_cubin(slug: str, name: str):
-    """The compiled known answer `name` of the topic's exercise (its source as the grader handed it)."""
+    """The compiled known answer `name` of the topic's exercise (its source as the grader handed it), compiled under
+    the name the grader compiles it under (the exercise's source variable, e.g. RESAMPLE_CU): one text and one name
+    make one cached cubin for the benchmark, the grader and the SASS record."""
     from .compile import compile_cuda
 
     book = _answers(slug)
     if name not in book.cubins:
-        book.cubins[name] = compile_cuda(answer_source(slug, name), name=f"{slug}_{name}.cu")
+        book.cubins[name] = compile_cuda(answer_source(slug, name), name=exercise_of(slug)[0].answer_var)
     return book.cubins[name]
 
 

@@ -86,3 +86,47 @@ def test_the_cache_keys_the_course_headers_by_content_not_by_folder(tmp_path, mo
         assert compile_cuda(src).path != here.path, "an edited header compiles again"
     finally:
         comp.include_dirs.cache_clear()
+
+
+def _make_slowly(path: str, log: str, barrier) -> bytes:
+    """A process of the race below: waits for the others, then asks for the same cached bytes."""
+    import time
+
+    from kernels.paths import cached_once
+
+    def make() -> bytes:
+        with open(log, "a") as f:
+            f.write("made\n")
+        time.sleep(0.5)
+        return b"cubin bytes " + path.encode()
+
+    barrier.wait()
+    return cached_once(Path(path), make)
+
+
+def test_parallel_processes_make_a_cached_file_once_and_a_failure_caches_nothing(tmp_path):
+    """Parallel test workers and grading lanes that miss the same compile or listing at once: one makes it, the
+    others wait and read it (kernels.paths.cached_once, used by compile_cuda and the SASS reader)."""
+    import multiprocessing as mp
+
+    from kernels.paths import cached_once
+
+    target, log = tmp_path / "k.cubin", tmp_path / "log"
+    ctx = mp.get_context("fork")
+    with ctx.Manager() as m:
+        barrier = m.Barrier(3)
+        with ctx.Pool(3) as pool:
+            got = pool.starmap(_make_slowly, [(str(target), str(log), barrier)] * 3)
+    assert got == [b"cubin bytes " + str(target).encode()] * 3
+    assert log.read_text() == "made\n", "one process made it, two waited"
+    assert not list(tmp_path.glob("*.tmp")), "nothing half-written left"
+
+    failed = tmp_path / "bad.cubin"
+
+    def boom() -> bytes:
+        raise RuntimeError("compile error")
+
+    with pytest.raises(RuntimeError, match="compile error"):
+        cached_once(failed, boom)
+    assert not failed.exists()
+    assert cached_once(failed, lambda: b"now") == b"now", "the next caller makes it again"

@@ -322,6 +322,7 @@ def test_the_loop_skips_what_a_rung_is_not_built_for_and_checks_per_run_referenc
 
 class _Ex:
     name, kernel, test_shapes, bench_shape = "fake_copy", "fake_copy", ((64,), (127,)), (4096,)
+    answer_var = "FAKE_COPY_CU"
 
 
 class _Wl:
