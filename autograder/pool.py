@@ -333,29 +333,16 @@ def _generated(week: str) -> Path:
     """nbgrader's generate_assignment of `week` into an empty gradebook, once per content of what it reads
     (`_assignment_key`), cached under $COURSE_CACHE_DIR/nbgrader/<week>-<key>/: template.db (the assignment, its
     notebooks, cells and checksums, no student) and release/<week>/ (the notebooks it releases)."""
-    import fcntl
-    import tempfile
+    from kernels.paths import cache_dir, made_once
 
-    from kernels.paths import cache_dir
+    def generate(tmp: Path) -> None:
+        tmp.mkdir()
+        nbgrader("generate_assignment", week, "--force", f"--CourseDirectory.db_url=sqlite:///{tmp / 'template.db'}",
+                 f"--CourseDirectory.release_directory={tmp / 'release'}")
 
-    dest = cache_dir("nbgrader") / f"{week}-{_assignment_key(week)}"
-    if (dest / "template.db").exists():
-        return dest
     # One writer: a second process (a parallel grading run, a test worker) waits for the first's output instead of
-    # generating its own. The lock goes with its holder's process, should that die.
-    with open(dest.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (dest / "template.db").exists():
-            tmp = Path(tempfile.mkdtemp(dir=dest.parent))
-            try:
-                db = tmp / "template.db"
-                nbgrader("generate_assignment", week, "--force", f"--CourseDirectory.db_url=sqlite:///{db}",
-                         f"--CourseDirectory.release_directory={tmp / 'release'}")
-                shutil.rmtree(dest, ignore_errors=True)
-                tmp.rename(dest)  # atomic: a reader sees no folder or the whole one
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
-    return dest
+    # generating its own.
+    return made_once(cache_dir("nbgrader") / f"{week}-{_assignment_key(week)}", generate)
 
 
 def assignment_template(week: str) -> Path:

@@ -18,13 +18,12 @@ Built on `cuda.core.Program` (NVRTC). Works with no GPU: compiling and reading S
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from .paths import cache_dir, cached_once
+from .paths import cache_dir, made_once
 
 ARCH = "sm_90a"  # wgmma / setmaxnreg need the "a" target; everything else in the course runs on it too.
 STD = "c++17"  # CCCL (cuda::pipeline, cuda::barrier) needs C++17.
@@ -300,7 +299,8 @@ def compile_cuda(
             raise CompileError(name, log, _excerpt(text, log, name)) from None
 
     # One compile per key among parallel test workers and grading lanes (the others wait for it).
-    return Cubin(cached_once(cached, nvrtc), cached, name, text, "", macros)
+    data = made_once(cached, lambda tmp: tmp.write_bytes(nvrtc())).read_bytes()
+    return Cubin(data, cached, name, text, "", macros)
 
 
 def compile_triton(fn, signature: dict, constexprs: dict, *, num_warps: int, num_stages: int | None = None,

@@ -17,24 +17,30 @@ def cache_dir(kind: str) -> Path:
     return path
 
 
-def cached_once(path: Path, make: Callable[[], bytes]) -> bytes:
-    """The bytes cached at `path`, made by `make()` once among every process sharing the cache (parallel test
-    workers, grading lanes): a process that finds another making them waits for its result instead of making them
-    again. An flock on a file beside it (released by a process that dies); written to a temporary file, then renamed,
-    so no reader sees half of it. Nothing is cached when `make` raises."""
+def made_once(path: Path, make: Callable[[Path], None]) -> Path:
+    """`path` (a file or a folder), made once among every process that shares it (parallel test workers, grading
+    lanes and runs): `make(tmp)` writes what `path` must hold at `tmp`, which is then renamed to `path`, so no reader
+    sees half of it; a process that finds another making it waits (an flock on a file beside it, released by a process
+    that dies) and takes its result. Nothing is left when `make` raises. Returns `path`."""
     import fcntl
+    import shutil
 
     if path.exists():
-        return path.read_bytes()
+        return path
     with open(path.with_name(f".{path.name}.lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if path.exists():  # made by the process we waited for
-            return path.read_bytes()
-        data = make()
+            return path
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(data)
-        tmp.replace(path)
-        return data
+        try:
+            make(tmp)
+            tmp.replace(path)
+        finally:
+            if tmp.is_dir():
+                shutil.rmtree(tmp, ignore_errors=True)
+            else:
+                tmp.unlink(missing_ok=True)
+    return path
 
 
 def cuda_tool(name: str, env: str | None = None) -> str | None:

@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from .paths import cache_dir, cached_once
+from .paths import cache_dir, made_once
 
 
 _FUNC = re.compile(r"^\s*\.section\s+\.text\.(?P<name>[\w$]+),")
@@ -57,16 +57,16 @@ def _listing(data: bytes) -> str:
     key = hashlib.sha256(data + f"\0{' '.join(cmd)}\0{st.st_size}\0{st.st_mtime_ns}".encode()).hexdigest()
     cached = cache_dir("sass") / f"{key}.sass"
 
-    def listing() -> bytes:
+    def listing(tmp) -> None:
         with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
             f.write(data)
             f.flush()
-            out = subprocess.run([*cmd, f.name], capture_output=True, timeout=120)
+            out = subprocess.run([*cmd, f.name], capture_output=True, text=True, timeout=120)
         if out.returncode != 0:
-            raise RuntimeError(f"nvdisasm failed: {out.stderr.decode(errors='replace').strip()}")
-        return out.stdout
+            raise RuntimeError(f"nvdisasm failed: {out.stderr.strip()}")
+        tmp.write_text(out.stdout)
 
-    return cached_once(cached, listing).decode()  # one nvdisasm per cubin among parallel workers and lanes
+    return made_once(cached, listing).read_text()  # one nvdisasm per cubin among parallel workers and lanes
 
 
 @lru_cache(maxsize=256)

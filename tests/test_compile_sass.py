@@ -92,24 +92,24 @@ def _make_slowly(path: str, log: str, barrier) -> bytes:
     """A process of the race below: waits for the others, then asks for the same cached bytes."""
     import time
 
-    from kernels.paths import cached_once
+    from kernels.paths import made_once
 
-    def make() -> bytes:
+    def make(tmp: Path) -> None:
         with open(log, "a") as f:
             f.write("made\n")
         time.sleep(0.5)
-        return b"cubin bytes " + path.encode()
+        tmp.write_bytes(b"cubin bytes " + path.encode())
 
     barrier.wait()
-    return cached_once(Path(path), make)
+    return made_once(Path(path), make).read_bytes()
 
 
 def test_parallel_processes_make_a_cached_file_once_and_a_failure_caches_nothing(tmp_path):
     """Parallel test workers and grading lanes that miss the same compile or listing at once: one makes it, the
-    others wait and read it (kernels.paths.cached_once, used by compile_cuda and the SASS reader)."""
+    others wait and read it (kernels.paths.made_once: compile_cuda, the SASS reader, the grading template)."""
     import multiprocessing as mp
 
-    from kernels.paths import cached_once
+    from kernels.paths import made_once
 
     target, log = tmp_path / "k.cubin", tmp_path / "log"
     ctx = mp.get_context("fork")
@@ -119,14 +119,15 @@ def test_parallel_processes_make_a_cached_file_once_and_a_failure_caches_nothing
             got = pool.starmap(_make_slowly, [(str(target), str(log), barrier)] * 3)
     assert got == [b"cubin bytes " + str(target).encode()] * 3
     assert log.read_text() == "made\n", "one process made it, two waited"
-    assert not list(tmp_path.glob("*.tmp")), "nothing half-written left"
+    assert not list(tmp_path.glob(".*.tmp")), "nothing half-written left"
 
     failed = tmp_path / "bad.cubin"
 
-    def boom() -> bytes:
+    def boom(tmp: Path) -> None:
+        tmp.write_bytes(b"half")
         raise RuntimeError("compile error")
 
     with pytest.raises(RuntimeError, match="compile error"):
-        cached_once(failed, boom)
-    assert not failed.exists()
-    assert cached_once(failed, lambda: b"now") == b"now", "the next caller makes it again"
+        made_once(failed, boom)
+    assert not failed.exists() and not list(tmp_path.glob(".*.tmp")), "nothing left of a failed make"
+    assert made_once(failed, lambda tmp: tmp.write_bytes(b"now")).read_bytes() == b"now", "the next caller makes it"

@@ -15,7 +15,6 @@ O rescaled by 2^(m_old - m_new). Triton lowers tl.dot on sm_90 to WGMMA and pipe
 
 from __future__ import annotations
 
-
 import triton
 import triton.language as tl
 

@@ -12,7 +12,6 @@ the ring, the barriers and their parities, the wgmma issue/wait pattern — rung
 
 from __future__ import annotations
 
-
 import triton
 import triton.language as tl
 
