@@ -165,9 +165,12 @@ def stage_submission(folder: Path, dest: Path, expected: list[str], week: str) -
 
 def grade_task(week: str, student: str, out: Path, *, submitted: Path, template: Path, lane: str | None = None,
                batch_dir: Path | None = None, timeout: float | None = None, attempt: int = 0,
-               figures: dict | None = None) -> dict:
+               figures: dict | None = None, here: bool = False) -> dict:
     """Grade one student into `out` (emptied first): gradebook.db (a copy of `template`), autograded/, verdicts/,
-    result.json. The secret seed comes from COURSE_SECRET_SEED in the environment."""
+    result.json. The secret seed comes from COURSE_SECRET_SEED in the environment. here=True (a pool task: this
+    process grades this one student and nothing else): nbgrader's autograde runs in this process instead of one of
+    its own (`release.nbgrader(here=True)`; the notebook still runs in a Jupyter kernel of its own), unless a
+    `timeout` asks for a process that can be killed."""
     from nbgrader.api import Gradebook, MissingEntry
 
     t0 = time.perf_counter()
@@ -208,7 +211,7 @@ def grade_task(week: str, student: str, out: Path, *, submitted: Path, template:
         try:
             res = nbgrader("autograde", week, f"--student={student}", "--force",
                            f"--CourseDirectory.submitted_directory={staged.resolve()}", env=env,
-                           check=False, timeout=timeout)
+                           check=False, timeout=timeout, here=here and timeout is None)
             rc, log = res.returncode, (res.stderr or "")[-4000:]
         except subprocess.TimeoutExpired:
             rc, log = 124, f"nbgrader autograde did not finish in {timeout:.0f} s: killed"
@@ -1071,7 +1074,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     res = grade_task(args.week, args.student, args.out, submitted=args.submitted, template=args.template,
                      lane=args.lane, batch_dir=args.batch_dir, timeout=args.timeout, attempt=args.attempt,
-                     figures=lane_figures(args.batch_dir) if args.batch_dir else None)
+                     figures=lane_figures(args.batch_dir) if args.batch_dir else None, here=True)
     return 0 if res["state"] == "done" else 1
 
 

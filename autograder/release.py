@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+from functools import lru_cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,7 +43,8 @@ def nbgrader(*args: str, cwd: Path = ROOT, env: dict | None = None, check: bool 
              timeout: float | None = None, here: bool = False) -> subprocess.CompletedProcess:
     """Run the nbgrader command line with the course's config from the course root. here=True: in this process
     (`_nbgrader_here`), for a grading command that has imported nbgrader already and runs a step of its own
-    (feedback, the CSV export); not for a step that runs a student's notebook."""
+    (feedback, the CSV export), or a pool task that grades one student and nothing else (autograde: the notebook
+    runs in a Jupyter kernel of its own either way); never where one process grades several students."""
     e = _nbgrader_env(env)
     cmd = [sys.executable, "-m", "nbgrader", *args]
     res = _nbgrader_here(list(args), e, cwd) if here else subprocess.run(cmd, cwd=cwd, env=e, capture_output=True,
@@ -61,6 +63,7 @@ def _nbgrader_here(args: list[str], env: dict, cwd: Path) -> subprocess.Complete
     import io
     import traceback
 
+    from jupyter_core.application import NoStart
     from nbgrader.apps import NbGraderApp
 
     err = io.StringIO()
@@ -76,6 +79,8 @@ def _nbgrader_here(args: list[str], env: dict, cwd: Path) -> subprocess.Complete
             try:
                 app.initialize(args)
                 app.start()
+            except NoStart:  # what a Jupyter application raises once its subcommand has run (launch_instance: exit 0)
+                code = 0
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
             except Exception:  # noqa: BLE001 - a failed step is a return code, as from the command line
@@ -219,10 +224,20 @@ def _block_end(text: str, brace: int) -> int:
     return len(text) - 1
 
 
-def similarity(a: list[str], b: list[str]) -> float:
+@lru_cache(maxsize=1 << 16)
+def _matching_sizes(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[int, ...]:
+    """The sizes of difflib's matching blocks of token streams a and b (SequenceMatcher, no junk heuristic), kept per
+    pair: a release check compares the same shipped kernels with the same answers once per week and per planted copy,
+    and the exact matching is what costs."""
     import difflib
 
-    return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
+    return tuple(m.size for m in difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks() if m.size)
+
+
+def similarity(a: list[str], b: list[str]) -> float:
+    """difflib's ratio() of two token streams: twice the matched tokens over both lengths."""
+    total = len(a) + len(b)
+    return 2.0 * sum(_matching_sizes(tuple(a), tuple(b))) / total if total else 1.0
 
 
 def similarity_from(a: list[str], b: list[str], floor: float) -> float | None:
@@ -234,7 +249,7 @@ def similarity_from(a: list[str], b: list[str], floor: float) -> float | None:
     sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
     if sm.real_quick_ratio() < floor or sm.quick_ratio() < floor:
         return None
-    r = sm.ratio()
+    r = similarity(a, b)
     return r if r >= floor else None
 
 
@@ -285,10 +300,7 @@ def taught_runs(answer_src: str, stub_src: str) -> list[list[str]]:
 
 def contained(run: list[str], tokens: list[str]) -> float:
     """The share of `run` found in `tokens` in order, counting only matching blocks of >= BLOCK tokens."""
-    import difflib
-
-    blocks = difflib.SequenceMatcher(None, run, tokens, autojunk=False).get_matching_blocks()
-    return sum(b.size for b in blocks if b.size >= BLOCK) / max(len(run), 1)
+    return sum(n for n in _matching_sizes(tuple(run), tuple(tokens)) if n >= BLOCK) / max(len(run), 1)
 
 
 def contained_from(run: list[str], tokens: list[str], floor: float) -> float:

@@ -236,8 +236,9 @@ def test_the_template_key_follows_the_weeks_sources(tmp_path, monkeypatch):
 
 def test_nbgrader_steps_in_this_process_read_each_calls_own_class(tmp_path, monkeypatch):
     """The grading command's export (and feedback) run nbgrader in its own process: two classes exported one after
-    the other get their own gradebooks (the config is read again per call), and a failing step is a return code
-    with nbgrader's log, as from the command line."""
+    the other get their own gradebooks (the config is read again per call), a step that ran returns 0 (a Jupyter
+    application ends its subcommand with NoStart, which the command line reads as success) and a failing step a
+    return code with nbgrader's log, as from the command line."""
     import warnings
 
     from nbgrader.api import Gradebook
@@ -257,6 +258,8 @@ def test_nbgrader_steps_in_this_process_read_each_calls_own_class(tmp_path, monk
     rows = {g.name: list(csv.DictReader(pool.export_week(WEEK, g).open())) for g in (a, b)}
     assert [r["student_id"] for r in rows["a"]] == ["ann"] and rows["b"] == []
     assert dict(os.environ) == env_before, "the call's environment is put back"
+    ok = nbgrader("export", f"--to={tmp_path / 'ok.csv'}", f"--assignment={WEEK}", here=True)  # a step that ran: 0
+    assert ok.returncode == 0 and (tmp_path / "ok.csv").exists(), ok
     args = ("export", "--to=/nonexistent-dir/x.csv", f"--assignment={WEEK}")
     bad = nbgrader(*args, check=False, here=True)
     assert bad.returncode == 1 and "No such file or directory: '/nonexistent-dir/x.csv'" in bad.stderr, bad
