@@ -55,6 +55,11 @@ export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 # Targets that run in the venv see its scripts first: nbgrader runs `alembic` by name, and tests may call
 # `nbgrader` / `jupyter`. (Not gpu-test: there `python3` must stay the machine's own interpreter.)
 test lab autograde weeks release: export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+# Python's bytecode cache (__pycache__, ignored by git; a student release leaves it out) on for every target that runs
+# the venv, also where the machine sets PYTHONDONTWRITEBYTECODE (this one and CI do): a module is compiled the first time
+# any process imports it, not again by each of the suite's ~400 processes (a fresh clone's make test on 2 cores:
+# 256-267 s with it set, 233 s with it cleared). The install compiles nothing ahead (tools/venv_install.py).
+venv test lab formgrader autograde weeks release: export PYTHONDONTWRITEBYTECODE :=
 
 venv: $(STAMP)
 
@@ -69,15 +74,9 @@ $(STAMP): pyproject.toml tools/venv_install.py
 	fi
 	@touch $@
 
-# Python's bytecode cache (__pycache__, ignored by git) for the targets that start many Python processes. A machine
-# that sets PYTHONDONTWRITEBYTECODE (this one and CI do) has every process compile the course's modules again: a fresh
-# clone's make test on 2 cores took 256-267 s with it set and 233 s with it cleared here. The venv's packages are
-# compiled at install (tools/venv_install.py); a student release leaves __pycache__ out.
-KEEP_BYTECODE := PYTHONDONTWRITEBYTECODE=
-
 test: venv
 	@mkdir -p $(CACHE)
-	$(KEEP_BYTECODE) $(VPY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15 tests kernels autograder
+	$(VPY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15 tests kernels autograder
 
 lab: venv
 	$(VPY) -m autograder.lab $(LAB_ARGS)
@@ -91,7 +90,7 @@ gpu-test:
 	OUT="$(OUT)" PY="$(PY)" bash tools/gpu_test.sh $(GPU_ARGS)
 
 autograde: venv
-	$(KEEP_BYTECODE) $(VENV)/bin/autograder grade $(WEEK)
+	$(VENV)/bin/autograder grade $(WEEK)
 
 # weeks/ is generated from solutions/ by `nbgrader generate_assignment`; never edit weeks/ by hand.
 # The folder (and .zip) a student is handed: build/release/course-$(WEEK)/ — the week's notebooks, the library and

@@ -193,24 +193,20 @@ def test_self_test_names_a_version_the_record_did_not_use():
     assert recorded_version_drift({**same, "triton": other}) == [f"triton {other} (recorded with {rec['triton']})"]
 
 
+
 def test_make_test_keeps_pythons_bytecode_cache():
     """make test lets Python write __pycache__ even where the machine sets PYTHONDONTWRITEBYTECODE (the suite's
-    processes would otherwise each compile the course's modules again): its pytest command, with a probe in place of
-    pytest, runs with sys.dont_write_bytecode off; the same command without make's prefix runs with it on."""
+    processes would otherwise each compile the course's modules again): make's own test recipe, run with a probe as
+    its interpreter, sees sys.dont_write_bytecode off; the same interpreter outside make sees it on."""
     import shlex
     import shutil
     import subprocess
 
     if not shutil.which("make"):
         pytest.skip("no make")
-    r = subprocess.run(["make", "-n", "test"], cwd=ROOT, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    line = next(x for x in r.stdout.splitlines() if " -m pytest " in x)
-    prefix = line.split(" -m pytest ")[0]
-    probe = " -c " + shlex.quote("import sys; print(sys.dont_write_bytecode)")
+    probe = f"{shlex.quote(sys.executable)} -c {shlex.quote('import sys; print(sys.dont_write_bytecode)')}"
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    python = shlex.quote(sys.executable)
-    made = subprocess.run(["bash", "-c", prefix.replace(".venv/bin/python", python) + probe], cwd=ROOT, env=env,
-                          capture_output=True, text=True)
-    plain = subprocess.run(["bash", "-c", python + probe], cwd=ROOT, env=env, capture_output=True, text=True)
-    assert (made.stdout.strip(), plain.stdout.strip()) == ("False", "True"), (line, made.stderr, plain.stderr)
+    made = subprocess.run(["make", "-s", "-o", "venv", "-o", ".venv/.installed", "test", f"VPY={probe}"], cwd=ROOT,
+                          env=env, capture_output=True, text=True)
+    plain = subprocess.run(["bash", "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert (made.stdout.strip(), plain.stdout.strip()) == ("False", "True"), (made.stderr, plain.stderr)
