@@ -237,3 +237,31 @@ def test_a_verdict_from_an_earlier_run_is_not_credited(graded):
     by = {r["student"]: r for r in csv.DictReader((grading / f"report_{WEEK}.csv").open())}
     assert by["mallory"]["status"] == "not graded" and by["mallory"]["day1_naive_loads"] == ""
     assert "earlier grading run" in by["mallory"]["notes"]
+
+
+def test_a_plot_is_drawn_once_per_what_it_shows(tmp_path, monkeypatch):
+    """A report written again (a re-grade) draws only plots whose data changed: the same scores give the same picture
+    without matplotlib; other scores, another title or another exercise draw again."""
+    import random
+
+    from autograder import report
+
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path / "cache"))
+    drawn = []
+    real = report._draw_histogram
+    monkeypatch.setattr(report, "_draw_histogram", lambda *a: drawn.append(a) or real(*a))
+    rng = random.Random()
+    pts = [float(rng.randint(0, 5)) for _ in range(rng.randint(3, 30))]
+    first = report.score_histogram(pts, 5.0, "day1: points")
+    assert base64.b64decode(first).startswith(b"\x89PNG") and len(drawn) == 1
+    assert report.score_histogram(list(pts), 5.0, "day1: points") == first and len(drawn) == 1
+    other = [*pts, 0.0]
+    assert report.score_histogram(other, 5.0, "day1: points") != first and len(drawn) == 2
+    report.score_histogram(pts, 5.0, "day2: points")
+    assert len(drawn) == 3
+    ex = report.ExerciseInfo(key="day1.x", notebook="day1", name="x", metric="tbps", bar=2.0, peak=3.35)
+    good = [rng.uniform(1, 3) for _ in range(6)]
+    plot = report.throughput_plot(ex, good)
+    assert report.throughput_plot(ex, list(good)) == plot
+    assert report.throughput_plot(report.ExerciseInfo(key="day1.x", notebook="day1", name="x", metric="tbps",
+                                                      bar=2.5, peak=3.35), good) != plot
