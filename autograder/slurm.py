@@ -53,8 +53,19 @@ def _save_json(path: Path, data) -> None:
 
 
 # ------------------------------------------------------------------------------------------------- the script
-def script(week: str, roster: Path, n_tasks: int, opts: dict, *, sdir: Path, seed_file: str | None = None) -> str:
-    """The sbatch script of one submission: an array of n_tasks tasks, task i grading line i of `roster`."""
+def submission_template(week: str, sdir: Path) -> Path:
+    """The template gradebook the tasks of a submission made now start from: one per content of the week's sources
+    (`pool._assignment_key`), under <sdir>/templates/<key>/. A submit after the sources changed gets a template of its
+    own; an array submitted earlier keeps grading against the one its script names."""
+    from .pool import _assignment_key
+
+    return sdir / "templates" / _assignment_key(week) / "template.db"
+
+
+def script(week: str, roster: Path, n_tasks: int, opts: dict, *, sdir: Path, template: Path,
+           seed_file: str | None = None) -> str:
+    """The sbatch script of one submission: an array of n_tasks tasks, task i grading line i of `roster` from
+    `template`."""
     array = f"0-{n_tasks - 1}" + (f"%{opts['max_parallel']}" if opts.get("max_parallel") else "")
     lines = ["#!/bin/bash", f"#SBATCH --job-name=grade-{week}", f"#SBATCH --array={array}",
              f"#SBATCH --output={sdir / 'logs' / '%A_%a.out'}", "#SBATCH --nodes=1", "#SBATCH --ntasks=1",
@@ -77,7 +88,7 @@ def script(week: str, roster: Path, n_tasks: int, opts: dict, *, sdir: Path, see
     if seed_file:
         lines.append(f"export COURSE_SECRET_SEED_FILE={shlex.quote(str(Path(seed_file).expanduser().resolve()))}")
     lines.append(f"exec {shlex.quote(sys.executable)} -m autograder.slurm task {week} --roster "
-                 f"{shlex.quote(str(roster))} --index \"$SLURM_ARRAY_TASK_ID\"")
+                 f"{shlex.quote(str(roster))} --index \"$SLURM_ARRAY_TASK_ID\" --template {shlex.quote(str(template))}")
     return "\n".join(lines) + "\n"
 
 
@@ -95,7 +106,8 @@ def submit(week: str, students: list[str], opts: dict, *, secret: str | None, se
     n = len(state["submissions"]) + 1
     roster = sdir / f"roster_{n}.txt"
     groups = chunks(students, opts["chunk"])
-    text = script(week, roster, len(groups), opts, sdir=sdir, seed_file=seed_file)
+    template = submission_template(week, sdir)
+    text = script(week, roster, len(groups), opts, sdir=sdir, template=template, seed_file=seed_file)
     if dry_run:
         out(text.rstrip("\n"))
         out(f"# roster {roster} ({len(groups)} task(s)):")
@@ -109,8 +121,8 @@ def submit(week: str, students: list[str], opts: dict, *, secret: str | None, se
     with grading_lock(grading_dir(), f"autograder slurm submit {week}"):
         # The class's gradebook knows the assignment; every task's gradebook starts from a template that knows it.
         class_assignment(week, grading_dir())
-        if not (sdir / "template.db").exists():
-            make_template(week, sdir)
+        if not template.exists():
+            make_template(week, template.parent)
     roster.write_text("".join(json.dumps(g, ensure_ascii=False) + "\n" for g in groups), encoding="utf-8")
     path = sdir / f"job_{n}.sbatch"
     path.write_text(text)
@@ -131,8 +143,9 @@ def submit(week: str, students: list[str], opts: dict, *, secret: str | None, se
 
 
 # -------------------------------------------------------------------------------------------------- the task
-def run_task(week: str, roster: Path, index: int) -> int:
-    """One array task: measure this node's GPU (if any) once, then grade each student of line `index`."""
+def run_task(week: str, roster: Path, index: int, template: Path | None = None) -> int:
+    """One array task: measure this node's GPU (if any) once, then grade each student of line `index`, each from a
+    copy of `template` (the submission's; a script written before scripts named one: <sdir>/template.db)."""
     from .pool import _prepare_here
 
     students = roster_line(roster, index)
@@ -157,7 +170,8 @@ def run_task(week: str, roster: Path, index: int) -> int:
     bad = 0
     for student in students:
         res = grade_task(week, student, sdir / "results" / student / task, submitted=grading_dir() / "submitted",
-                         template=sdir / "template.db", batch_dir=batch_dir, figures=lane_figures(batch_dir))
+                         template=template or sdir / "template.db", batch_dir=batch_dir,
+                         figures=lane_figures(batch_dir))
         print(f"{student}: {res['state']} in {res['wall_s']:.0f} s (exit {res['returncode']})", flush=True)
         bad += res["state"] != "done"
     return 1 if bad else 0
@@ -411,8 +425,9 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("week")
     t.add_argument("--roster", required=True, type=Path)
     t.add_argument("--index", required=True, type=int)
+    t.add_argument("--template", type=Path, help="the submission's template gradebook")
     args = ap.parse_args(argv)
-    return run_task(args.week, args.roster, args.index)
+    return run_task(args.week, args.roster, args.index, args.template)
 
 
 if __name__ == "__main__":

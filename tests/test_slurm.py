@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -177,6 +178,42 @@ FAKE = {
     "sacct": "exit 1",
     "scontrol": "exit 1",
 }
+
+
+def test_a_submit_after_the_sources_changed_grades_against_their_template(tmp_path, monkeypatch):
+    """Each submission's tasks start from the template of the week's sources at its submit, named in its script: a
+    submit after the sources changed (another assignment key) gets a template of its own, and the array submitted
+    before keeps the template it named. (Fake sbatch; the template's content stands in for generate_assignment's.)"""
+    import random
+
+    from autograder import pool, slurm
+
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "sbatch").write_text("#!/bin/bash\n" + FAKE["sbatch"] + "\n")
+    (fake / "sbatch").chmod(0o755)
+    monkeypatch.setenv("FAKE_SLURM", str(fake))
+    monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("COURSE_GRADING_DIR", str(tmp_path / "grading"))
+    monkeypatch.setattr(slurm, "class_assignment", lambda week, grading: None)
+    sources = {"key": f"k{random.randrange(10**6)}", "template": tmp_path / "t1.db"}
+    sources["template"].write_bytes(random.randbytes(64))
+    monkeypatch.setattr(pool, "_assignment_key", lambda week: sources["key"])
+    monkeypatch.setattr(pool, "assignment_template", lambda week: sources["template"])
+
+    def submit_and_read(job: int) -> Path:
+        slurm.submit(WEEK, ["ann"], dict(slurm.DEFAULTS, gres=""), secret="7", out=lambda *a: None)
+        line = (fake / f"job_{job}.sbatch").read_text().splitlines()[-1]
+        return Path(shlex.split(line)[shlex.split(line).index("--template") + 1])
+
+    first = submit_and_read(42)
+    assert first.read_bytes() == (tmp_path / "t1.db").read_bytes() and sources["key"] in first.parts
+    old_key = sources["key"]
+    sources["key"], sources["template"] = old_key + "x", tmp_path / "t2.db"
+    sources["template"].write_bytes(random.randbytes(64))
+    second = submit_and_read(43)
+    assert second != first and second.read_bytes() == (tmp_path / "t2.db").read_bytes()
+    assert first.read_bytes() == (tmp_path / "t1.db").read_bytes(), "the earlier array's template is left as it was"
 
 
 @pytest.mark.slow
