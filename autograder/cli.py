@@ -132,8 +132,11 @@ def _grade(args, week, secret, seed_source, grading, students, lanes) -> int:
     from .report import write_report
 
     try:
-        # generate_feedback --force writes every student's pages again: the course's additions go on all of them
-        nbgrader("generate_feedback", week, "--force", check=False, here=True)
+        # The pages of the students this run graded are written again (--force: a re-grade of the same hand-in keeps
+        # its timestamp, which nbgrader would take as up to date); every other student's stay as they are, so a
+        # re-grade of one student converts that student's notebooks, not the class's (about 0.5 s a notebook).
+        nbgrader("generate_feedback", week, "--force", *feedback_scope(grading, week, students), check=False,
+                 here=True)
         problem_feedback(grading, week, record["per_student"])
         flag_feedback(grading, week, record["per_student"])
         out = export_week(week, grading)
@@ -152,6 +155,14 @@ def _grade(args, week, secret, seed_source, grading, students, lanes) -> int:
     for s in stuck:
         print(f"NOT GRADED {s}: {per_student[s]['not_graded'][:400]}")
     return 2 if missing else 0
+
+
+def feedback_scope(grading: Path, week: str, students: list[str]) -> list[str]:
+    """generate_feedback's options that leave out every student with autograded work of `week` but `students`
+    (nbgrader splits the list on commas: an id holding one is written again rather than left out)."""
+    graded = set(students)
+    others = sorted(p.parent.name for p in Path(grading).glob(f"autograded/*/{week}") if p.parent.name not in graded)
+    return [f"--CourseDirectory.student_id_exclude={','.join(others)}"] if others else []
 
 
 class _progress:

@@ -70,7 +70,7 @@ def test_regrading_one_student_keeps_everyone_else(cls):
                 e[k] -= 86400
     rec_f.write_text(json.dumps(rec))
     yesterday = time.time() - 86400
-    for f in [*grading.glob("verdicts/*/*/*.json"), rec_f]:
+    for f in [*grading.glob("verdicts/*/*/*.json"), *grading.glob("feedback/*/*/*.html"), rec_f]:
         os.utime(f, (yesterday, yesterday))
     for i in range(7):  # batch folders of earlier runs pile up: a retention rule keeps the newest
         (grading / "batch" / f"20200101-00000{i}").mkdir(parents=True)
@@ -83,6 +83,12 @@ def test_regrading_one_student_keeps_everyone_else(cls):
         assert "earlier grading run" not in after[name]["notes"]
     rec = json.loads((grading / f"batch_{WEEK}.json").read_text())
     assert set(rec["per_student"]) == {"blank", "malformed", "tamper", "renamed", "nested", "solution"}
+    # feedback: the re-graded student's pages written again, everyone else's left as they were (flags included)
+    pages = {p: p.stat().st_mtime for p in grading.glob("feedback/*/*/*.html")}
+    assert all(t > yesterday + 3600 for p, t in pages.items() if p.parts[-3] == "tamper")
+    assert [p for p in pages if p.parts[-3] == "tamper"] and [p for p in pages if p.parts[-3] == "solution"]
+    assert all(abs(t - yesterday) < 1 for p, t in pages.items() if p.parts[-3] != "tamper"), pages
+    assert "id='course-flags'" in (grading / "feedback" / "tamper" / WEEK / "day1_naive_loads.html").read_text()
 
 
 def test_old_batch_folders_are_pruned(cls):
@@ -230,3 +236,17 @@ def test_the_cohort_goes_to_a_grading_folder_of_its_own():
 
     assert cohort_grading_dir() != grading_dir()
     assert grading_dir() not in cohort_grading_dir().parents
+
+
+def test_feedback_scope_leaves_out_only_students_not_graded_now(tmp_path):
+    """generate_feedback's exclusion after a run: every student with autograded work of the week but the run's; an id
+    with a comma (nbgrader splits the list on commas) is never left out by mistake, only written again."""
+    from autograder.cli import feedback_scope
+
+    for s in ("ann", "bo", "c,d", "zoë ø"):
+        (tmp_path / "autograded" / s / WEEK).mkdir(parents=True)
+    (tmp_path / "autograded" / "old" / "week0").mkdir(parents=True)
+    assert feedback_scope(tmp_path, WEEK, ["ann", "bo", "c,d", "zoë ø"]) == []
+    (opt,) = feedback_scope(tmp_path, WEEK, ["ann"])
+    excluded = set(opt.split("=", 1)[1].split(","))  # what nbgrader's converters do with it
+    assert {"bo", "zoë ø"} <= excluded and "ann" not in excluded and "c,d" not in excluded and "old" not in excluded
