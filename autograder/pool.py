@@ -361,11 +361,12 @@ def assignment_release(week: str) -> Path:
 
 
 def make_template(week: str, batch: Path) -> Path:
-    """The batch's template gradebook (every task starts from a copy): `assignment_template`, copied in."""
+    """The batch's template gradebook (every task starts from a copy): `assignment_template`, copied in whole (made
+    once: a folder that holds one already keeps it, as a Slurm submission's folder per sources key does)."""
+    from kernels.paths import made_once
+
     batch.mkdir(parents=True, exist_ok=True)
-    db = batch / "template.db"
-    shutil.copy(assignment_template(week), db)
-    return db
+    return made_once(batch / "template.db", lambda tmp: shutil.copy(assignment_template(week), tmp))
 
 
 def class_assignment(week: str, grading: Path) -> None:

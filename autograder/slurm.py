@@ -121,8 +121,7 @@ def submit(week: str, students: list[str], opts: dict, *, secret: str | None, se
     with grading_lock(grading_dir(), f"autograder slurm submit {week}"):
         # The class's gradebook knows the assignment; every task's gradebook starts from a template that knows it.
         class_assignment(week, grading_dir())
-        if not template.exists():
-            make_template(week, template.parent)
+        make_template(week, template.parent)
     roster.write_text("".join(json.dumps(g, ensure_ascii=False) + "\n" for g in groups), encoding="utf-8")
     path = sdir / f"job_{n}.sbatch"
     path.write_text(text)

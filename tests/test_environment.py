@@ -90,15 +90,19 @@ def _venv_install():
     return module
 
 
-def _make_venv_dry(*args) -> str:
-    """What `make venv` would run (make -n: nothing runs, nvidia-smi or not), as one text."""
+def _make(*args, env: dict | None = None):
+    """`make ARGS` in the course root (skipped where there is no make), its output captured."""
     import shutil
     import subprocess
 
     if not shutil.which("make"):
         pytest.skip("no make")
-    r = subprocess.run(["make", "-n", "-B", "venv", *args], cwd=ROOT, capture_output=True, text=True,
-                       env={**os.environ, "PATH": "/usr/bin:/bin"})
+    return subprocess.run(["make", *args], cwd=ROOT, capture_output=True, text=True, env=env)
+
+
+def _make_venv_dry(*args) -> str:
+    """What `make venv` would run (make -n: nothing runs, nvidia-smi or not), as one text."""
+    r = _make("-n", "-B", "venv", *args, env={**os.environ, "PATH": "/usr/bin:/bin"})
     assert r.returncode == 0, r.stderr
     return r.stdout
 
@@ -193,20 +197,15 @@ def test_self_test_names_a_version_the_record_did_not_use():
     assert recorded_version_drift({**same, "triton": other}) == [f"triton {other} (recorded with {rec['triton']})"]
 
 
-
 def test_make_test_keeps_pythons_bytecode_cache():
     """make test lets Python write __pycache__ even where the machine sets PYTHONDONTWRITEBYTECODE (the suite's
     processes would otherwise each compile the course's modules again): make's own test recipe, run with a probe as
     its interpreter, sees sys.dont_write_bytecode off; the same interpreter outside make sees it on."""
     import shlex
-    import shutil
     import subprocess
 
-    if not shutil.which("make"):
-        pytest.skip("no make")
     probe = f"{shlex.quote(sys.executable)} -c {shlex.quote('import sys; print(sys.dont_write_bytecode)')}"
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    made = subprocess.run(["make", "-s", "-o", "venv", "-o", ".venv/.installed", "test", f"VPY={probe}"], cwd=ROOT,
-                          env=env, capture_output=True, text=True)
+    made = _make("-s", "-o", "venv", "-o", ".venv/.installed", "test", f"VPY={probe}", env=env)
     plain = subprocess.run(["bash", "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True)
     assert (made.stdout.strip(), plain.stdout.strip()) == ("False", "True"), (made.stderr, plain.stderr)
