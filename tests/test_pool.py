@@ -284,3 +284,36 @@ def test_parallel_batches_wait_for_one_template(tmp_path, monkeypatch):
         t.join(300)
     assert calls == ["generate_assignment"] and len(got) == 3 and len(set(got)) == 1 and got[0].exists()
     assert [p.name for p in (tmp_path / "cache" / "nbgrader").iterdir() if p.is_dir()] == [got[0].parent.name]
+
+
+def test_a_notebook_that_would_kill_its_grader_never_runs(tmp_path):
+    """nbgrader's autograde runs in the task's own process now: a hand-in whose cell kills its parent process and
+    writes out the seed it finds in the environment, slipped in as an extra grade cell so that the notebook would be
+    executed, is refused by nbgrader's cell check before anything runs: the cell never ran, the student is reported
+    not graded (permanently, with nbgrader's reason), the batch ends normally."""
+    import shutil
+
+    import nbformat
+
+    grading = tmp_path / "grading"
+    sub = grading / "submitted"
+    build(sub, WEEK, ["blank"])
+    shutil.move(sub / "blank", sub / "evil")
+    page = sub / "evil" / WEEK / "day1_naive_loads.ipynb"
+    nb = nbformat.read(str(page), as_version=4)
+    leak = tmp_path / "leak.txt"
+    cell = nbformat.v4.new_code_cell(
+        f"import os, signal, pathlib\npathlib.Path({str(leak)!r}).write_text(repr(dict(os.environ)))\n"
+        "os.kill(os.getppid(), signal.SIGKILL)\n")
+    cell.metadata["nbgrader"] = {"grade": True, "grade_id": "extra_points", "points": 5, "solution": False,
+                                 "locked": False, "schema_version": 3}
+    nb.cells.insert(1, cell)
+    nbformat.write(nb, str(page))
+    env = dict(os.environ, COURSE_GRADING_DIR=str(grading), PYTHONPATH=str(ROOT), COURSE_FORCE_CPU="1")
+    r = subprocess.run([sys.executable, "-m", "autograder.cli", "grade", WEEK, "--seed", "7", "--gpus", "none"],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "NOT GRADED evil: not graded (nbgrader failed on this hand-in twice" in r.stdout, r.stdout[-2000:]
+    assert "checkcellmetadata" in r.stdout.lower() and not leak.exists()
+    entry = json.loads((grading / f"batch_{WEEK}.json").read_text())["per_student"]["evil"]
+    assert entry["permanent"] and entry["not_graded"]
