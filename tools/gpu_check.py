@@ -10,6 +10,8 @@
    what compute-sanitizer (memcheck, racecheck, synccheck) catches of each (kernels/<slug>/sanitizer_<gpu>.json)
 5. the solution notebooks executed top to bottom
 6. nbgrader autograde of the solutions and of each known answer as a student: full marks / expected scores
+7. class scale (`--scale-gpus 0 1`, with the other steps skipped): the cohort graded on every GPU and on one, each
+   run's wall time and time outside grading students in scale_<n>gpu.json; `--compare-scale` reads two of them
 
 Prints a summary table last and exits non-zero when anything failed.
 """
@@ -330,9 +332,10 @@ def execute_notebooks(out: Path, slugs=None):
     return {"ok": all(v["ok"] for v in done.values()), "notebooks": done}
 
 
-def autograde_cohort(slugs, week="week1", members="gpu20", only=None):
+def autograde_cohort(slugs, week="week1", members="gpu20", only=None, gpus=None):
     """The synthetic cohort (autograder.cohort) graded by `autograder grade`: every student's gradebook score and
-    flags equal to their expected values; batch and per-submission wall times."""
+    flags equal to their expected values; batch and per-submission wall times. `gpus`: None grades on every GPU of
+    the machine (`--gpus all`); a count N grades on the first N only (CUDA_VISIBLE_DEVICES), e.g. 1 for one lane."""
     from nbgrader.api import Gradebook
 
     from autograder.cohort import build, cohort_grading_dir, members_of
@@ -343,8 +346,11 @@ def autograde_cohort(slugs, week="week1", members="gpu20", only=None):
     made = build(grading / "submitted", week, list(only) if only else members_of(members, week))
     t0 = time.perf_counter()
     seed = str(int.from_bytes(os.urandom(6), "little"))
+    env = dict(os.environ, COURSE_GRADING_DIR=str(grading))
+    if gpus is not None:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(gpus))
     r = subprocess.run([sys.executable, "-m", "autograder.cli", "grade", week, "--seed", seed],
-                       capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, COURSE_GRADING_DIR=str(grading)))
+                       capture_output=True, text=True, cwd=ROOT, env=env)
     print(r.stdout[-4000:])
     if r.returncode:
         print(r.stderr[-5000:])
@@ -383,10 +389,61 @@ def autograde_cohort(slugs, week="week1", members="gpu20", only=None):
               f"{row['got']}  {'' if w is None else f'{w:5.1f} s'}  flags {len(row['flags'])}"
               + (f"  MISSING {row['missing_flags']}" if row["missing_flags"] else "")
               + ("" if row["ok"] else f"  below max: {row['below_max']}"))
-    res = {"ok": ok, "rows": rows, "wall_s": wall, "students": len(made), "secret_leaked_into": leaked}
+    res = {"ok": ok, "rows": rows, "wall_s": wall, "students": len(made), "secret_leaked_into": leaked,
+           "batch": {k: v for k, v in batch.items() if k != "per_student"},
+           "lanes_of": {s: e.get("gpu") for s, e in batch.get("per_student", {}).items()}}
     # every Hopper GPU grades every part (bars calibrated per GPU kind); the record names the device
     if os.environ.get("COURSE_RECORD") == "1":
         (record_regrade if only else record_cohort)(members, res)
+    return res
+
+
+def class_scale(out: Path, week="week1", members="gpu20", gpus=None):
+    """A class graded at scale: the cohort graded on `gpus` GPUs of this machine (None: all of them), its gradebook
+    (every student's score), the batch's wall time, and the time spent outside grading students: the wall time less
+    the busiest lane's sum of per-student times (template, trusted baselines, feedback, report — what a run pays
+    whatever the class size). Written to $OUT/scale_<n>gpu.json; `python tools/gpu_check.py --compare-scale A B`
+    compares two such files (identical gradebooks, the ratio of wall times)."""
+    import torch
+
+    n = gpus or torch.cuda.device_count()
+    res = autograde_cohort(None, week, members, gpus=gpus)
+    busy: dict = {}
+    for row in res["rows"]:
+        lane = res["lanes_of"].get(row["student"])
+        busy[lane] = busy.get(lane, 0.0) + (row["wall_s"] or 0.0)
+    doc = {"gpus": n, "cohort": members, "week": week, "wall_s": round(res["wall_s"], 1),
+           "busiest_lane_s": round(max(busy.values(), default=0.0), 1),
+           "outside_grading_s": round(res["wall_s"] - max(busy.values(), default=0.0), 1),
+           "lane_busy_s": {str(k): round(v, 1) for k, v in busy.items()},
+           "gradebook": {r["student"]: r["got"] for r in res["rows"]}, "ok": res["ok"],
+           "device": _device_line()}
+    (out / f"scale_{n}gpu.json").write_text(json.dumps(doc, indent=1) + "\n")
+    print(json.dumps({k: v for k, v in doc.items() if k != "gradebook"}, indent=1))
+    return doc
+
+
+def _device_line() -> dict:
+    from kernels.device import gpu
+
+    g = gpu() or {}
+    return {"name": g.get("name"), "driver": g.get("driver"), "date": time.strftime("%Y-%m-%d")}
+
+
+def compare_scale(many: Path, one: Path) -> dict:
+    """Two class_scale files of the same cohort: the gradebooks must be identical; the ratio is many's wall time
+    over one's."""
+    a, b = json.loads(Path(many).read_text()), json.loads(Path(one).read_text())
+    same = a["gradebook"] == b["gradebook"]
+    ga, gb = a["gradebook"], b["gradebook"]
+    res = {"ok": same and a["ok"] and b["ok"], "identical_gradebooks": same,
+           "ratio": round(a["wall_s"] / b["wall_s"], 3),
+           "wall_s": {f"{a['gpus']} GPUs": a["wall_s"], f"{b['gpus']} GPU": b["wall_s"]},
+           "outside_grading_s": {f"{a['gpus']} GPUs": a["outside_grading_s"],
+                                 f"{b['gpus']} GPU": b["outside_grading_s"]}}
+    if not same:
+        res["differ"] = {s: (ga.get(s), gb.get(s)) for s in set(ga) | set(gb) if ga.get(s) != gb.get(s)}
+    print(json.dumps(res, indent=1))
     return res
 
 
@@ -477,7 +534,13 @@ def main() -> int:
     ap.add_argument("--cohort", choices=("gpu20", "gpu9", "rest", "integrity", "all"), default="gpu20",
                     help="which synthetic cohort nbgrader grades (autograder.cohort)")
     ap.add_argument("--members", nargs="*", help="only these students of the cohort (e.g. a pending re-grade)")
+    ap.add_argument("--scale-gpus", type=int, nargs="*", default=[],
+                    help="step 'class scale': grade the cohort on N GPUs for each N given (0: all), scale_<n>gpu.json")
+    ap.add_argument("--compare-scale", nargs=2, metavar=("MANY", "ONE"),
+                    help="compare two scale_<n>gpu.json files (no GPU needed) and exit")
     args = ap.parse_args()
+    if args.compare_scale:
+        return 0 if compare_scale(*map(Path, args.compare_scale))["ok"] else 1
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     global SUMMARY_FILE
@@ -521,6 +584,8 @@ def main() -> int:
         for week in sorted({s.assignment for s in all_specs() if s.slug in graded}):
             step(f"nbgrader autograde {week} cohort", autograde_cohort, summary, graded, week,
                  args.cohort if week == "week1" else "all", args.members if week == "week1" else None)
+    for n in args.scale_gpus:  # class scale: the cohort on n GPUs (0: all of them)
+        step(f"class scale, {n or 'all'} GPUs", class_scale, summary, out, "week1", args.cohort, n or None)
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     print("\n==== summary")
     for s in summary:
