@@ -398,7 +398,7 @@ def autograde_cohort(slugs, week="week1", members="gpu20", only=None, gpus=None)
     return res
 
 
-def class_scale(out: Path, week="week1", members="gpu20", gpus=None):
+def class_scale(out: Path, week="week1", members="gpu20", gpus=None, only=None):
     """A class graded at scale: the cohort graded on `gpus` GPUs of this machine (None: all of them), its gradebook
     (every student's score), the batch's wall time, and the time spent outside grading students: the wall time less
     the busiest lane's sum of per-student times (template, trusted baselines, feedback, report — what a run pays
@@ -407,18 +407,18 @@ def class_scale(out: Path, week="week1", members="gpu20", gpus=None):
     import torch
 
     n = gpus or torch.cuda.device_count()
-    res = autograde_cohort(None, week, members, gpus=gpus)
+    res = autograde_cohort(None, week, members, only, gpus=gpus)
     busy: dict = {}
     for row in res["rows"]:
         lane = res["lanes_of"].get(row["student"])
         busy[lane] = busy.get(lane, 0.0) + (row["wall_s"] or 0.0)
-    doc = {"gpus": n, "cohort": members, "week": week, "wall_s": round(res["wall_s"], 1),
+    doc = {"gpus": n, "cohort": members, "members": only, "week": week, "wall_s": round(res["wall_s"], 1),
            "busiest_lane_s": round(max(busy.values(), default=0.0), 1),
            "outside_grading_s": round(res["wall_s"] - max(busy.values(), default=0.0), 1),
            "lane_busy_s": {str(k): round(v, 1) for k, v in busy.items()},
            "gradebook": {r["student"]: r["got"] for r in res["rows"]}, "ok": res["ok"],
            "device": _device_line()}
-    (out / f"scale_{n}gpu.json").write_text(json.dumps(doc, indent=1) + "\n")
+    (out / f"scale_{n}gpu{'_' + str(len(only)) if only else ''}.json").write_text(json.dumps(doc, indent=1) + "\n")
     print(json.dumps({k: v for k, v in doc.items() if k != "gradebook"}, indent=1))
     return doc
 
@@ -585,7 +585,8 @@ def main() -> int:
             step(f"nbgrader autograde {week} cohort", autograde_cohort, summary, graded, week,
                  args.cohort if week == "week1" else "all", args.members if week == "week1" else None)
     for n in args.scale_gpus:  # class scale: the cohort on n GPUs (0: all of them)
-        step(f"class scale, {n or 'all'} GPUs", class_scale, summary, out, "week1", args.cohort, n or None)
+        step(f"class scale, {n or 'all'} GPUs", class_scale, summary, out, "week1", args.cohort, n or None,
+             args.members)
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     print("\n==== summary")
     for s in summary:
