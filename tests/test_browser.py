@@ -209,16 +209,24 @@ DOM_FACTS = """() => ({
 })"""
 
 
+# A student id that needs every kind of URL quoting: the report links to their page through it.
+ODD_ID = "Zoë O'Brien, #1? \"x\""
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_browser_feedback_page_and_report_render_their_markup(tmp_path, monkeypatch):
     sync_playwright = _playwright()
     from test_feedback_page import feedback_page
 
+    from autograder.report import write_report
+
     SHOTS.mkdir(parents=True, exist_ok=True)
     grading = tmp_path / "grading"
-    report = _synthetic_report(grading)
-    page_path = feedback_page(grading / "feedback" / "alice" / "week1" / "day1_naive_loads.html", monkeypatch)
+    _synthetic_report(grading)
+    (grading / "submitted" / ODD_ID / "week1").mkdir(parents=True)
+    feedback_page(grading / "feedback" / ODD_ID / "week1" / "day1_naive_loads.html", monkeypatch)
+    report = write_report("week1", grading)  # again: it links to the pages written by then
     dialogs = []
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, timeout=STEP_MS)
@@ -226,24 +234,27 @@ def test_browser_feedback_page_and_report_render_their_markup(tmp_path, monkeypa
             page = browser.new_page(viewport={"width": 1200, "height": 900})
             page.set_default_timeout(STEP_MS)
             page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-            page.goto(page_path.as_uri(), timeout=STEP_MS)  # MathJax's CDN is out of reach: its script fails
+            page.goto(report.as_uri(), timeout=STEP_MS)
             page.wait_for_load_state("load", timeout=STEP_MS)
+            rep = page.evaluate(DOM_FACTS)
+            page.screenshot(path=str(SHOTS / "report_dom.png"), full_page=True, timeout=STEP_MS)
+            # from the report to the student's page, through the link in their row of the Students table
+            page.locator("#students + div tr", has_text=ODD_ID).locator("a").first.click()
+            page.wait_for_load_state("load", timeout=STEP_MS)  # MathJax's CDN is out of reach: its script fails
+            landed = page.url
             page.locator("b", has_text="hover").first.hover()  # the student's onmouseover, if it were kept
             page.get_by_text("click me").first.click()  # the student's javascript: link, if it were kept
             page.get_by_text("notes", exact=True).first.click()
             fb = page.evaluate(DOM_FACTS)
             page.screenshot(path=str(SHOTS / "feedback_page.png"), full_page=False, timeout=STEP_MS)
-            page.goto(report.as_uri(), timeout=STEP_MS)
-            page.wait_for_load_state("load", timeout=STEP_MS)
-            rep = page.evaluate(DOM_FACTS)
-            page.screenshot(path=str(SHOTS / "report_dom.png"), full_page=True, timeout=STEP_MS)
         finally:
             browser.close()
 
+    assert rep["headings"][0].startswith("H1 Class report") and "H2 Students" in rep["headings"], rep["headings"]
+    assert rep["tables"] > 10 and rep["literal"] == [] and rep["images"] >= 3, rep
+    assert landed.endswith("/day1_naive_loads.html") and fb["headings"], (landed, fb["headings"][:3])
     assert "H1 My notes¶" in fb["headings"] and "H2 What I measured¶" in fb["headings"], fb["headings"][:10]
     assert any(h.startswith("H1 Week 1") for h in fb["headings"]), fb["headings"][:10]  # the release's title
     assert fb["tables"] >= 3 and fb["images"] >= 1, fb
     assert fb["literal"] == [], fb["literal"][:10]
     assert fb["owned"] is None and fb["title"] != "owned" and dialogs == [], (fb["owned"], fb["title"], dialogs)
-    assert rep["headings"][0].startswith("H1 Class report") and "H2 Students" in rep["headings"], rep["headings"]
-    assert rep["tables"] > 10 and rep["literal"] == [] and rep["images"] >= 3, rep
