@@ -216,7 +216,7 @@ def _read_gradebook_db(grading: Path, week: str) -> tuple[dict[str, dict], str |
     out = {}
     try:
         with warnings.catch_warnings(), Gradebook(f"sqlite:///{db}") as gb:
-            warnings.simplefilter("ignore")  # sqlalchemy's about nbgrader's models
+            warnings.simplefilter("ignore")  # sqlalchemy warns about nbgrader's models
             try:
                 max_score = _num(gb.find_assignment(week).max_score)
             except MissingEntry:
