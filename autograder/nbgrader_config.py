@@ -100,3 +100,7 @@ c.HTMLExporter.extra_template_basedirs = [
 # A student's markdown and HTML outputs are the student's: sanitized on the feedback page (no script, no event
 # handler, no javascript: link), which the student and an instructor open in a browser (tests/test_instructor_workflow).
 c.HTMLExporter.sanitize_html = True
+# ...through the course's allow-list, under nbconvert's filter name so that every template use takes it: nbconvert's
+# own `clean_html` escapes what its markdown renderer writes (<h1 id=..>, <p>, <thead><th>, <img>: the page showed
+# the tags as text). autograder/feedback_html.py keeps the notebook's markup and nothing that runs (tests/test_browser).
+c.HTMLExporter.filters = {"clean_html": "autograder.feedback_html.clean_html"}

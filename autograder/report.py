@@ -7,7 +7,11 @@ It reads what grading left in the grading folder (default: autograder.release.gr
 
     submitted/<student>/<week>/                 the roster: every student here gets a row, graded or not
     verdicts/<student>/<week>/<notebook>.json   the trusted verdicts (autograder.grading.NotebookGrade.as_dict)
-    grades_<week>.csv                           nbgrader's gradebook export, if present (the official total)
+    gradebook.db                                the class gradebook (nbgrader's): where it has the student, their
+                                                points per part, per notebook and in total (a manual score given in
+                                                the formgrader included), so the total is the sum of the columns
+    grades_<week>.csv                           nbgrader's gradebook export, if present (the total, without a
+                                                gradebook.db)
     batch_<week>.json                           the batch record (autograder.pool.update_batch_record): every
                                                 run, and per student the newest run's entry (return code, notes,
                                                 start time, which GPU lane or Slurm task graded them, CPU or GPU),
@@ -15,7 +19,9 @@ It reads what grading left in the grading folder (default: autograder.release.gr
 
 The page (self-contained: CSS inline, plots inline as base64 PNG drawn with matplotlib's Agg canvas) has a summary,
 per exercise a score histogram, a throughput distribution against the spec's bar and a leaderboard (correct
-submissions only, fastest first), a table of flags and a table of every student. What it shows is chosen field by
+submissions only, fastest first), a table of flags, a table of every student (points per notebook linked to the
+student's feedback page, feedback/<student>/<week>/<notebook>.html; each note once, with its count) and their points
+per part (correctness / path / throughput of each exercise, a quiz as one). What it shows is chosen field by
 field from the verdicts, never dumped: no hidden-test source, no secret seed, no traceback of the trusted code
 (messages are passed through `_clean`, which cuts them).
 """
@@ -34,6 +40,8 @@ import re
 import statistics
 import sys
 import time
+import urllib.parse
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -84,6 +92,7 @@ class Student:
     submitted: bool = False
     verdicts: dict[str, dict] = field(default_factory=dict)  # notebook stem -> verdict
     gradebook: dict | None = None  # the row of nbgrader's export
+    book: dict | None = None  # the class gradebook's figures (_read_gradebook_db), where it has a submission
     batch: dict | None = None  # the batch's entry for this student
     results: dict[str, Result] = field(default_factory=dict)  # exercise key -> result
     notes: list[str] = field(default_factory=list)
@@ -94,9 +103,37 @@ class Student:
 
     @property
     def total(self) -> float:
+        """The gradebook's total (nbgrader's: the notebooks' points less a late penalty), else its export's, else the
+        verdicts'. With a gradebook it is made of the very figures notebook_points shows, manual scores included."""
+        if self.book is not None:
+            return max(0.0, sum(p for p, _ in self.book["notebooks"].values()) - self.penalty)
         if self.gradebook is not None and _num(self.gradebook.get("score"), None) is not None:
             return _num(self.gradebook.get("score"))
         return self.verdict_points
+
+    @property
+    def penalty(self) -> float:
+        """The late-submission penalty nbgrader took off the total (0 without a gradebook)."""
+        return _num((self.book or {}).get("penalty"))
+
+    def notebook_points(self, nb: str) -> tuple[float, float] | None:
+        """(points, max) of one notebook: the gradebook's where it has the student, else the verdict's, else None."""
+        if self.book is not None:
+            return self.book["notebooks"].get(nb)
+        v = self.verdicts.get(nb)
+        return (_num(v.get("points")), _num(v.get("max_points"))) if v is not None else None
+
+    def exercise_points(self, ex: "ExerciseInfo") -> tuple[float, float] | None:
+        """(points, max) of one exercise: the sum of its parts' (part_points), None where no part has a figure."""
+        got = [p for g in ex.grade_ids if (p := self.part_points(ex.notebook, g)) is not None]
+        return (sum(p for p, _ in got), sum(m for _, m in got)) if got else None
+
+    def part_points(self, nb: str, grade_id: str) -> tuple[float, float] | None:
+        """(points, max) of one graded part (a grade cell), from the same source as notebook_points."""
+        if self.book is not None:
+            return self.book["grades"].get((nb, grade_id))
+        sc = ((self.verdicts.get(nb) or {}).get("scores") or {}).get(grade_id)
+        return (_num(sc.get("points")), _num(sc.get("max_points"))) if isinstance(sc, dict) else None
 
     @property
     def flags(self) -> list[tuple[str, str]]:
@@ -162,6 +199,37 @@ def _read_gradebook_csv(path: Path, week: str) -> dict[str, dict]:
             if row.get("assignment", week) == week and row.get("student_id"):
                 rows[row["student_id"]] = row
     return rows
+
+
+def _read_gradebook_db(grading: Path, week: str) -> tuple[dict[str, dict], str | None]:
+    """The class gradebook's figures of `week` (nbgrader's Gradebook API: what the formgrader shows and changes), per
+    student with a submission there: {"notebooks": {stem: (points, max)}, "grades": {(stem, grade id): (points, max)},
+    "penalty", "max_score"}. A grade's points are nbgrader's score: the manual score where one was given, else the
+    autograder's. ({}, None) without a gradebook or without the week in it; ({}, why) where it cannot be read."""
+    db = grading / "gradebook.db"
+    if not db.exists():
+        return {}, None
+    import warnings
+
+    from nbgrader.api import Gradebook, MissingEntry
+
+    out = {}
+    try:
+        with warnings.catch_warnings(), Gradebook(f"sqlite:///{db}") as gb:
+            warnings.simplefilter("ignore")  # sqlalchemy warns about nbgrader's models
+            try:
+                max_score = _num(gb.find_assignment(week).max_score)
+            except MissingEntry:
+                return {}, None
+            for sub in gb.assignment_submissions(week):
+                out[sub.student.id] = {
+                    "notebooks": {nb.name: (_num(nb.score), _num(nb.max_score)) for nb in sub.notebooks},
+                    "grades": {(nb.name, g.name): (_num(g.score), _num(g.max_score))
+                               for nb in sub.notebooks for g in nb.grades},
+                    "penalty": _num(sub.late_submission_penalty), "max_score": max_score}
+    except Exception as exc:  # noqa: BLE001 - an unreadable gradebook is said on the page, not a lost report
+        return {}, f"gradebook.db: unreadable ({type(exc).__name__}: {exc})"
+    return out, None
 
 
 def _secrets() -> list[str]:
@@ -345,6 +413,9 @@ def collect(week: str, grading: Path) -> tuple[dict, list[str], list[ExerciseInf
     gradebook = _read_gradebook_csv(grading / f"grades_{week}.csv", week)
     for name, row in gradebook.items():  # a gradebook student without a submission gets a row too
         get(name).gradebook = row
+    book, book_err = _read_gradebook_db(grading, week)  # points and totals, manual scores included
+    for name, figures in book.items():
+        get(name).book = figures
     for name, entry in (batch.get("per_student") or {}).items():
         if isinstance(entry, dict):
             s = get(name)
@@ -360,6 +431,7 @@ def collect(week: str, grading: Path) -> tuple[dict, list[str], list[ExerciseInf
         ex.bar = statistics.median(bars) if bars else None
         peaks = [s.results[ex.key].roofline for s in students.values() if s.results[ex.key].value is not None]
         ex.peak = max(peaks) if peaks and all(peaks) else None
+    for s in students.values():  # (once made inside the loop above: the last student's notes, once per exercise)
         if not s.submitted:
             s.notes.insert(0, "no submission this week")
         missing = [nb for nb in notebooks if nb not in s.verdicts and nb not in s.malformed]
@@ -371,7 +443,8 @@ def collect(week: str, grading: Path) -> tuple[dict, list[str], list[ExerciseInf
     roster = sorted(students.values(), key=lambda s: _natural(s.name))
     lanes = batch.get("lanes") if isinstance(batch.get("lanes"), dict) else {}
     meta = {"week": week, "grading": str(grading), "batch_wall_s": _num(batch.get("wall_s"), None),
-            "batch_error": err, "has_gradebook": bool(gradebook), "secrets": secrets, "lanes": lanes,
+            "batch_error": err, "has_gradebook": bool(gradebook), "has_book": bool(book), "book_error": book_err,
+            "secrets": secrets, "lanes": lanes,
             "where": batch.get("where"), "seed_source": batch.get("seed_source")}
     return meta, notebooks, exercises, roster
 
@@ -396,6 +469,8 @@ def status_of(s: Student, notebooks: list[str]) -> str:
 def max_total(exercises: list[ExerciseInfo], roster: list[Student]) -> float:
     """The week's maximum: the gradebook's, else the specs', else the verdicts'."""
     for s in roster:
+        if s.book and s.book["max_score"]:
+            return s.book["max_score"]
         if s.gradebook and _num(s.gradebook.get("max_score"), None):
             return _num(s.gradebook["max_score"])
     m = sum(e.max_points or 0 for e in exercises)
@@ -555,12 +630,15 @@ def render_html(meta: dict, notebooks: list[str], exercises: list[ExerciseInfo],
     secrets = meta["secrets"]
     top = max_total(exercises, roster)
     totals = [s.total for s in roster if s.submitted]
+    source = ("the class gradebook (manual scores given in the formgrader included)" if meta.get("has_book")
+              else "nbgrader's gradebook export where it has the student, else the trusted verdicts"
+              if meta["has_gradebook"] else "the trusted verdicts")
     parts = [f"<!doctype html>\n<html lang='en'><head><meta charset='utf-8'>"
              f"<title>Class report — {_e(week)}</title><style>{CSS}</style></head><body>",
              f"<h1>Class report — {_e(week)}</h1>",
              f"<p class='muted'>Generated {_e(time.strftime('%Y-%m-%d %H:%M'))} from the grading folder's verdicts"
-             f"{', gradebook export' if meta['has_gradebook'] else ''} and batch record. Totals are the gradebook's "
-             "where it has the student, else the sum of the trusted verdicts.</p>"]
+             f"{', gradebook' if meta.get('has_book') or meta['has_gradebook'] else ''} and batch record. Points "
+             f"and totals are {_e(source)}; a student's points link to their feedback pages.</p>"]
 
     cpu = [s.name for s in roster if s.on_cpu]
     if cpu:
@@ -580,7 +658,9 @@ def render_html(meta: dict, notebooks: list[str], exercises: list[ExerciseInfo],
 
     # --- every student
     parts.append("<h2 id='students'>Students</h2>")
-    parts.append(_students_html(notebooks, roster, top, secrets))
+    parts.append(_students_html(meta, notebooks, roster, top))
+    parts.append("<h2 id='parts'>Points by part</h2>")
+    parts.append(_parts_html(meta, exercises, roster))
     parts.append("</body></html>\n")
     return "\n".join(parts)
 
@@ -619,6 +699,8 @@ def _summary_html(meta: dict, notebooks: list[str], roster: list[Student], total
         summary.append(("secret seed from", str(meta["seed_source"])))
     if meta.get("batch_error"):
         summary.append(("batch record", _clean(meta["batch_error"], secrets)))
+    if meta.get("book_error"):
+        summary.append(("gradebook", _clean(meta["book_error"], secrets)))
     parts = ["<h2 id='summary'>Summary</h2><dl class='summary'>"
              + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in summary) + "</dl>"]
     if totals:
@@ -633,7 +715,7 @@ def _exercise_html(ex: ExerciseInfo, roster: list[Student]) -> list[str]:
     """One exercise's section: its figures, its plots, and (for a timed exercise) its leaderboard or why none."""
     parts = []
     res = [(s, s.results[ex.key]) for s in roster if s.submitted]
-    pts = [r.points for _, r in res]
+    pts = [p for s, r in res for p, _ in [s.exercise_points(ex) or (r.points, r.max_points)]]
     mx = ex.max_points or max((r.max_points for _, r in res), default=0.0)
     parts.append(f"<h3 id='ex-{_e(ex.key)}'>{_e(ex.notebook)} · {_e(ex.name)}</h3>")
     info = [f"max {mx:g} points", f"mean {_fmt(statistics.fmean(pts)) if pts else '—'}"]
@@ -656,7 +738,7 @@ def _exercise_html(ex: ExerciseInfo, roster: list[Student]) -> list[str]:
         if board:
             rows = [[str(i), _e(s.name), _fmt(r.value, 4),
                      _fmt(r.value / (r.bar or ex.bar), 3) + "×" if (r.bar or ex.bar) else "—",
-                     f"{r.points:g} / {r.max_points:g}"]
+                     "{:g} / {:g}".format(*(s.exercise_points(ex) or (r.points, r.max_points)))]
                     for i, (s, r) in enumerate(board, 1)]
             parts.append(f"<h4>Leaderboard — {_e(ex.name)}</h4>"
                          + _table(["rank", "student", f"throughput ({ex.unit})", "of the bar", "points"], rows,
@@ -674,24 +756,77 @@ def _flags_html(roster: list[Student], secrets: list[str]) -> str:
     return _table(["student", "notebook", "flag"], frows) if frows else "<p class='muted'>No flags.</p>"
 
 
-def _students_html(notebooks: list[str], roster: list[Student], top: float, secrets: list[str]) -> str:
-    """The table of every student: status, total, points per notebook (or malformed, or none), flags, lane, notes."""
+def _students_html(meta: dict, notebooks: list[str], roster: list[Student], top: float) -> str:
+    """The table of every student: status, total, points per notebook (linked to the student's feedback page for it;
+    or malformed, or none), flags, lane, notes (each once, with its count). The points per notebook and the total
+    come from one source (Student.notebook_points, Student.total): with a gradebook, they add up."""
     head = ["student", "status", "total"] + notebooks + ["flags", "wall (s)", "graded on", "notes"]
     srows = []
     for s in roster:
         st = status_of(s, notebooks)
         cls = "ok" if st == "graded" else "bad"
-        cells = [_e(s.name), f"<span class='{cls}'>{_e(st)}</span>", f"{s.total:g} / {top:g}"]
+        late = f" <span class='muted'>(late: −{s.penalty:g})</span>" if s.penalty else ""
+        cells = [_e(s.name), f"<span class='{cls}'>{_e(st)}</span>", f"{s.total:g} / {top:g}{late}"]
         bad = s.malformed
         for nb in notebooks:
-            v = s.verdicts.get(nb)
-            cells.append(f"{_num(v.get('points')):g} / {_num(v.get('max_points')):g}" if v
-                         else "<span class='bad'>malformed</span>" if nb in bad else "—")
+            pts = s.notebook_points(nb)
+            text = (f"{pts[0]:g} / {pts[1]:g}" if pts is not None and (nb in s.verdicts or nb not in bad)
+                    else "<span class='bad'>malformed</span>" if nb in bad else "—")
+            href = _feedback_href(meta, s.name, nb)
+            cells.append(f"<a href=\"{_e(href)}\">{text}</a>" if href else text)
         cells += [str(len(s.flags)), _fmt(s.wall_s, 3), _e(s.lane) or "—",
-                  "<br>".join(_e(_clean(n, secrets)) for n in s.notes)]
+                  "<br>".join(_e(n) for n in _counted(_clean(n, meta["secrets"]) for n in s.notes))]
         srows.append(cells)
     return "<div class='wide'>" + _table(head, srows, {2, *range(3, 3 + len(notebooks)), 3 + len(notebooks),
                                                       4 + len(notebooks)}) + "</div>"
+
+
+def _feedback_href(meta: dict, student: str, nb: str) -> str | None:
+    """The link from the report (<grading>/report_<week>.html) to nbgrader's feedback page of a student's notebook
+    (<grading>/feedback/<student>/<week>/<nb>.html), if it was written: relative (the folder can move, or be opened
+    through file://), each part percent-encoded so that any id works (spaces, commas, quotes, accents, '#', '?')."""
+    parts = ["feedback", student, meta["week"], f"{nb}.html"]
+    if not (Path(meta["grading"]).joinpath(*parts)).is_file():
+        return None
+    return "/".join(urllib.parse.quote(p, safe="") for p in parts)
+
+
+def _counted(notes) -> list[str]:
+    """Each note once, in the order first seen, with how many times it was made ("... ×3")."""
+    n = Counter(notes := list(notes))
+    return [f"{x} ×{n[x]}" if n[x] > 1 else x for x in dict.fromkeys(notes)]
+
+
+def _parts_html(meta: dict, exercises: list[ExerciseInfo], roster: list[Student]) -> str:
+    """Per student, the points of each part of each exercise (correctness / path / throughput; a quiz as one), from
+    the same source as the totals (the gradebook's, manual scores included, else the verdicts'); a part that earned
+    nothing of what it could is marked. The student's name links to their first feedback page."""
+    cols: list[tuple[ExerciseInfo, str, tuple[str, ...]]] = []  # (exercise, part label, its grade ids)
+    for ex in exercises:
+        if ex.name == "quiz" or not ex.grade_ids:
+            cols.append((ex, "points", ex.grade_ids))
+        else:
+            cols += [(ex, g[len(ex.name) + 1:] if g.startswith(f"{ex.name}_") else g, (g,)) for g in ex.grade_ids]
+    top = ["<th rowspan='2'>student</th>"] + [
+        f"<th colspan='{sum(c[0] is ex for c in cols)}'>{_e(ex.notebook)} · {_e(ex.name)}</th>" for ex in exercises]
+    sub = [f"<th>{_e(label)}</th>" for _, label, _ in cols]
+    rows = []
+    for s in roster:
+        cells = []
+        for ex, _, gids in cols:
+            got = [p for g in gids if (p := s.part_points(ex.notebook, g)) is not None]
+            if not got:
+                cells.append("<td class='num muted'>—</td>")
+                continue
+            pts, mx = sum(p for p, _ in got), sum(m for _, m in got)
+            cls = " bad" if mx and not pts else ""
+            cells.append(f"<td class='num{cls}' title='{pts:g} of {mx:g}'>{pts:g}</td>")
+        first = next((h for nb in dict.fromkeys(e.notebook for e in exercises)
+                      if (h := _feedback_href(meta, s.name, nb))), None)
+        name = f"<a href=\"{_e(first)}\">{_e(s.name)}</a>" if first else _e(s.name)
+        rows.append(f"<tr><td>{name}</td>" + "".join(cells) + "</tr>")
+    return ("<div class='wide'><table><thead><tr>" + "".join(top) + "</tr><tr>" + "".join(sub)
+            + "</tr></thead><tbody>" + "\n".join(rows) + "</tbody></table></div>")
 
 
 def lanes_html(lanes: dict, where: str | None = None) -> str:
@@ -726,7 +861,8 @@ def write_csv(path: Path, meta: dict, notebooks: list[str], exercises: list[Exer
         w.writerow(["student", "status", "total", "max_total", *notebooks, "flags", "wall_s", "graded_on", "notes"])
         for s in roster:
             row = [s.name, status_of(s, notebooks), f"{s.total:g}", f"{top:g}"]
-            row += [f"{_num(s.verdicts[nb].get('points')):g}" if nb in s.verdicts else "" for nb in notebooks]
+            row += ["" if (p := s.notebook_points(nb)) is None or nb not in s.verdicts and nb in s.malformed
+                    else f"{p[0]:g}" for nb in notebooks]  # the total's source (Student.notebook_points)
             row += [len(s.flags), "" if s.wall_s is None else f"{s.wall_s:.1f}", s.lane,
                     " | ".join(_clean(n, secrets) for n in s.notes)]
             w.writerow(row)

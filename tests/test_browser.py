@@ -1,11 +1,16 @@
 """A real browser on the course: headless Chromium (Debian's `chromium`) driven by Playwright for Python.
 
-One test, three pages, three screenshots in build/screenshots/:
+Two tests. The first: three pages, three screenshots in build/screenshots/:
   1. JupyterLab (started by autograder.lab.start_lab, as `make lab --root .` does) opens the week-1 release
      notebook weeks/week1/day1_naive_loads.ipynb and runs its environment self-test cell; the output must say
      "CPU mode" (no GPU) or "sm_90" (an H100)                                        -> lab_day1_self_test.png
   2. nbgrader's formgrader at /formgrader, served by the same server, lists the course's week1  -> formgrader.png
   3. the class report (autograder.report) of a synthetic graded cohort, opened via file://      -> class_report.png
+
+The second (no server: file:// pages) opens a feedback page as nbgrader's generate_feedback writes it with the
+course's template and sanitizer (tests/test_feedback_page.py: the day-1 release plus a student's headings, table,
+code, maths, plot and the known script attack), then the class report, and reads the DOM: headings are heading
+elements, no tag shows as text, no script of the student's ran, no dialog opened (feedback_page.png, report_dom.png).
 
 The server root is the course root ("."): the formgrader refuses to work unless the course root lies inside the
 server's root, and weeks/week1/ is reachable from there too.
@@ -191,3 +196,65 @@ def test_browser_lab_self_test_formgrader_and_report(tmp_path, monkeypatch):
         png = SHOTS / name
         assert png.exists() and png.stat().st_size > 10_000, f"{png} missing or blank"
     assert hashlib.sha256(release_nb.read_bytes()).digest() == hashlib.sha256(before).digest()
+
+
+# What a page that renders its markup holds: heading elements, and no tag written out as text.
+DOM_FACTS = """() => ({
+    headings: Array.from(document.querySelectorAll('h1,h2,h3')).map(h => h.tagName + ' ' + h.textContent.trim()),
+    tables: document.querySelectorAll('table th').length,
+    literal: (document.body.innerText.match(/<\\/?(h[1-6]|p|th|td|tr|table|thead|tbody|img)\\b/g) || []),
+    owned: typeof window.owned === 'undefined' ? null : String(window.owned),
+    title: document.title,
+    images: Array.from(document.images).filter(i => i.complete && i.naturalWidth > 0).length,
+})"""
+
+
+# A student id that needs every kind of URL quoting: the report links to their page through it.
+ODD_ID = "Zoë O'Brien, #1? \"x\""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_browser_feedback_page_and_report_render_their_markup(tmp_path, monkeypatch):
+    sync_playwright = _playwright()
+    from test_feedback_page import feedback_page
+
+    from autograder.report import write_report
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    grading = tmp_path / "grading"
+    _synthetic_report(grading)
+    (grading / "submitted" / ODD_ID / "week1").mkdir(parents=True)
+    feedback_page(grading / "feedback" / ODD_ID / "week1" / "day1_naive_loads.html", monkeypatch)
+    report = write_report("week1", grading)  # again: it links to the pages written by then
+    dialogs = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, timeout=STEP_MS)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            page.set_default_timeout(STEP_MS)
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            page.goto(report.as_uri(), timeout=STEP_MS)
+            page.wait_for_load_state("load", timeout=STEP_MS)
+            rep = page.evaluate(DOM_FACTS)
+            page.screenshot(path=str(SHOTS / "report_dom.png"), full_page=True, timeout=STEP_MS)
+            # from the report to the student's page, through the link in their row of the Students table
+            page.locator("#students + div tr", has_text=ODD_ID).locator("a").first.click()
+            page.wait_for_load_state("load", timeout=STEP_MS)  # MathJax's CDN is out of reach: its script fails
+            landed = page.url
+            page.locator("b", has_text="hover").first.hover()  # the student's onmouseover, if it were kept
+            page.get_by_text("click me").first.click()  # the student's javascript: link, if it were kept
+            page.get_by_text("notes", exact=True).first.click()
+            fb = page.evaluate(DOM_FACTS)
+            page.screenshot(path=str(SHOTS / "feedback_page.png"), full_page=False, timeout=STEP_MS)
+        finally:
+            browser.close()
+
+    assert rep["headings"][0].startswith("H1 Class report") and "H2 Students" in rep["headings"], rep["headings"]
+    assert rep["tables"] > 10 and rep["literal"] == [] and rep["images"] >= 3, rep
+    assert landed.endswith("/day1_naive_loads.html") and fb["headings"], (landed, fb["headings"][:3])
+    assert "H1 My notes¶" in fb["headings"] and "H2 What I measured¶" in fb["headings"], fb["headings"][:10]
+    assert any(h.startswith("H1 Week 1") for h in fb["headings"]), fb["headings"][:10]  # the release's title
+    assert fb["tables"] >= 3 and fb["images"] >= 1, fb
+    assert fb["literal"] == [], fb["literal"][:10]
+    assert fb["owned"] is None and fb["title"] != "owned" and dialogs == [], (fb["owned"], fb["title"], dialogs)

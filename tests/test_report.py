@@ -265,3 +265,129 @@ def test_a_plot_is_drawn_once_per_what_it_shows(tmp_path, monkeypatch):
     assert report.throughput_plot(ex, list(good)) == plot
     assert report.throughput_plot(report.ExerciseInfo(key="day1.x", notebook="day1", name="x", metric="tbps",
                                                       bar=2.5, peak=3.35), good) != plot
+
+
+# ------------------------------------------------------------------------------- acting on the report (issue item 8)
+def _student_row(html: str, name: str) -> str:
+    """The row of `name` in the Students table (the first table after id='students')."""
+    table = _section(html, "id='students'", "</table>")
+    return re.search(rf"<tr><td>{re.escape(html_lib.escape(name))}</td>.*?</tr>", table, re.S).group(0)
+
+
+def _numbers(cell: str) -> tuple[float, float]:
+    """'12 / 17' (inside a link or not) -> (12.0, 17.0)."""
+    a, b = re.search(r"([\d.]+) / ([\d.]+)", cell).groups()
+    return float(a), float(b)
+
+
+def test_each_note_of_a_student_once_with_its_count(graded):
+    """A note made several times is shown once with "×n"; every student gets their own notes (they once went to the
+    last student only, once per exercise: "no submission this week" ten times)."""
+    grading, _ = graded
+    f = grading / "verdicts" / "bob" / WEEK / "day1_naive_loads.json"
+    v = json.loads(f.read_text())
+    v["problems"] = ["your kernel printed 3 lines"] * 3
+    f.write_text(json.dumps(v))
+    with (grading / f"grades_{WEEK}.csv").open("a") as out:  # in the gradebook, never handed in
+        out.write(f"{WEEK},,,zoe,,,,0.0,0.0,0.0,1\n")
+    html = write_report(WEEK, grading).read_text()
+    zoe, bob = _student_row(html, "zoe"), _student_row(html, "bob")
+    assert zoe.count("no submission this week") == 1 and "×" not in zoe, zoe
+    assert bob.count("your kernel printed 3 lines") == 1 and "day1_naive_loads: your kernel printed 3 lines ×3" in bob
+    for name in ("alice", "bob", "mallory", "zoe"):
+        notes = _student_row(html, name).rsplit("<td>", 1)[1].split("</td>")[0].split("<br>")
+        assert len(notes) == len(set(notes)), (name, notes)
+
+
+ODD = "Zoë O'Brien, #1? \"x\" & y"
+
+
+def test_each_students_points_link_to_their_feedback_pages(graded):
+    """Relative links from the report to feedback/<student>/<week>/<notebook>.html, percent-encoded so that any id
+    works; only to pages that were written."""
+    from urllib.parse import unquote, urlsplit
+
+    grading, _ = graded
+    (grading / "submitted" / ODD / WEEK).mkdir(parents=True)
+    pages = {}
+    for student in ("alice", ODD):
+        p = grading / "feedback" / student / WEEK / "day1_naive_loads.html"
+        p.parent.mkdir(parents=True)
+        p.write_text(f"<h1>{html_lib.escape(student)}</h1>")
+        pages[student] = p
+    out = write_report(WEEK, grading)
+    html = out.read_text()
+    for student, page in pages.items():
+        row = _student_row(html, student)
+        hrefs = [html_lib.unescape(h) for h in re.findall(r'<a href="([^"]+)">', row)]
+        assert len(hrefs) == 1, (student, row)
+        split = urlsplit(hrefs[0])
+        assert not split.scheme and not split.query and not split.fragment, hrefs  # '#' and '?' are encoded
+        assert (out.parent / unquote(split.path)).resolve() == page.resolve(), hrefs
+    assert "<a href" not in _student_row(html, "bob")  # no page written: no dead link
+
+
+def _class_gradebook(grading: Path) -> None:
+    """The class gradebook of the synthetic cohort, as autograding leaves it: nbgrader's assignment of the week
+    (pool.class_assignment), each student's grades the points of their verdicts (mallory's: none, malformed)."""
+    import warnings
+
+    from nbgrader.api import Gradebook
+
+    from autograder import pool
+
+    pool.class_assignment(WEEK, grading)
+    with warnings.catch_warnings(), Gradebook(f"sqlite:///{grading / 'gradebook.db'}") as gb:
+        warnings.simplefilter("ignore")
+        for student in ("alice", "bob", "mallory"):
+            gb.update_or_create_student(student)
+            sub = gb.add_submission(WEEK, student)
+            for nb in sub.notebooks:
+                f = grading / "verdicts" / student / WEEK / f"{nb.name}.json"
+                scores = json.loads(f.read_text())["scores"] if f.exists() else {}
+                for g in nb.grades:
+                    g.auto_score = scores[g.name]["points"] if g.name in scores else 0.0
+        gb.db.commit()
+
+
+@pytest.mark.slow
+def test_after_a_manual_score_the_total_is_the_sum_of_the_columns(graded):
+    """An instructor gives bob the path points of day 1 in the formgrader (a manual score in the gradebook) and
+    exports the week's CSV again: his total, his day-1 column and his day-1 path column all show it, and the total is
+    the sum of the notebook columns (it was the export's total beside the verdicts' columns: 31 against 28)."""
+    import warnings
+
+    from nbgrader.api import Gradebook
+
+    from autograder.pool import export_week
+
+    grading, expected = graded
+    _class_gradebook(grading)
+    with warnings.catch_warnings(), Gradebook(f"sqlite:///{grading / 'gradebook.db'}") as gb:
+        warnings.simplefilter("ignore")
+        grade = gb.find_grade("row_bias_path", "day1_naive_loads", WEEK, "bob")
+        assert grade.auto_score == 0.0 and grade.max_score == 2.0  # bob's path was elsewhere
+        grade.manual_score = 2.0
+        gb.db.commit()
+    export_week(WEEK, grading)
+    html = write_report(WEEK, grading).read_text()
+    notebooks = [Path(s.notebook).stem for s in sorted(_specs(), key=lambda s: s.notebook)]
+    for name in ("alice", "bob", "mallory"):
+        cells = re.findall(r"<td(?: class=\"num\")?>(.*?)</td>", _student_row(html, name))
+        total = _numbers(cells[2])[0]
+        columns = [_numbers(c)[0] if re.search(r"\d / \d", c) else 0.0 for c in cells[3:3 + len(notebooks)]]
+        assert total == pytest.approx(sum(columns)), (name, total, columns)
+    for row in csv.DictReader((grading / f"report_{WEEK}.csv").open()):  # the CSV beside the page: the same sums
+        assert float(row["total"]) == pytest.approx(sum(float(row[nb] or 0) for nb in notebooks)), row
+    bob = re.findall(r"<td(?: class=\"num\")?>(.*?)</td>", _student_row(html, "bob"))
+    assert _numbers(bob[2])[0] == pytest.approx(expected["totals"]["bob"] + 2.0)
+    day1 = notebooks.index("day1_naive_loads")
+    verdict = json.loads((grading / "verdicts" / "bob" / WEEK / "day1_naive_loads.json").read_text())["points"]
+    assert _numbers(bob[3 + day1])[0] == pytest.approx(verdict + 2.0)
+    # the part table: bob's day-1 path, 2 (manual); alice's, 2 (auto); columns correctness / path / throughput
+    parts = _section(html, "id='parts'", "</table>")
+    assert ">day1_naive_loads · row_bias</th>" in parts
+    assert re.search(r"<th>correctness</th><th>path</th><th>throughput</th>", parts)
+    row = re.search(r"<tr><td>bob</td>(.*?)</tr>", parts, re.S).group(1)
+    first = re.findall(r"<td class='num[^']*' title='([\d.]+) of ([\d.]+)'>", row)[:3]  # day 1's exercise comes first
+    assert [tuple(map(float, t)) for t in first] == [(3.0, 3.0), (2.0, 2.0), (0.0, 2.0)], first
