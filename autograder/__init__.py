@@ -55,8 +55,8 @@ def _not_graded(var: str, seen: Verdict) -> str:
 
 def check(slug: str, exercise: str, source, *, verbose: bool = True):
     """Run the trusted harness on `source` (fresh secret inputs each call) and print the verdict of every part.
-    In a notebook whose answer cell the grader would read otherwise, say so first and check what it will read (the
-    value here when it cannot read one: the kernel's own verdict is still worth seeing)."""
+    In a notebook whose answer cell the grader could not read, or would read as another value than `source`, the
+    first line says so ("this will not be graded: ..."); `source` is still checked (its verdict is worth seeing)."""
     from .harness import run_exercise
     from .score import score
 
@@ -68,7 +68,6 @@ def check(slug: str, exercise: str, source, *, verbose: bool = True):
         seen = _seen(ex.answer_var, source)
         if not seen.graded:
             print(_not_graded(ex.answer_var, seen))
-        source = seen.value if isinstance(seen.value, str) else source
     key = (slug, exercise, source)
     if key not in _cache:
         if not isinstance(source, str):
@@ -131,8 +130,9 @@ def quiz(slug: str, question: str, answers) -> None:
             return
         ran = answers.get(question) if isinstance(answers, dict) else None
         if seen.value.get(question) != ran:
-            print(f"{question}: this will not be graded as {ran!r}: the grader will read "
-                  f"{seen.value.get(question)!r} — {seen.reason}")
+            print(f"{question}: this will not be graded as {ran!r}: the grader will read {seen.value.get(question)!r}"
+                  f", from the text of the cell {seen.where} ({spec_quiz.answer_var} was changed here by code the "
+                  "grader does not run)")
     answers = seen.value
     if not isinstance(answers, dict):
         raise TypeError("QUIZ must be a dict like {'q1': 'b', ...}")

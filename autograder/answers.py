@@ -10,7 +10,9 @@ One reader serves the gradebook (autograder.grading, autograder.calibration) and
 
 `Verdict.reason` is None when the answer will be graded as `Verdict.value`, else the one line why it will not be
 (the local check prints it as "this will not be graded: <reason>"). `Verdict.attempted` is False for nbgrader's stub
-left in place (`raise NotImplementedError()`, as a statement, or inside the kernel's string).
+left in place (`raise NotImplementedError()`, as a statement, or inside the kernel's string). Verdicts compare by
+(value, reason, attempted): for a cell `src` whose run leaves the variable `v` holding `runtime`,
+`local_verdict(v, runtime, ["", src]) == answer_verdict(src, v)` — the notebook and the gradebook agree.
 
 What the reader accepts — the cell is parsed (`ast`), never run, and followed statement by statement as Python would
 run it (the last assignment wins):
