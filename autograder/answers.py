@@ -22,7 +22,9 @@ run it (the last assignment wins):
 - `QUIZ["q1"] = "d"` (and `+=` on an item), `QUIZ.update({...})` / `QUIZ.update(q1="d")` (also setdefault, pop,
   clear), `del QUIZ["q1"]`, `del X`, each on a dict the cell set before;
 - a top-level `raise` ends the cell, as it does when run: the stub left in place below the answer costs nothing,
-  an answer written below it is refused (delete the stub line).
+  an answer written below it is refused (delete the stub line);
+- IPython syntax (`%matplotlib inline`, `!ls`) as IPython runs it: turned into calls by IPython's own transformer,
+  as the notebook's history `In` holds them (other code); an answer set under a magic (`%%capture`) is refused.
 Anything else that changes the answer variable — a call (`open("k.cu").read()`), another variable, an f-string with
 `{...}` fields, a loop or `if` around the assignment, an item set before the dict exists — makes the answer
 unreadable: value None, with the reason. Other code in the cell (imports, calls) is never run; it is reported as a
@@ -211,7 +213,22 @@ def _touches(node: ast.AST, var: str) -> bool:
             return True
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == var:
             return True
+        if _magic_body(n) is not None and any(_touches(m, var) for m in _magic_body(n)):
+            return True
     return False
+
+
+def _magic_body(node: ast.AST) -> list[ast.stmt] | None:
+    """The statements an IPython magic runs as Python (`%time X = ...`, `%%capture` over the cell: IPython's
+    `get_ipython().run_line_magic(name, text)` / `run_cell_magic(name, line, body)`), else None."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+            and node.func.attr in ("run_line_magic", "run_cell_magic") and node.args \
+            and isinstance(node.args[-1], ast.Constant) and isinstance(node.args[-1].value, str):
+        try:
+            return ast.parse(node.args[-1].value).body
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+    return None
 
 
 def _is_item(target: ast.AST, var: str) -> bool:
@@ -271,6 +288,10 @@ def _apply(node: ast.stmt, var: str, current):
             elif _touches(target, var):
                 raise _Refused(f"`{_code(node)}` changes {var} in a way the grader does not follow")
         return current
+    if isinstance(node, ast.Expr) and _magic_body(node.value) is not None:
+        name = node.value.args[0].value if isinstance(node.value.args[0], ast.Constant) else "..."
+        cell = "%" if node.value.func.attr == "run_cell_magic" else ""
+        raise _Refused(f"{var} is set under the IPython magic %{cell}{name}")
     raise _Refused(f"`{_code(node)}` changes {var} in a way the grader does not follow")
 
 
@@ -326,7 +347,7 @@ def read_answer(source: str, var: str, grade_id: str = "?") -> Answer:
     docstring), or the one-line problem why it cannot be read; flags for any other code in the cell."""
     ans = Answer(grade_id)
     try:
-        tree = ast.parse(source)
+        tree = _parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         where = f"line {exc.lineno}: {exc.msg}" if isinstance(exc, SyntaxError) else type(exc).__name__
         ans.problem = f"the answer cell is not valid Python ({where})"
@@ -364,6 +385,24 @@ def read_answer(source: str, var: str, grade_id: str = "?") -> Answer:
     if isinstance(ans.value, str) and _STUB.search(ans.value):
         ans.attempted = False
     return ans
+
+
+def _parse(source: str) -> ast.Module:
+    """The cell's statements. A cell with IPython syntax (`%time ...`, `!ls`, `%%capture`) is read as IPython runs it:
+    turned into calls by IPython's own transformer — the text the notebook's input history (`In`) holds, so the
+    notebook's check reads the same statements. Python's error for a cell that is not valid either way."""
+    try:
+        return ast.parse(source)
+    except SyntaxError as exc:
+        error = exc
+    if re.search(r"^\s*[%!]", source, re.M):
+        try:
+            from IPython.core.inputtransformer2 import TransformerManager
+
+            return ast.parse(TransformerManager().transform_cell(source))
+        except Exception:  # noqa: BLE001 (no IPython, or not valid as IPython either: Python's error says why)
+            pass
+    raise error
 
 
 read_literal = read_answer  # its name while it read `var = <literal>` lines only (tests and tools still call it)

@@ -97,6 +97,26 @@ def test_the_stub_left_alone_is_not_attempted_and_other_code_is_still_flagged():
     assert ans.value == "k" and {f.split(":")[0] for f in ans.flags} == {"side-stream", "torch-instead-of-kernel"}
 
 
+@pytest.mark.parametrize("raw, var, value", [
+    ('%matplotlib inline\nQUIZ = {}\nQUIZ["q1"] = "d"\n', "QUIZ", {"q1": "d"}),
+    ('X = """\n!ready\n% 8;\n"""\n', "X", "\n!ready\n% 8;\n"),  # lines of a string that start with ! or %: text
+    ('!ls\nX = "k"\n', "X", "k"),
+    ('%%capture\nX = "k"\n', "X", None),  # the body runs under the magic: not read
+    ('%time X = "k"\n', "X", None),
+])
+def test_a_cell_with_ipython_syntax_is_read_as_ipython_runs_it_alike_in_the_notebook(raw, var, value):
+    """The gradebook reads the saved cell, the notebook's check the history entry IPython made of it (magics as
+    calls): both give the same verdict."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    gradebook = answers.answer_verdict(raw, var)
+    assert gradebook.value == value and gradebook.graded == (value is not None), gradebook
+    runtime = value if value is not None else "k"  # what IPython leaves in X
+    assert answers.local_verdict(var, runtime, ["", TransformerManager().transform_cell(raw)]) == gradebook
+    if value is None:
+        assert "under the IPython magic %" in gradebook.reason, gradebook.reason
+
+
 def test_a_string_cannot_grow_without_bound():
     cell = 'X = "' + "a" * 1000 + '"\n' + "X += X\n" * 20
     v = answers.answer_verdict(cell, "X")
