@@ -7,7 +7,11 @@ In a notebook (the student's early verdict; the gradebook's comes from the same 
     autograder.quiz("naive_loads", "q1", QUIZ)                         # checks the answer is one of the choices
 
 What the notebook's interpreter reports is never what the gradebook records: `nbgrader autograde` re-grades every
-answer cell (taken out by grade_id) in a separate process — see autograder.nbgrader_plugin.
+answer cell (taken out by grade_id) in a separate process — see autograder.nbgrader_plugin. The gradebook reads an
+answer cell as text (autograder.answers); so each call here also reads, in a notebook, the newest cell of IPython's
+input history that sets the answer variable with the same reader (autograder.answers.local_verdict) and prints
+"<VAR>: this will not be graded: <reason>" when the grader could not read it, or would read another value than the
+one the notebook holds. Outside IPython (plain Python, tests) there is no history: the value passed is checked.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import os
 import secrets
 import sys
 
+from .answers import Verdict, local_verdict
 from .spec import load
 
 __all__ = ["check", "grade", "quiz", "load", "NotAnswered"]
@@ -27,8 +32,31 @@ def _graded_elsewhere() -> bool:
     return os.environ.get("NBGRADER_EXECUTION") in ("autograde", "validate")
 
 
+def _history() -> list | None:
+    """IPython's input history (`In`) when this runs in a notebook's kernel, else None (no IPython imported: plain
+    Python, a grading process, tests)."""
+    try:
+        shell = sys.modules["IPython"].get_ipython()
+        history = shell.user_ns.get("In")
+    except Exception:  # noqa: BLE001 (no IPython, no shell, a shell without a user namespace)
+        return None
+    return history if isinstance(history, list) else None
+
+
+def _seen(var: str, runtime) -> Verdict:
+    """What the grader will read of the answer `var` (autograder.answers.local_verdict on this notebook's history)."""
+    return local_verdict(var, runtime, _history())
+
+
+def _not_graded(var: str, seen: Verdict) -> str:
+    where = f" (cell {seen.where})" if seen.where else ""
+    return f"{var}{where}: this will not be graded: {seen.reason}"
+
+
 def check(slug: str, exercise: str, source, *, verbose: bool = True):
-    """Run the trusted harness on `source` (fresh secret inputs each call) and print the verdict of every part."""
+    """Run the trusted harness on `source` (fresh secret inputs each call) and print the verdict of every part.
+    In a notebook whose answer cell the grader could not read, or would read as another value than `source`, the
+    first line says so ("this will not be graded: ..."); `source` is still checked (its verdict is worth seeing)."""
     from .harness import run_exercise
     from .score import score
 
@@ -36,6 +64,10 @@ def check(slug: str, exercise: str, source, *, verbose: bool = True):
     if exercise not in spec.exercises:
         raise KeyError(f"{slug} has no exercise {exercise!r}; it has {sorted(spec.exercises)}")
     ex = spec.exercises[exercise]
+    if verbose:
+        seen = _seen(ex.answer_var, source)
+        if not seen.graded:
+            print(_not_graded(ex.answer_var, seen))
     key = (slug, exercise, source)
     if key not in _cache:
         if not isinstance(source, str):
@@ -65,7 +97,14 @@ def grade(slug: str, exercise: str, part: str, source) -> float:
     if _graded_elsewhere():
         print("graded by the trusted harness outside this notebook")
         return 0.0
-    res = check(slug, exercise, source, verbose=False)
+    ex = load(slug).exercises.get(exercise)
+    seen = _seen(ex.answer_var, source) if ex is not None else Verdict(source)  # (no such exercise: check says so)
+    if not seen.graded:
+        print(_not_graded(ex.answer_var, seen))
+        if seen.value is None:  # the gradebook's points for a cell it cannot read
+            print(f"{part}: 0/{ex.parts[part].points:g}")
+            return 0.0
+    res = check(slug, exercise, seen.value, verbose=False)
     p = res.parts[part]
     print(f"{part}: {p.points:g}/{p.max_points:g} — {p.feedback}")
     return float(p.points)
@@ -80,8 +119,21 @@ class NotAnswered(ValueError):
 
 
 def quiz(slug: str, question: str, answers) -> None:
-    """Check that a quiz answer is well formed (the key is not in the release: hidden tests grade it)."""
-    q = load(slug).quiz.questions[question]
+    """Check that a quiz answer is well formed (the key is not in the release: hidden tests grade it). In a notebook
+    the answer checked is the one the grader will read from the quiz cell's text; "recorded" is said of no other."""
+    spec_quiz = load(slug).quiz
+    q = spec_quiz.questions[question]
+    seen = _seen(spec_quiz.answer_var, answers)
+    if not seen.graded:
+        if not isinstance(seen.value, dict):
+            print(f"{question}: {_not_graded(spec_quiz.answer_var, seen)}")
+            return
+        ran = answers.get(question) if isinstance(answers, dict) else None
+        if seen.value.get(question) != ran:
+            print(f"{question}: this will not be graded as {ran!r}: the grader will read {seen.value.get(question)!r}"
+                  f", from the text of the cell {seen.where} ({spec_quiz.answer_var} was changed here by code the "
+                  "grader does not run)")
+    answers = seen.value
     if not isinstance(answers, dict):
         raise TypeError("QUIZ must be a dict like {'q1': 'b', ...}")
     given = answers.get(question)

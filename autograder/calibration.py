@@ -84,7 +84,7 @@ def measure(spec: Spec) -> dict[str, Calibration]:
     graded (timed) beside the trusted baseline of the same run."""
     from kernels.device import gpu
 
-    from .answers import _source, cells_by_grade_id, read_literal
+    from .answers import _source, cells_by_grade_id, read_answer
     from .grading import solution_notebook
     from .harness import run_exercise
 
@@ -93,7 +93,7 @@ def measure(spec: Spec) -> dict[str, Calibration]:
     sol = cells_by_grade_id(solution_notebook(spec))
     out = {}
     for ex in spec.exercises.values():
-        src = read_literal(_source(sol[ex.answer_cell]), ex.answer_var).value
+        src = read_answer(_source(sol[ex.answer_cell]), ex.answer_var).value
         facts = run_exercise(spec.slug, ex.name, src, seed=int.from_bytes(os.urandom(6), "little"))
         tp = facts.get("throughput", {})
         if not tp.get("graded"):

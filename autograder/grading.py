@@ -17,7 +17,7 @@ import nbformat
 
 from kernels.runner import derive
 
-from .answers import cells_by_grade_id, quiz_key, quiz_reason, read_literal, _source
+from .answers import cells_by_grade_id, quiz_key, quiz_reason, read_answer, _source
 from .harness import run_exercise
 from .score import ExerciseScore, PartScore, score
 from .spec import Spec
@@ -42,7 +42,7 @@ def reference_sources(spec: Spec, source_nb: dict | None = None) -> dict[str, st
     out = {}
     for ex in spec.exercises.values():
         if ex.answer_cell in cells:
-            value = read_literal(_source(cells[ex.answer_cell]), ex.answer_var).value
+            value = read_answer(_source(cells[ex.answer_cell]), ex.answer_var).value
             if isinstance(value, str):
                 out[ex.name] = value
     return out
@@ -110,7 +110,7 @@ def grade_notebook(nb: dict, spec: Spec, *, seed: int, source_nb: dict | None = 
                                  "error": f"answer cell {ex.answer_cell!r} was deleted"}}
             extra.append(f"deleted-cell: {ex.answer_cell}")
         else:
-            ans = read_literal(_source(cell), ex.answer_var, ex.answer_cell)
+            ans = read_answer(_source(cell), ex.answer_var, ex.answer_cell)
             extra += ans.flags
             ref_src = refs.get(ex.name)
             if not ans.attempted:
@@ -118,8 +118,9 @@ def grade_notebook(nb: dict, spec: Spec, *, seed: int, source_nb: dict | None = 
                                      "error": "exercise not attempted: the stub `raise NotImplementedError()` is "
                                               "still there"}}
             elif ans.problem or not isinstance(ans.value, str):
-                facts = {"compile": {"ok": False, "not_attempted": False,
-                                     "error": ans.problem or f"{ex.answer_var} must be a string of CUDA source"}}
+                why = f"not graded: {ans.problem}" if ans.problem else \
+                    f"{ex.answer_var} must be a string of CUDA source"
+                facts = {"compile": {"ok": False, "not_attempted": False, "error": why}}
             else:
                 facts = run_exercise(spec.slug, ex.name, ans.value, seed=derive_seed(seed, student, ex.name),
                                      reference_source=ref_src, gpu=gpu)
@@ -142,12 +143,13 @@ def _grade_quiz(spec: Spec, cells: dict, src_cells: dict, result: NotebookGrade)
         why = f"quiz answer cell {quiz.answer_cell!r} is missing"
         result.flags.append(f"deleted-cell: {quiz.answer_cell}")
     else:
-        ans = read_literal(_source(cell), quiz.answer_var, quiz.answer_cell)
+        ans = read_answer(_source(cell), quiz.answer_var, quiz.answer_cell)
         result.flags += [f"quiz: {f}" for f in ans.flags]
         if not ans.attempted:
             why = "quiz not attempted"
         elif not isinstance(ans.value, dict):
-            why = ans.problem or f"{quiz.answer_var} must be a dict literal like {{'q1': 'b', ...}}"
+            why = f"not graded: {ans.problem}" if ans.problem else \
+                f"{quiz.answer_var} must be a dict like {{'q1': 'b', ...}}"
         else:
             answers = ans.value
     for q in quiz.questions.values():

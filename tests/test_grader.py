@@ -37,8 +37,9 @@ def test_answer_cell_is_read_as_data_and_other_code_is_flagged():
     assert ans.value == "abc"
     assert any("torch-instead-of-kernel" in f for f in ans.flags)
     assert any("code-in-answer-cell" in f for f in ans.flags)
-    computed = answers.read_literal('X = "a" + "b"\n', "X")
-    assert computed.value is None and "literal" in computed.problem
+    assert answers.read_answer('X = "a" + "b"\n', "X").value == "ab"  # a + of strings is read, not run
+    computed = answers.read_answer('X = open("k.cu").read()\n', "X")
+    assert computed.value is None and "is a call" in computed.problem and "never runs it" in computed.problem
     assert not answers.read_literal("# YOUR CODE HERE\nraise NotImplementedError()", "X").attempted
 
 
