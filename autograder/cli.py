@@ -99,19 +99,26 @@ def _grade(args, week, secret, seed_source, grading, students, lanes) -> int:
                        problem_feedback, prune_batches, run_pool, update_batch_record)
 
     print(f"autograde {week}: {len(students)} student(s); preparing the batch (the gradebook template: nbgrader "
-          "generate_assignment, about 10 s when the week's sources changed) ...", flush=True)
+          "generate_assignment, about 10 s when the week's sources changed, while each lane measures its GPU) ...",
+          flush=True)
     prune_batches(grading, max(0, args.keep_batches - 1))
     started = time.time()
     run_id = time.strftime("%Y%m%d-%H%M%S")
     batch = grading / "batch" / run_id
     show = None
-    try:
+    template = batch / "template.db"  # make_template's; made by `prepare` while the lanes measure their GPUs
+
+    def prepare() -> None:
         class_assignment(week, grading)  # the gradebook must know the assignment and its checksums
+        if make_template(week, batch) != template:
+            raise RuntimeError(f"the batch's template is not {template}")
+
+    try:
         t0 = time.perf_counter()
-        template = make_template(week, batch)
         show = _progress(week, students, lanes)
-        per_student, lane_summary = run_pool(week, students, lanes, grading=grading, batch=batch,
-                                             template=template, task_timeout=args.task_timeout, progress=show)
+        per_student, lane_summary = run_pool(week, students, lanes, grading=grading, batch=batch, template=template,
+                                             task_timeout=args.task_timeout, progress=show, prepare=prepare,
+                                             after_merge=_feedback_as_merged(week, grading))
     except (Interrupted, KeyboardInterrupt) as exc:
         if show is not None:
             show.close()
@@ -137,11 +144,8 @@ def _grade(args, week, secret, seed_source, grading, students, lanes) -> int:
     from .report import write_report
 
     try:
-        # The pages of the students this run graded are written again (--force: a re-grade of the same hand-in keeps
-        # its timestamp, which nbgrader would take as up to date); every other student's stay as they are, so a
-        # re-grade of one student converts that student's notebooks, not the class's (about 0.5 s a notebook).
-        nbgrader("generate_feedback", week, "--force", *feedback_scope(grading, week, students), check=False,
-                 here=True)
+        # the graded students' pages were written as they were merged (_feedback_as_merged); these two add what the
+        # record holds besides (a student with no folder of the week) and leave a page already right as it is
         problem_feedback(grading, week, record["per_student"])
         flag_feedback(grading, week, record["per_student"])
         out = export_week(week, grading)
@@ -195,6 +199,25 @@ def hand_in_mistakes(week: str, per_student: dict) -> tuple[list[str], list[str]
         details += [f"HAND-IN {s}: {n}" for n in e.get("notes") or []]
     details += [f"HAND-IN {s}: {n}" for s, n in other if s not in misplaced]
     return said, details, misplaced
+
+
+def _feedback_as_merged(week: str, grading: Path):
+    """run_pool's after_merge: the feedback pages of the students just merged, while the lanes grade the rest (so the
+    last student's pages are all that is left when grading ends). The pages of these students are written again
+    (--force: a re-grade of the same hand-in keeps its timestamp, which nbgrader would take as up to date); every other
+    student's stay as they are, so a re-grade of one student converts that student's notebooks, not the class's
+    (about 0.5 s a notebook). nbgrader runs in a process of its own while the lanes' threads run (`alone`=False: its
+    in-process form changes the environment and folder of the whole process), in this one once they have stopped."""
+    from .pool import flag_feedback, problem_feedback
+
+    def feed(entries: dict, alone: bool) -> None:
+        names = sorted(entries)
+        nbgrader("generate_feedback", week, "--force", *feedback_scope(grading, week, names), check=False,
+                 here=alone)
+        problem_feedback(grading, week, entries)
+        flag_feedback(grading, week, names)
+
+    return feed
 
 
 def feedback_scope(grading: Path, week: str, students: list[str]) -> list[str]:

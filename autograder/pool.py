@@ -889,15 +889,46 @@ def _gpu_count() -> int:
         return 0
 
 
-class _Queue:
-    """The students still to grade, handed to workers: a student handed back avoids the lane it failed on while
-    another lane is working."""
+def longest_first(grading: Path, week: str, students: list[str]) -> list[str]:
+    """`students` in the order the pool hands them out: the longest expected grading first, so that a long hand-in
+    is not started last and left as the batch's critical path (longest-processing-time-first). Expected: the
+    student's wall time in the last run that graded them (the batch record, batch_<week>.json: update_batch_record
+    keeps a graded entry through a later failure); else their hand-in's notebook count at the recorded seconds per
+    notebook (the median over the recorded students; 1 s when none is recorded); ties: the larger hand-in first,
+    then the given order."""
+    try:
+        per = json.loads((Path(grading) / f"batch_{week}.json").read_text()).get("per_student")
+    except (OSError, ValueError, AttributeError):
+        per = None
+    per = per if isinstance(per, dict) else {}
+    size = {}
+    for s in students:
+        nbs = _notebooks_under(Path(grading) / "submitted" / s / week)
+        size[s] = (len(nbs), sum(p.stat().st_size for p in nbs))
+    recorded = {s: float(e["wall_s"]) for s, e in per.items() if s in size and isinstance(e, dict)
+                and not e.get("not_graded") and isinstance(e.get("wall_s"), (int, float)) and e["wall_s"] > 0}
+    rates = sorted(recorded[s] / size[s][0] for s in recorded if size[s][0])
+    rate = rates[len(rates) // 2] if rates else 1.0
+    order = {s: i for i, s in reversed(list(enumerate(students)))}
+    return sorted(dict.fromkeys(students), key=lambda s: (-recorded.get(s, rate * size[s][0]), -size[s][1], order[s]))
 
-    def __init__(self, students: list[str], lanes: list[Lane]):
+
+class _Queue:
+    """The students still to grade, handed to workers in the order given (run_pool: longest_first): a student handed
+    back avoids the lane it failed on while another lane is working. gated=True: no student is handed out before
+    open() (the batch's one-off set-up, run_pool's `prepare`, runs while the lanes measure their GPUs)."""
+
+    def __init__(self, students: list[str], lanes: list[Lane], gated: bool = False):
         self.pending = [Job(s) for s in students]
         self.in_flight = 0
         self.live = {id(lane) for lane in lanes}
         self.cond = threading.Condition()
+        self.opened = not gated
+
+    def open(self) -> None:
+        with self.cond:
+            self.opened = True
+            self.cond.notify_all()
 
     def take(self, lane: Lane) -> Job | None:
         with self.cond:
@@ -905,12 +936,12 @@ class _Queue:
                 if STOP.is_set():
                     return None
                 others_live = self.live - {id(lane)}
-                for j in self.pending:
+                for j in self.pending if self.opened else []:
                     if id(lane) not in j.avoid or not others_live:
                         self.pending.remove(j)
                         self.in_flight += 1
                         return j
-                if not self.pending and not self.in_flight:
+                if self.opened and not self.pending and not self.in_flight:
                     return None
                 self.cond.wait(timeout=1.0)
 
@@ -933,13 +964,20 @@ class _Queue:
 
 
 def run_pool(week: str, students: list[str], lanes: list[Lane], *, grading: Path, batch: Path, template: Path,
-             task_timeout: float | None = None, progress=None) -> tuple[dict, dict]:
-    """Grade `students` with one worker per lane; merge each finished task into `grading` (this thread is the only
-    writer). Returns (per_student, lanes_summary) for the batch record."""
+             task_timeout: float | None = None, progress=None, prepare=None, after_merge=None) -> tuple[dict, dict]:
+    """Grade `students` with one worker per lane, the longest expected first (longest_first); merge each finished
+    task into `grading` (this thread is the only writer). Returns (per_student, lanes_summary) for the batch record.
+
+    What a run pays once, not per lane, and overlapped with what it can be: `prepare()` (the class gradebook's
+    assignment and the batch's `template`, which must exist when it returns) runs in this thread while every lane
+    checks its GPU and measures its trusted baseline — per lane by necessity, since each lane's bars are fractions
+    of its own GPU's ceilings; no student is handed out before it is done. `after_merge(entries, alone)` (the
+    feedback pages) runs in this thread with the entries of the students merged since its last call, while the
+    lanes grade on (alone=False: other threads are running) and once more when they have all stopped (alone=True)."""
     import queue as queue_mod
 
     events: queue_mod.Queue = queue_mod.Queue()
-    todo = _Queue(students, lanes)  # a job remembers the lanes it failed on by identity (Job.avoid: id(lane))
+    todo = _Queue(longest_first(grading, week, students), lanes, gated=prepare is not None)
     per_student: dict[str, dict] = {}
     STOP.clear()
     threads = [threading.Thread(target=_work, args=(lane, week, todo, events),
@@ -949,7 +987,15 @@ def run_pool(week: str, students: list[str], lanes: list[Lane], *, grading: Path
         t.start()
     show = progress or (lambda *a: None)
     try:
-        _merge_events(threads, events, grading, per_student, show)
+        try:
+            if prepare is not None:
+                prepare()
+                todo.open()
+        except Exception:
+            STOP.set()
+            stop_children()
+            raise
+        _merge_events(threads, events, grading, per_student, show, after_merge)
     except KeyboardInterrupt:
         STOP.set()
         stop_children()
@@ -968,10 +1014,12 @@ def run_pool(week: str, students: list[str], lanes: list[Lane], *, grading: Path
     return per_student, _lanes_summary(lanes)
 
 
-def _merge_events(threads: list, events, grading: Path, per_student: dict, show) -> None:
-    """The single writer: merge each finished task as its worker reports it, until every worker has stopped."""
+def _merge_events(threads: list, events, grading: Path, per_student: dict, show, after_merge=None) -> None:
+    """The single writer: merge each finished task as its worker reports it, until every worker has stopped; hand
+    the students merged to `after_merge` whenever no event waits (run_pool)."""
     import queue as queue_mod
 
+    fresh: dict[str, dict] = {}
     while any(t.is_alive() for t in threads) or not events.empty():
         try:
             kind, lane, job, data = events.get(timeout=0.2)
@@ -980,10 +1028,15 @@ def _merge_events(threads: list, events, grading: Path, per_student: dict, show)
         if kind == "done":
             out, res = data
             merge_result(out, grading)  # the single writer
-            per_student[job.student] = _entry(res, lane, job)
+            per_student[job.student] = fresh[job.student] = _entry(res, lane, job)
         elif kind == "failed":
             per_student[job.student] = _not_graded(job, "failed twice")
         show(kind, lane, job, per_student.get(job.student) if job else None)
+        if after_merge is not None and fresh and events.empty() and any(t.is_alive() for t in threads):
+            after_merge(dict(fresh), False)
+            fresh.clear()
+    if after_merge is not None and fresh:
+        after_merge(dict(fresh), True)
 
 
 def _lanes_summary(lanes: list[Lane]) -> dict:
