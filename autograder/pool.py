@@ -973,7 +973,8 @@ def run_pool(week: str, students: list[str], lanes: list[Lane], *, grading: Path
     checks its GPU and measures its trusted baseline — per lane by necessity, since each lane's bars are fractions
     of its own GPU's ceilings; no student is handed out before it is done. `after_merge(entries, alone)` (the
     feedback pages) runs in this thread with the entries of the students merged since its last call, while the
-    lanes grade on (alone=False: other threads are running) and once more when they have all stopped (alone=True)."""
+    lanes grade on (alone=False: other threads are running), or, for those merged last, once every lane's thread
+    has stopped (alone=True)."""
     import queue as queue_mod
 
     events: queue_mod.Queue = queue_mod.Queue()
