@@ -10,7 +10,9 @@
 
 The secret seed is read from --seed-file (default: $COURSE_SECRET_SEED_FILE) or --seed, given at grading time and
 never stored in the course (an empty or unreadable seed is refused; the batch record says where it came from).
-`grade` exits 0 when every student was graded, 2 when some were not, 130 when interrupted, 1 when refused;
+`grade` exits 0 when every student was graded, 2 when some were not (their grading failed, or a hand-in could not be
+graded as handed in: a notebook not readable, several copies and none under its name, one in another week's folder),
+130 when interrupted, 1 when refused;
 `slurm collect` 0 when every student is graded, 3 when the rest are still queued, 2 when some are not graded. Submissions live in nbgrader's layout: build/grading/submitted/<student>/<week>/.
 """
 
@@ -60,7 +62,8 @@ def cmd_grade(args) -> int:
     """Grade every submission of a week on this host: one worker per GPU lane (autograder.pool), each student in a
     gradebook of its own, merged into the class's gradebook by this process alone.
 
-    Exit status: 0 every student graded; 2 some not graded (the command prints whom and what to run); 130
+    Exit status: 0 every student graded; 2 some not graded — their grading failed, or a hand-in could not be graded
+    as handed in (hand_in_mistakes) — the command prints whom and what to run; 130
     interrupted (what finished is merged); 1 nothing to grade or a refused command."""
     import signal
 
@@ -92,23 +95,30 @@ def cmd_grade(args) -> int:
 
 
 def _grade(args, week, secret, seed_source, grading, students, lanes) -> int:
-    from .pool import (Interrupted, class_assignment, export_week, flag_feedback, make_template, problem_feedback,
-                       prune_batches, run_pool, update_batch_record)
+    from .pool import (Interrupted, class_assignment, export_week, flag_feedback, make_template, misplaced_hand_ins,
+                       problem_feedback, prune_batches, run_pool, update_batch_record)
 
     print(f"autograde {week}: {len(students)} student(s); preparing the batch (the gradebook template: nbgrader "
-          "generate_assignment, about 10 s when the week's sources changed) ...", flush=True)
+          "generate_assignment, about 10 s when the week's sources changed, while each lane measures its GPU) ...",
+          flush=True)
     prune_batches(grading, max(0, args.keep_batches - 1))
     started = time.time()
     run_id = time.strftime("%Y%m%d-%H%M%S")
     batch = grading / "batch" / run_id
     show = None
-    try:
+    template = batch / "template.db"  # make_template's; made by `prepare` while the lanes measure their GPUs
+
+    def prepare() -> None:
         class_assignment(week, grading)  # the gradebook must know the assignment and its checksums
+        if make_template(week, batch) != template:
+            raise RuntimeError(f"the batch's template is not {template}")
+
+    try:
         t0 = time.perf_counter()
-        template = make_template(week, batch)
         show = _progress(week, students, lanes)
-        per_student, lane_summary = run_pool(week, students, lanes, grading=grading, batch=batch,
-                                             template=template, task_timeout=args.task_timeout, progress=show)
+        per_student, lane_summary = run_pool(week, students, lanes, grading=grading, batch=batch, template=template,
+                                             task_timeout=args.task_timeout, progress=show, prepare=prepare,
+                                             after_merge=_feedback_as_merged(week, grading))
     except (Interrupted, KeyboardInterrupt) as exc:
         if show is not None:
             show.close()
@@ -128,15 +138,14 @@ def _grade(args, week, secret, seed_source, grading, students, lanes) -> int:
     run = {"id": run_id, "where": "pool", "started_at": started, "wall_s": wall, "students": students,
            "seed_source": seed_source, "cpu": all(not lane.figures.get("device") for lane in lanes),
            "lanes": lane_summary}
+    if not args.students:  # a student with no <week>/ folder who handed the week's notebooks in elsewhere
+        per_student.update(misplaced_hand_ins(grading / "submitted", week, students))
     record = update_batch_record(grading, week, run, per_student)
     from .report import write_report
 
     try:
-        # The pages of the students this run graded are written again (--force: a re-grade of the same hand-in keeps
-        # its timestamp, which nbgrader would take as up to date); every other student's stay as they are, so a
-        # re-grade of one student converts that student's notebooks, not the class's (about 0.5 s a notebook).
-        nbgrader("generate_feedback", week, "--force", *feedback_scope(grading, week, students), check=False,
-                 here=True)
+        # the graded students' pages were written as they were merged (_feedback_as_merged); these two add what the
+        # record holds besides (a student with no folder of the week) and leave a page already right as it is
         problem_feedback(grading, week, record["per_student"])
         flag_feedback(grading, week, record["per_student"])
         out = export_week(week, grading)
@@ -148,13 +157,67 @@ def _grade(args, week, secret, seed_source, grading, students, lanes) -> int:
     missing = sorted(s for s, e in per_student.items() if e.get("not_graded"))
     retry = [s for s in missing if not per_student[s].get("permanent")]
     stuck = [s for s in missing if per_student[s].get("permanent")]
-    print(f"graded {len(students) - len(missing)} of {len(students)} submissions in {wall:.0f} s on "
-          f"{len(lanes)} lane(s){' (on CPU)' if run['cpu'] else ''}; gradebook CSV: {out}; class report: {report}")
+    said, details, misplaced = hand_in_mistakes(week, per_student)
+    graded = [s for s in students if s not in missing and s not in misplaced]
+    print(f"graded {len(graded)} of {len(students)} submissions in {wall:.0f} s on {len(lanes)} lane(s)"
+          f"{' (on CPU)' if run['cpu'] else ''}{''.join(f', {x}' for x in said)}; gradebook CSV: {out}; class report: "
+          f"{report}")
     if retry:
         print(f"NOT GRADED ({len(retry)}), retry: autograder grade {week} --students {','.join(retry)}")
     for s in stuck:
         print(f"NOT GRADED {s}: {per_student[s]['not_graded'][:400]}")
-    return 2 if missing else 0
+    for line in details:
+        print(line)
+    if misplaced:
+        print(f"HAND-IN MISTAKES ({len(misplaced)}): once the hand-ins are mended, autograder grade {week} --students "
+              f"{','.join(sorted(misplaced))}")
+    return 2 if missing or misplaced else 0
+
+
+def hand_in_mistakes(week: str, per_student: dict) -> tuple[list[str], list[str], list[str]]:
+    """What the summary line says of hand-ins that were not graded as handed in, and the lines after it.
+    Returns (clauses of the summary line, one line per mistake, the students whose hand-in of `week` was not graded
+    in full: a notebook not readable, several copies, one in another week's folder — exit status 2). A notebook of
+    another week found in this week's folder is named too, but costs this week's grading nothing."""
+    kinds = {"malformed": "not readable", "ungraded": "not graded as placed"}
+    said, details, misplaced = [], [], []
+    for key, what in kinds.items():
+        hits = [(s, str(m).split(":", 1)[0]) for s, e in sorted(per_student.items()) if isinstance(e, dict)
+                for m in e.get(key) or []]
+        if hits:
+            said.append(f"{len(hits)} hand-in{'s' * (len(hits) > 1)} {what}: "
+                        + ", ".join(f"{s}/{week}/{nb}" for s, nb in hits[:8]) + (" ..." if len(hits) > 8 else ""))
+            misplaced += [s for s, _ in hits if s not in misplaced]
+    other = [(s, n) for s, e in sorted(per_student.items()) if isinstance(e, dict) for n in e.get("notes") or []
+             if " notebook, found in " in str(n)]
+    if other:
+        said.append(f"{len(other)} notebook{'s' * (len(other) > 1)} of another week in {week}/")
+    for s in misplaced:
+        e = per_student[s]
+        for m in e.get("malformed") or []:
+            details.append(f"NOT READABLE {s}: {m} (scored 0; a copy saved again in JupyterLab is graded)")
+        details += [f"HAND-IN {s}: {n}" for n in e.get("notes") or []]
+    details += [f"HAND-IN {s}: {n}" for s, n in other if s not in misplaced]
+    return said, details, misplaced
+
+
+def _feedback_as_merged(week: str, grading: Path):
+    """run_pool's after_merge: the feedback pages of the students just merged, while the lanes grade the rest (so the
+    last student's pages are all that is left when grading ends). The pages of these students are written again
+    (--force: a re-grade of the same hand-in keeps its timestamp, which nbgrader would take as up to date); every other
+    student's stay as they are, so a re-grade of one student converts that student's notebooks, not the class's
+    (about 0.5 s a notebook). nbgrader runs in a process of its own while the lanes' threads run (`alone`=False: its
+    in-process form changes the environment and folder of the whole process), in this one once they have stopped."""
+    from .pool import flag_feedback, problem_feedback
+
+    def feed(entries: dict, alone: bool) -> None:
+        names = sorted(entries)
+        nbgrader("generate_feedback", week, "--force", *feedback_scope(grading, week, names), check=False,
+                 here=alone)
+        problem_feedback(grading, week, entries)
+        flag_feedback(grading, week, names)
+
+    return feed
 
 
 def feedback_scope(grading: Path, week: str, students: list[str]) -> list[str]:

@@ -16,8 +16,9 @@ result, and its folder is ignored.
 
 The task grades copies (stage_submission): the notebooks the assignment expects, found under their own names or,
 when one candidate stands out, under a browser's or an unzipper's (`day1_naive_loads (1).ipynb`, a sub-folder),
-named in the notes; a notebook that is not valid JSON is left out (scored 0, its parse error kept). The student's
-folder is only read.
+named in the notes; a notebook that is not valid JSON is left out (scored 0, its parse error kept); several copies
+and none under its name, or a notebook in another week's folder, are named with where they belong and not graded
+(misplaced_hand_ins: a student with no folder of the week at all). The student's folder is only read.
 
 A pool worker owns one GPU (CUDA_VISIBLE_DEVICES of its own), measures that GPU's ceilings and the course
 references before its first student (`prepare_lane`, in a process that loads no student code), and grades its
@@ -122,28 +123,63 @@ def expected_notebooks(template: Path, week: str) -> list[str]:
     return sorted(f"{r[0]}.ipynb" for r in rows)
 
 
-def stage_submission(folder: Path, dest: Path, expected: list[str], week: str) -> tuple[list[str], list[str]]:
+def notebook_weeks() -> dict[str, str]:
+    """Which week each course notebook belongs to, by base name (`_base_name`): the nbgrader source folders,
+    solutions/<week>/*.ipynb ("day1_naive_loads" -> "week1")."""
+    return {_base_name(p.name): p.parent.name for p in sorted((ROOT / "solutions").glob("*/*.ipynb"))}
+
+
+def _notebooks_under(folder: Path) -> list[Path]:
+    """Every notebook file under `folder`, sub-folders included, checkpoints left out."""
+    return [p for p in sorted(Path(folder).rglob("*.ipynb*")) if p.is_file() and ".ipynb_checkpoints" not in p.parts
+            and p.name.lower().endswith(".ipynb")]
+
+
+def _elsewhere(folder: Path, want: str) -> list[Path]:
+    """The student's notebooks named like `want` (a base name) in their other folders (another week's: a week-1
+    notebook handed in under week2/)."""
+    folder = Path(folder)
+    if not folder.parent.is_dir():
+        return []
+    return [p for d in sorted(folder.parent.iterdir()) if d.is_dir() and d != folder
+            for p in _notebooks_under(d) if _base_name(p.name) == want]
+
+
+def stage_submission(folder: Path, dest: Path, expected: list[str], week: str
+                     ) -> tuple[list[str], list[str], list[str]]:
     """Copy what nbgrader grades of a student's hand-in into `dest`, under the names the assignment expects; the
     student's folder is only read. A notebook missing at the top of the folder is looked for under another name
     (`day1_naive_loads (1).ipynb`, `...-Copy1.ipynb`) and in sub-folders (an unzipped hand-in): one candidate is
-    graded in its place and named in the notes; several are named and none graded. Returns (notes, malformed):
-    malformed = "<name>: why" for each notebook that is not valid nbformat (scored 0, the parse error kept)."""
+    graded in its place and named in the notes; several are named and none graded. One found only in another week's
+    folder is named with where it belongs and not graded (it is moved by the student, not guessed by the grader); a
+    notebook of another week in this week's folder is named with the folder it belongs in.
+    Returns (notes, malformed, ungraded): malformed = "<name>: why" for each notebook that is not valid nbformat
+    (scored 0, the parse error kept); ungraded = "<name>: why" for each expected notebook that was handed in but not
+    graded as placed (several copies, another week's folder)."""
     folder, dest = Path(folder), Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
-    notes, malformed, used = [], [], set()
-    every = [p for p in sorted(folder.rglob("*.ipynb*")) if p.is_file() and ".ipynb_checkpoints" not in p.parts
-             and p.name.lower().endswith(".ipynb")]
+    notes, malformed, ungraded, used = [], [], [], set()
+    every = _notebooks_under(folder)
+    student = folder.parent.name
+    rel = lambda p: str(p.relative_to(folder.parent))  # noqa: E731 - "week1/course-week1/x.ipynb"
     for name in expected:
         src = folder / name
         if not src.is_file():
             want = _base_name(name)
             cands = [p for p in every if _base_name(p.name) == want and p not in used]
             if not cands:
+                for p in _elsewhere(folder, want)[:1]:
+                    notes.append(f"no {name}; found {p.name} in {Path(rel(p)).parent}/: it is a {week} notebook — "
+                                 f"move it to {student}/{week}/ (not graded)")
+                    ungraded.append(f"{name}: found in {Path(rel(p)).parent}/, not in {week}/ — move it to "
+                                    f"{student}/{week}/")
                 continue
-            rel = lambda p: str(p.relative_to(folder.parent))  # noqa: E731 - "week1/course-week1/x.ipynb"
             if len(cands) > 1:
-                notes.append(f"no {name}; found several candidates ({', '.join(repr(rel(p)) for p in cands)}): "
-                             f"none graded — hand in one, named {name}, at the top of {week}/")
+                found = ", ".join(repr(rel(p)) for p in cands)
+                notes.append(f"no {name}; found several candidates ({found}): none graded — hand in one, named "
+                             f"{name}, at the top of {week}/")
+                ungraded.append(f"{name}: several copies and none named {name} ({found}): none graded — hand in "
+                                f"one, named {name}, at the top of {week}/")
                 continue
             src = cands[0]
             where = f"found {rel(src)!r}" if src.parent == folder else f"found it under {rel(src)}"
@@ -155,12 +191,37 @@ def stage_submission(folder: Path, dest: Path, expected: list[str], week: str) -
             malformed.append(f"{name}: {why}")
             continue
         shutil.copy2(src, dest / name)
+    weeks, named = notebook_weeks(), {_base_name(n) for n in expected}
     for p in sorted(folder.iterdir()):
         if p.is_file() and not p.name.lower().endswith(".ipynb"):
             shutil.copy2(p, dest / p.name)  # timestamp.txt and the like
-        elif p.is_file() and p not in used and p.name not in expected:
-            notes.append(f"{p.name}: not a notebook of {week} (expected: {', '.join(expected)}); ignored")
-    return notes, malformed
+        elif p.is_file() and p not in used and p.name not in expected and _base_name(p.name) not in named:
+            other = weeks.get(_base_name(p.name))
+            notes.append(f"{p.name} is a {other} notebook, found in {week}/: move it to {student}/{other}/"
+                         if other and other != week else
+                         f"{p.name}: not a notebook of {week} (expected: {', '.join(expected)}); ignored")
+    return notes, malformed, ungraded
+
+
+def misplaced_hand_ins(submitted: Path, week: str, skip) -> dict[str, dict]:
+    """Students with no <week>/ folder who handed in a notebook of `week` in another week's folder (`skip`: the
+    students graded anyway). Their batch entries: not graded — nothing of `week` was handed in where it belongs —
+    and each such notebook named with where it was found and where it belongs."""
+    mine = {b for b, w in notebook_weeks().items() if w == week}
+    out = {}
+    for d in sorted(p for p in Path(submitted).glob("*") if p.is_dir() and p.name not in set(skip)):
+        if (d / week).exists():
+            continue
+        found = [p for p in _notebooks_under(d) if _base_name(p.name) in mine]
+        if not found:
+            continue
+        where = [f"{p.name} in {p.parent.relative_to(d)}/" for p in found]
+        out[d.name] = {"returncode": None, "no_submission": True,
+                       "notes": [f"no submission; found {w}: it is a {week} notebook — move it to {d.name}/{week}/ "
+                                 "(not graded)" for w in where],
+                       "ungraded": [f"{_base_name(p.name)}.ipynb: found in {p.parent.relative_to(d)}/, not in "
+                                    f"{week}/ — move it to {d.name}/{week}/" for p in found]}
+    return out
 
 
 def grade_task(week: str, student: str, out: Path, *, submitted: Path, template: Path, lane: str | None = None,
@@ -186,9 +247,10 @@ def grade_task(week: str, student: str, out: Path, *, submitted: Path, template:
         os.kill(os.getpid(), signal.SIGKILL)
     folder = Path(submitted) / student / week
     staged = out / "submitted"
-    notes, malformed = [], []
+    notes, malformed, ungraded = [], [], []
     if folder.is_dir():
-        notes, malformed = stage_submission(folder, staged / student / week, expected_notebooks(template, week), week)
+        notes, malformed, ungraded = stage_submission(folder, staged / student / week,
+                                                      expected_notebooks(template, week), week)
     shutil.copy(template, out / "gradebook.db")
     url = f"sqlite:///{out / 'gradebook.db'}"
     log = ""
@@ -223,7 +285,7 @@ def grade_task(week: str, student: str, out: Path, *, submitted: Path, template:
                 rc, log = 1, log + "\nnbgrader exited 0 but wrote no submission for the student"
     result = {**info, "state": "done" if rc == 0 else "failed", "returncode": rc,
               "wall_s": time.perf_counter() - t0, "finished_at": time.time(), "malformed": malformed,
-              "notes": notes, "permanent": not folder.is_dir(), "log_tail": log[-1500:]}
+              "ungraded": ungraded, "notes": notes, "permanent": not folder.is_dir(), "log_tail": log[-1500:]}
     _atomic_json(out / RESULT, result)
     return result
 
@@ -637,8 +699,11 @@ def flag_feedback(grading: Path, week: str, students) -> int:
 
 
 def problem_feedback(grading: Path, week: str, per_student: dict) -> list[Path]:
-    """Feedback for what nbgrader has none for: a notebook set aside as malformed, a hand-in noted (renamed,
-    misplaced). One small HTML page per such notebook, beside nbgrader's, in feedback/<student>/<week>/."""
+    """Feedback for what nbgrader has none for: a notebook set aside as malformed, one handed in but not graded as
+    placed (several copies and none under its name, found in another week's folder), with the hand-in's notes. One
+    small HTML page per such notebook, beside nbgrader's, in feedback/<student>/<week>/ — for every student, a
+    student with nothing graded included. A page already saying the same is left as it is (a re-grade of another
+    student touches nobody else's); one saying something else (nbgrader's, from a run that graded it) is replaced."""
     import html
 
     written = []
@@ -646,19 +711,23 @@ def problem_feedback(grading: Path, week: str, per_student: dict) -> list[Path]:
         if not isinstance(e, dict):
             continue
         d = Path(grading) / "feedback" / student / week
-        for m in e.get("malformed") or []:
+        notes = "".join(f"<li>{html.escape(str(n))}</li>" for n in e.get("notes") or [])
+        pages = [(m, "The file you handed in is not a notebook that can be read: {why}</p><p>Open it in JupyterLab, "
+                     "save it again, and hand it in.") for m in e.get("malformed") or []]
+        pages += [(m, "It was handed in, but not where the grader takes it from: {why}.</p><p>Nothing of it was "
+                      "graded; put it in place and hand it in again.") for m in e.get("ungraded") or []]
+        for m, says in pages:
             name, _, why = str(m).partition(":")
             stem = Path(name.strip()).stem
             page = d / f"{stem}.html"
-            if page.exists():
+            text = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(stem)}</title></head>"
+                    f"<body><h1>{html.escape(name.strip())}: not graded (0 points)</h1><p>"
+                    + says.format(why=html.escape(why.strip())) + "</p>"
+                    + (f"<ul>{notes}</ul>" if notes else "") + "</body></html>\n")
+            if page.exists() and page.read_text() == text:
                 continue
             d.mkdir(parents=True, exist_ok=True)
-            notes = "".join(f"<li>{html.escape(str(n))}</li>" for n in e.get("notes") or [])
-            page.write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(stem)}</title>"
-                            f"</head><body><h1>{html.escape(name.strip())}: not graded (0 points)</h1><p>The file "
-                            f"you handed in is not a notebook that can be read: {html.escape(why.strip())}</p>"
-                            f"<p>Open it in JupyterLab, save it again, and hand it in.</p>"
-                            + (f"<ul>{notes}</ul>" if notes else "") + "</body></html>\n")
+            page.write_text(text)
             written.append(page)
     return written
 
@@ -820,15 +889,46 @@ def _gpu_count() -> int:
         return 0
 
 
-class _Queue:
-    """The students still to grade, handed to workers: a student handed back avoids the lane it failed on while
-    another lane is working."""
+def longest_first(grading: Path, week: str, students: list[str]) -> list[str]:
+    """`students` in the order the pool hands them out: the longest expected grading first, so that a long hand-in
+    is not started last and left as the batch's critical path (longest-processing-time-first). Expected: the
+    student's wall time in the last run that graded them (the batch record, batch_<week>.json: update_batch_record
+    keeps a graded entry through a later failure); else their hand-in's notebook count at the recorded seconds per
+    notebook (the median over the recorded students; 1 s when none is recorded); ties: the larger hand-in first,
+    then the given order."""
+    try:
+        per = json.loads((Path(grading) / f"batch_{week}.json").read_text()).get("per_student")
+    except (OSError, ValueError, AttributeError):
+        per = None
+    per = per if isinstance(per, dict) else {}
+    size = {}
+    for s in students:
+        nbs = _notebooks_under(Path(grading) / "submitted" / s / week)
+        size[s] = (len(nbs), sum(p.stat().st_size for p in nbs))
+    recorded = {s: float(e["wall_s"]) for s, e in per.items() if s in size and isinstance(e, dict)
+                and not e.get("not_graded") and isinstance(e.get("wall_s"), (int, float)) and e["wall_s"] > 0}
+    rates = sorted(recorded[s] / size[s][0] for s in recorded if size[s][0])
+    rate = rates[len(rates) // 2] if rates else 1.0
+    order = {s: i for i, s in reversed(list(enumerate(students)))}
+    return sorted(dict.fromkeys(students), key=lambda s: (-recorded.get(s, rate * size[s][0]), -size[s][1], order[s]))
 
-    def __init__(self, students: list[str], lanes: list[Lane]):
+
+class _Queue:
+    """The students still to grade, handed to workers in the order given (run_pool: longest_first): a student handed
+    back avoids the lane it failed on while another lane is working. gated=True: no student is handed out before
+    open() (the batch's one-off set-up, run_pool's `prepare`, runs while the lanes measure their GPUs)."""
+
+    def __init__(self, students: list[str], lanes: list[Lane], gated: bool = False):
         self.pending = [Job(s) for s in students]
         self.in_flight = 0
         self.live = {id(lane) for lane in lanes}
         self.cond = threading.Condition()
+        self.opened = not gated
+
+    def open(self) -> None:
+        with self.cond:
+            self.opened = True
+            self.cond.notify_all()
 
     def take(self, lane: Lane) -> Job | None:
         with self.cond:
@@ -836,12 +936,12 @@ class _Queue:
                 if STOP.is_set():
                     return None
                 others_live = self.live - {id(lane)}
-                for j in self.pending:
+                for j in self.pending if self.opened else []:
                     if id(lane) not in j.avoid or not others_live:
                         self.pending.remove(j)
                         self.in_flight += 1
                         return j
-                if not self.pending and not self.in_flight:
+                if self.opened and not self.pending and not self.in_flight:
                     return None
                 self.cond.wait(timeout=1.0)
 
@@ -864,13 +964,21 @@ class _Queue:
 
 
 def run_pool(week: str, students: list[str], lanes: list[Lane], *, grading: Path, batch: Path, template: Path,
-             task_timeout: float | None = None, progress=None) -> tuple[dict, dict]:
-    """Grade `students` with one worker per lane; merge each finished task into `grading` (this thread is the only
-    writer). Returns (per_student, lanes_summary) for the batch record."""
+             task_timeout: float | None = None, progress=None, prepare=None, after_merge=None) -> tuple[dict, dict]:
+    """Grade `students` with one worker per lane, the longest expected first (longest_first); merge each finished
+    task into `grading` (this thread is the only writer). Returns (per_student, lanes_summary) for the batch record.
+
+    What a run pays once, not per lane, and overlapped with what it can be: `prepare()` (the class gradebook's
+    assignment and the batch's `template`, which must exist when it returns) runs in this thread while every lane
+    checks its GPU and measures its trusted baseline — per lane by necessity, since each lane's bars are fractions
+    of its own GPU's ceilings; no student is handed out before it is done. `after_merge(entries, alone)` (the
+    feedback pages) runs in this thread with the entries of the students merged since its last call, while the
+    lanes grade on (alone=False: other threads are running), or, for those merged last, once every lane's thread
+    has stopped (alone=True)."""
     import queue as queue_mod
 
     events: queue_mod.Queue = queue_mod.Queue()
-    todo = _Queue(students, lanes)  # a job remembers the lanes it failed on by identity (Job.avoid: id(lane))
+    todo = _Queue(longest_first(grading, week, students), lanes, gated=prepare is not None)
     per_student: dict[str, dict] = {}
     STOP.clear()
     threads = [threading.Thread(target=_work, args=(lane, week, todo, events),
@@ -880,7 +988,15 @@ def run_pool(week: str, students: list[str], lanes: list[Lane], *, grading: Path
         t.start()
     show = progress or (lambda *a: None)
     try:
-        _merge_events(threads, events, grading, per_student, show)
+        try:
+            if prepare is not None:
+                prepare()
+                todo.open()
+        except Exception:
+            STOP.set()
+            stop_children()
+            raise
+        _merge_events(threads, events, grading, per_student, show, after_merge)
     except KeyboardInterrupt:
         STOP.set()
         stop_children()
@@ -899,10 +1015,12 @@ def run_pool(week: str, students: list[str], lanes: list[Lane], *, grading: Path
     return per_student, _lanes_summary(lanes)
 
 
-def _merge_events(threads: list, events, grading: Path, per_student: dict, show) -> None:
-    """The single writer: merge each finished task as its worker reports it, until every worker has stopped."""
+def _merge_events(threads: list, events, grading: Path, per_student: dict, show, after_merge=None) -> None:
+    """The single writer: merge each finished task as its worker reports it, until every worker has stopped; hand
+    the students merged to `after_merge` whenever no event waits (run_pool)."""
     import queue as queue_mod
 
+    fresh: dict[str, dict] = {}
     while any(t.is_alive() for t in threads) or not events.empty():
         try:
             kind, lane, job, data = events.get(timeout=0.2)
@@ -911,10 +1029,15 @@ def _merge_events(threads: list, events, grading: Path, per_student: dict, show)
         if kind == "done":
             out, res = data
             merge_result(out, grading)  # the single writer
-            per_student[job.student] = _entry(res, lane, job)
+            per_student[job.student] = fresh[job.student] = _entry(res, lane, job)
         elif kind == "failed":
             per_student[job.student] = _not_graded(job, "failed twice")
         show(kind, lane, job, per_student.get(job.student) if job else None)
+        if after_merge is not None and fresh and events.empty() and any(t.is_alive() for t in threads):
+            after_merge(dict(fresh), False)
+            fresh.clear()
+    if after_merge is not None and fresh:
+        after_merge(dict(fresh), True)
 
 
 def _lanes_summary(lanes: list[Lane]) -> dict:
@@ -1036,7 +1159,8 @@ def _entry(res: dict, lane: Lane | None, job: Job) -> dict:
     return {"returncode": res.get("returncode"), "wall_s": res.get("wall_s"), "gpu": lane.id if lane else None,
             "lane": lane.label if lane else res.get("lane"), "host": res.get("host"), "device": device,
             "cpu": not device, "started_at": res.get("started_at"), "finished_at": res.get("finished_at"),
-            "malformed": res.get("malformed") or [], "notes": res.get("notes") or [],
+            "malformed": res.get("malformed") or [], "ungraded": res.get("ungraded") or [],
+            "notes": res.get("notes") or [],
             "log_tail": res.get("log_tail", ""),
             "attempts": [{"lane": a.get("label"), "why": a.get("why")} for a in job.attempts]}
 

@@ -333,7 +333,7 @@ def _graded_entry(student: str, res: dict, job: str, idx: int, q: dict, lanes: d
     entry = {"returncode": 0, "wall_s": res.get("wall_s"), "gpu": res.get("gpu"),
              "lane": label, "host": res.get("host"), "device": device, "cpu": not device,
              "started_at": res.get("started_at"), "finished_at": res.get("finished_at"),
-             "malformed": res.get("malformed") or [],
+             "malformed": res.get("malformed") or [], "ungraded": res.get("ungraded") or [],
              "notes": (res.get("notes") or []) + note,
              "log_tail": res.get("log_tail", ""), "slurm": src}
     return entry, f"  {student}: graded by array task {src}" + (f" ({note[0].split('; ', 1)[1]})" if note else "")

@@ -317,3 +317,114 @@ def test_a_notebook_that_would_kill_its_grader_never_runs(tmp_path):
     assert "checkcellmetadata" in r.stdout.lower() and not leak.exists()
     entry = json.loads((grading / f"batch_{WEEK}.json").read_text())["per_student"]["evil"]
     assert entry["permanent"] and entry["not_graded"]
+
+
+# ------------------------------------------------------------------------------------- the order, the fixed costs
+def _fake_pool(monkeypatch, grading, *, task_s: dict, ready_s: float = 0.0):
+    """run_pool with fake lanes and tasks (no process, no nbgrader): a lane is ready after `ready_s`, a student's task
+    takes task_s[student] seconds and writes a finished result; merging records, never writes a gradebook. Returns
+    the log of (event, student or lane, monotonic time) the fakes append to."""
+    import threading
+    import time
+
+    from autograder import pool
+
+    log, lock = [], threading.Lock()
+
+    def note(*what):
+        with lock:
+            log.append((*what, time.monotonic()))
+
+    def ready(week, lane, lane_dir):
+        note("ready-start", lane.label)
+        time.sleep(ready_s)
+        note("ready", lane.label)
+        return True, ""
+
+    def task(cmd, lane, timeout):
+        student, out = cmd[5], pool.Path(cmd[cmd.index("--out") + 1])
+        note("start", student)
+        time.sleep(task_s[student])
+        out.mkdir(parents=True, exist_ok=True)
+        pool._atomic_json(out / pool.RESULT, {"student": student, "week": WEEK, "state": "done", "wall_s": 0.0})
+        note("end", student)
+        return 0, ""
+
+    monkeypatch.setattr(pool, "_lane_ready", ready)
+    monkeypatch.setattr(pool, "_run_task", task)
+    monkeypatch.setattr(pool, "merge_result", lambda out, grading=None: note("merge", out.name.split(".")[0]))
+    for s in task_s:
+        (grading / "submitted" / s / WEEK).mkdir(parents=True, exist_ok=True)
+    return log
+
+
+def test_the_pool_hands_out_the_longest_expected_hand_in_first(tmp_path, monkeypatch):
+    """One lane: the order it grades in is the order handed out. Recorded wall times (the last run's, in the batch
+    record) come first; a student with none is expected at the recorded seconds per notebook."""
+    from autograder import pool
+
+    grading = tmp_path / "grading"
+    task_s = {s: 0.0 for s in ("ann", "bo", "cy", "di", "ed")}
+    log = _fake_pool(monkeypatch, grading, task_s=task_s)
+    for s, n in (("ann", 1), ("bo", 1), ("cy", 1), ("di", 3), ("ed", 1)):
+        for i in range(n):
+            (grading / "submitted" / s / WEEK / f"day{i + 1}.ipynb").write_text("{}")
+    record = {"per_student": {"ann": {"wall_s": 5.0}, "bo": {"wall_s": 75.0}, "cy": {"wall_s": 20.0},
+                              "ed": {"not_graded": "not graded, retry", "wall_s": None}}}
+    (grading / f"batch_{WEEK}.json").write_text(json.dumps(record))
+    # di: no record, three notebooks at the median 20 s a notebook -> 60 s; ed: no time -> 20 s, after cy by name
+    assert pool.longest_first(grading, WEEK, list(task_s)) == ["bo", "di", "cy", "ed", "ann"]
+    lanes = lanes_for("0", {"COURSE_FORCE_CPU": "1"})
+    per, _ = pool.run_pool(WEEK, list(task_s), lanes, grading=grading, batch=tmp_path / "batch",
+                           template=tmp_path / "template.db")
+    assert [s for kind, s, _ in log if kind == "start"] == ["bo", "di", "cy", "ed", "ann"]
+    assert sorted(per) == sorted(task_s)
+    # no record at all: the larger hand-in (more notebooks, then more bytes) first
+    (grading / f"batch_{WEEK}.json").unlink()
+    assert pool.longest_first(grading, WEEK, ["ann", "di", "bo"])[0] == "di"
+
+
+def test_a_runs_fixed_costs_are_paid_once_and_overlap_the_grading(tmp_path, monkeypatch):
+    """Three fake lanes: the batch's set-up (class gradebook, template) runs once, in the main thread, while the lanes
+    measure their GPUs (the only fixed cost paid per lane); no student starts before it is done. The feedback of
+    each merged student is written once, while other students are still grading, with the lanes' threads running
+    (alone=False) until the last call. Prints the fake run's wall time beside the serial sum of its parts."""
+    import threading
+    import time
+
+    from autograder import pool
+
+    grading = tmp_path / "grading"
+    task_s = {"long": 1.2, "a": 0.4, "b": 0.4, "c": 0.4, "d": 0.4, "e": 0.4}
+    log = _fake_pool(monkeypatch, grading, task_s=task_s, ready_s=0.5)
+    (grading / f"batch_{WEEK}.json").write_text(json.dumps({"per_student": {"long": {"wall_s": 60.0}}}))
+    prepared, fed = [], []
+
+    def prepare():
+        prepared.append((threading.current_thread() is threading.main_thread(), time.monotonic()))
+        time.sleep(0.5)
+
+    def after_merge(entries, alone):
+        fed.append((sorted(entries), alone, threading.current_thread() is threading.main_thread(), time.monotonic()))
+        time.sleep(0.2)  # converting a student's notebooks
+
+    lanes = lanes_for("0,1,2", {"COURSE_FORCE_CPU": "1"})
+    t0 = time.monotonic()
+    per, _ = pool.run_pool(WEEK, list(task_s), lanes, grading=grading, batch=tmp_path / "batch",
+                           template=tmp_path / "template.db", prepare=prepare, after_merge=after_merge)
+    wall = time.monotonic() - t0
+    assert len(prepared) == 1 and prepared[0][0], "the set-up runs once per run, in the writer's thread"
+    ready_start = [t for kind, _, t in log if kind == "ready-start"]
+    assert len(ready_start) == 3 and prepared[0][1] < max(t for kind, _, t in log if kind == "ready"), \
+        "the set-up overlaps the lanes' baselines"
+    done_prep = prepared[0][1] + 0.5
+    assert all(t >= done_prep - 0.05 for kind, _, t in log if kind == "start"), "no student before the set-up"
+    assert sorted(s for names, *_ in fed for s in names) == sorted(task_s), "every merged student fed once"
+    last_end = max(t for kind, _, t in log if kind == "end")
+    assert all(main for _, _, main, _ in fed) and not any(alone for _, alone, _, t in fed if t < last_end), \
+        "nbgrader in this process only once the lanes' threads have stopped"
+    assert fed[0][3] < last_end, "feedback is written while students are still grading"
+    assert [s for kind, s, _ in log if kind == "start"][0] == "long"
+    serial = 0.5 + 0.5 + 1.2 + 0.2 * len(task_s)  # set-up, then baselines, the long student, then the feedback
+    print(f"3 fake lanes: {wall:.2f} s (set-up, baselines and feedback in sequence around the grading: >= {serial} s)")
+    assert wall < serial, (wall, serial)
