@@ -265,6 +265,9 @@ def cmd_forget(args) -> int:
     grading = grading_dir()
     with grading_lock(grading, f"autograder forget {' '.join(args.students)}"):
         done = forget(grading, args.students, week=args.week, keep_submission=args.keep_submission)
+        from .slurm import forget as forget_slurm  # out of the Slurm arrays too: `slurm collect` no longer names them
+
+        done += forget_slurm(grading, args.students, args.week)
     for line in done:
         print(line)
     return 0

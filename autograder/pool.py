@@ -721,9 +721,6 @@ def forget(grading: Path, students: list[str], week: str | None = None, keep_sub
                 weeks.add(rec.get("week") or bf.stem[len("batch_"):])
         if not any(student in x for x in said):
             said.append(f"{student}: nothing to forget in {grading}")
-    from .slurm import forget as forget_slurm  # out of the Slurm arrays too: `slurm collect` no longer names them
-
-    said += forget_slurm(grading, students, week)
     from .report import write_report
 
     for w in sorted(weeks):

@@ -538,11 +538,11 @@ def resubmit(week: str, opts: dict | None, *, secret: str | None, seed_file: str
 
 
 def forget(grading: Path, students: list[str], week: str | None = None) -> list[str]:
-    """Take students out of the Slurm state of `week` (of every week: None), for `autograder forget`
-    (autograder.pool.forget calls it): out of the arrays' student lists in jobs.json (a task's list keeps its place,
-    so the array indices stay right) and out of merged.json, their result folders (and hand-in digests) removed; so
-    `collect` neither waits for them nor writes their row again. A task of theirs still queued runs, and what it
-    writes is never collected. Returns what was done, one line each."""
+    """Take students out of the Slurm state of `week` (of every week: None), for `autograder forget` (which calls
+    it after autograder.pool.forget; pool cannot import this module, which imports pool): out of the arrays' student
+    lists in jobs.json (a task's list keeps its place, so the array indices stay right) and out of merged.json, their
+    result folders (and hand-in digests) removed; so `collect` neither waits for them nor writes their row again. A
+    task of theirs still queued runs, and what it writes is never collected. Returns what was done, one line each."""
     gone, said = set(students), []
     for sdir in sorted(Path(grading).glob(f"slurm/{week or '*'}")):
         state = _load_state(sdir)

@@ -380,10 +380,10 @@ def test_slurm_out_of_reach_is_one_line_naming_slurm_conf(tmp_path, monkeypatch)
     assert slurm.queued(["42"]) == {}, "a job Slurm has forgotten is not an unreachable Slurm"
 
 
-def test_forget_takes_the_student_out_of_the_slurm_arrays(tmp_path):
-    """autograder.pool.forget (`autograder forget`) takes a student out of every array's student list (the others keep
-    their task index) and out of merged.json, so `slurm collect` and `resubmit` no longer count them."""
-    from autograder import pool, slurm
+def test_forget_takes_the_student_out_of_the_slurm_arrays(tmp_path, monkeypatch, capsys):
+    """`autograder forget` takes a student out of every array's student list (the others keep their task index) and
+    out of merged.json, so `slurm collect` and `resubmit` no longer count them."""
+    from autograder import cli, slurm
 
     grading = tmp_path / "grading"
     sdir = grading / "slurm" / WEEK
@@ -392,7 +392,9 @@ def test_forget_takes_the_student_out_of_the_slurm_arrays(tmp_path):
                              {"job": "43", "students": [["cy", "ann"]]}]}
     (sdir / "jobs.json").write_text(json.dumps(state))
     (sdir / "merged.json").write_text(json.dumps({"ann": "a1", "cy": "c1"}))
-    said = pool.forget(grading, ["cy"])
+    monkeypatch.setenv("COURSE_GRADING_DIR", str(grading))
+    assert cli.main(["forget", "cy"]) == 0
     assert slurm._owners(slurm._load_state(sdir)) == {"ann": ("43", 0), "ben": ("42", 2)}
     assert json.loads((sdir / "merged.json").read_text()) == {"ann": "a1"}
-    assert not (sdir / "results" / "cy").exists() and any("Slurm" in line for line in said), said
+    said = capsys.readouterr().out
+    assert not (sdir / "results" / "cy").exists() and "cy: out of the Slurm arrays of week1" in said, said
