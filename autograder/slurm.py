@@ -270,6 +270,7 @@ SLURM_CONF_DEFAULT = Path("/etc/slurm/slurm.conf")  # where the client commands 
 # SRV records failed, a SLURM_CONF naming no file), or no controller answering.
 _UNREACHABLE = ("dns srv", "configuration source", "unable to process configuration file", "unable to read",
                 "unable to contact slurm controller", "connection refused", "unable to establish")
+_ANSWERED = ("invalid job id", "batch job submission failed")  # the controller's own refusals
 
 
 def unreachable(cmd: str, r: subprocess.CompletedProcess) -> str | None:
@@ -279,7 +280,8 @@ def unreachable(cmd: str, r: subprocess.CompletedProcess) -> str | None:
     hits = [ln.strip() for ln in text.splitlines() if any(m in ln.lower() for m in _UNREACHABLE)]
     conf = os.environ.get("SLURM_CONF")
     no_conf = not conf and not SLURM_CONF_DEFAULT.exists()
-    if r.returncode == 0 or not (hits or no_conf and "invalid job id" not in text.lower()):
+    answered = any(m in text.lower() for m in _ANSWERED)  # a configless cluster's controller did answer
+    if r.returncode == 0 or not (hits or no_conf and not answered):
         return None
     now = (f"SLURM_CONF={conf}" + ("" if Path(conf).is_file() else ", no such file") if conf else
            "SLURM_CONF is not set" + (f" and there is no {SLURM_CONF_DEFAULT}" if no_conf else ""))

@@ -378,6 +378,11 @@ def test_slurm_out_of_reach_is_one_line_naming_slurm_conf(tmp_path, monkeypatch)
         slurm.queued(["42"])
     (fake / "squeue").write_text('#!/bin/bash\necho "slurm_load_jobs error: Invalid job id specified" >&2; exit 1\n')
     assert slurm.queued(["42"]) == {}, "a job Slurm has forgotten is not an unreachable Slurm"
+    monkeypatch.delenv("SLURM_CONF")  # a configless cluster (DNS SRV) whose controller answers: its refusal stands
+    (fake / "sbatch").write_text('#!/bin/bash\necho "sbatch: error: Batch job submission failed: Invalid partition '
+                                 'name specified" >&2; exit 1\n')
+    with pytest.raises(SystemExit, match="^sbatch refused the job .*Invalid partition"):
+        slurm.submit(WEEK, ["ann"], dict(slurm.DEFAULTS), secret="7", out=lambda *a: None)
 
 
 def test_forget_takes_the_student_out_of_the_slurm_arrays(tmp_path, monkeypatch, capsys):
