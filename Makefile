@@ -89,8 +89,9 @@ formgrader: venv
 gpu-test:
 	OUT="$(OUT)" PY="$(PY)" bash tools/gpu_test.sh $(GPU_ARGS)
 
+# GPUS=none grades on CPU on purpose (quiz points only); GPUS=0,1 picks GPUs; unset: --gpus all (the default).
 autograde: venv
-	$(VENV)/bin/autograder grade $(WEEK)
+	$(VENV)/bin/autograder grade $(WEEK)$(if $(GPUS), --gpus $(GPUS))
 
 # weeks/ is generated from solutions/ by `nbgrader generate_assignment`; never edit weeks/ by hand.
 # The folder (and .zip) a student is handed: build/release/course-$(WEEK)/ — the week's notebooks, the library and

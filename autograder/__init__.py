@@ -82,7 +82,7 @@ def check(slug: str, exercise: str, source, *, verbose: bool = True):
             _cache[key] = score(ex, facts)
     res = _cache[key]
     if verbose:
-        print(f"{slug} / {exercise}: {res.points:g} of {sum(p.max_points for p in res.parts.values()):g} points")
+        print(f"{slug} / {exercise}: {_headline(res)}")
         for name, part in res.parts.items():
             mark = "ok " if part.points == part.max_points else ("-- " if not part.graded else "NO ")
             print(f"  [{mark}] {name} ({part.points:g}/{part.max_points:g}): "
@@ -90,6 +90,18 @@ def check(slug: str, exercise: str, source, *, verbose: bool = True):
         for f in res.flags:
             print(f"  FLAG: {f}")
     return res
+
+
+def _headline(res) -> str:
+    """check()'s first line: the points; where no GPU ran a kernel that compiled, what passed here and that the
+    points are decided on a Hopper GPU (its parts are not graded here: "0 of 7 points" would read as a wrong kernel)."""
+    total = sum(p.max_points for p in res.parts.values())
+    if res.facts.get("gpu", True) or not (res.facts.get("compile") or {}).get("ok"):
+        return f"{res.points:g} of {total:g} points"
+    sass = ("the SASS holds the required instructions" if (res.facts.get("path") or {}).get("ok") else
+            "the SASS lacks a required instruction (or holds a forbidden one): no path points on a GPU either")
+    return (f"compiles; {sass}; not run (no GPU here): its {total:g} points (correctness, path, throughput) are "
+            "decided on a Hopper GPU")
 
 
 def grade(slug: str, exercise: str, part: str, source) -> float:

@@ -85,6 +85,11 @@ def cmd_grade(args) -> int:
         print(f"no submissions under {submitted}/<student>/{week}/")
         return 1
     lanes = lanes_for(args.gpus, dict(os.environ, COURSE_SECRET_SEED=secret))
+    if args.gpus == "none" or os.environ.get("COURSE_FORCE_CPU"):  # said before the batch, in the words of the spec
+        from .score import CPU_GRADING
+
+        why = "--gpus none" if args.gpus == "none" else f"COURSE_FORCE_CPU is set, lanes {args.gpus}"
+        print(f"grading on CPU ({why}): {CPU_GRADING}", flush=True)
     cmdline = f"autograder grade {week}" + (f" --students {args.students}" if args.students else "")
     with grading_lock(grading, cmdline):
         old_term = signal.signal(signal.SIGTERM, _on_sigterm)
@@ -160,8 +165,8 @@ def _grade(args, week, secret, seed_source, grading, students, lanes) -> int:
     said, details, misplaced = hand_in_mistakes(week, per_student)
     graded = [s for s in students if s not in missing and s not in misplaced]
     print(f"graded {len(graded)} of {len(students)} submissions in {wall:.0f} s on {len(lanes)} lane(s)"
-          f"{' (on CPU)' if run['cpu'] else ''}{''.join(f', {x}' for x in said)}; gradebook CSV: {out}; class report: "
-          f"{report}")
+          f"{' (on CPU: quiz points only)' if run['cpu'] else ''}{''.join(f', {x}' for x in said)}; gradebook CSV: "
+          f"{out}; class report: {report}")
     if retry:
         print(f"NOT GRADED ({len(retry)}), retry: autograder grade {week} --students {','.join(retry)}")
     for s in stuck:
@@ -328,6 +333,9 @@ def cmd_forget(args) -> int:
     grading = grading_dir()
     with grading_lock(grading, f"autograder forget {' '.join(args.students)}"):
         done = forget(grading, args.students, week=args.week, keep_submission=args.keep_submission)
+        from .slurm import forget as forget_slurm  # out of the Slurm arrays too: `slurm collect` no longer names them
+
+        done += forget_slurm(grading, args.students, args.week)
     for line in done:
         print(line)
     return 0
@@ -375,7 +383,8 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--seed", type=int)
     g.add_argument("--seed-file")
     g.add_argument("--gpus", default="all",
-                   help="all (one worker per visible GPU), none (one worker, CPU grading), or ids like 0,1")
+                   help="all (one worker per visible GPU; refused where there is none), none (one worker, CPU "
+                        "grading: quiz points only), or ids like 0,1")
     g.add_argument("--students", help="grade only these students (comma-separated), e.g. to retry")
     g.add_argument("--task-timeout", type=float, default=None,
                    help="seconds one student's grading may take before it is killed and handed back")

@@ -827,15 +827,17 @@ class Lane:
 def lanes_for(gpus: str, env: dict | None = None) -> list[Lane]:
     """--gpus all | none | 0,1,... -> one lane per GPU, each with the CUDA_VISIBLE_DEVICES its processes see. Ids
     index the GPUs this process sees (an inherited CUDA_VISIBLE_DEVICES=4,5 makes "0" physical GPU 4). With
-    COURSE_FORCE_CPU (CPU mode, the tests) the ids are lanes only and need no GPU."""
+    COURSE_FORCE_CPU (CPU mode, the tests) the ids are lanes only and need no GPU, and `all` is refused as where
+    there is no GPU."""
     env = dict(os.environ if env is None else env)
     visible = [v.strip() for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
     count = _gpu_count() if not env.get("COURSE_FORCE_CPU") else 0
-    if gpus == "all" and count == 0 and not env.get("COURSE_FORCE_CPU"):
+    if gpus == "all" and count == 0:  # COURSE_FORCE_CPU included: it pretends there is no GPU, never grades on CPU
+        from .score import CPU_GRADING
+
         raise SystemExit(f"--gpus all: no GPU here ({no_gpu_diagnosis(env)}). Grade on a GPU machine, or on CPU on "
-                         "purpose with --gpus none (compile, SASS and quiz points only: no correctness on the GPU, "
-                         "no throughput, no hardware-path measurement)")
-    if gpus == "none" or (gpus == "all" and count == 0):
+                         f"purpose with --gpus none ({CPU_GRADING})")
+    if gpus == "none":
         return [Lane(None, dict(env), "cpu")]
     ids = [str(i) for i in range(count)] if gpus == "all" else [g.strip() for g in gpus.split(",") if g.strip()]
     if not ids or len(set(ids)) != len(ids):
@@ -854,6 +856,8 @@ def lanes_for(gpus: str, env: dict | None = None) -> list[Lane]:
 def no_gpu_diagnosis(env: dict | None = None) -> str:
     """What was found when torch sees no GPU: torch's build, the driver (nvidia-smi), CUDA_VISIBLE_DEVICES."""
     env = dict(os.environ if env is None else env)
+    if env.get("COURSE_FORCE_CPU"):
+        return f"COURSE_FORCE_CPU={env['COURSE_FORCE_CPU']} is set: it makes the course act as if there were no GPU"
     parts = []
     try:
         import torch

@@ -666,13 +666,15 @@ def render_html(meta: dict, notebooks: list[str], exercises: list[ExerciseInfo],
 
 
 def _cpu_banner_html(cpu: list[str], roster: list[Student]) -> str:
-    """The warning that some students were graded without a GPU, so their totals are not comparable."""
+    """The warning that some students were graded without a GPU, so their totals are not comparable; what CPU
+    grading awards in the words of autograder.score.CPU_GRADING."""
+    from .score import CPU_GRADING
+
     return ("<p class='banner'><strong>Graded on CPU</strong>: "
             f"{len(cpu)} of {sum(s.submitted for s in roster)} students ({_e(', '.join(cpu[:20]))}"
             f"{', ...' if len(cpu) > 20 else ''}) were graded without a GPU (<code>--gpus none</code>). "
-            "Their scores hold the compile, SASS and quiz points only: correctness on the GPU, throughput "
-            "and the measured hardware path were not graded, so their totals are not comparable with a GPU "
-            "grading. Grade them again on a Hopper GPU for the real score.</p>")
+            f"{_e(CPU_GRADING)}. Their totals are not comparable with a GPU grading: grade them again on a "
+            "Hopper GPU for the real score.</p>")
 
 
 def _summary_html(meta: dict, notebooks: list[str], roster: list[Student], totals: list[float],

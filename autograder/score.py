@@ -15,6 +15,15 @@ from kernels.rangeprof import counted_rules
 from .spec import Exercise
 
 
+# What grading without a GPU (`autograder grade --gpus none`) awards, in the words every message about it uses (the
+# refusal of --gpus all where there is no GPU, the grade command's lines, the report's banner): score() below gives
+# every exercise part 0 where no Hopper GPU ran the kernel (correctness and throughput are not graded, and path points
+# need a kernel correct on the GPU), so the quiz is all that counts; the compile and SASS verdicts are only reported.
+CPU_GRADING = ("CPU grading awards the quiz points only: every exercise part (correctness, hardware path, "
+               "throughput) needs the kernel run on a Hopper GPU and scores 0 without one; the compile and SASS "
+               "verdicts are reported, for no points")
+
+
 @dataclass
 class PartScore:
     grade_id: str

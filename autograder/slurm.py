@@ -17,13 +17,22 @@ exports from `autograder slurm submit` (never written into the script) or throug
 names. A task's state comes from Slurm: `sacct` (with accounting storage), else `sacct --completion` (a cluster with
 job completion records only, as tools/slurm_local.sh sets up), else `scontrol show job`, and `squeue` for what is
 still queued or running; a task that left no record anywhere is reported as never started.
+
+A result counts only for the hand-in it graded: the task records the digest of the student's hand-in before it grades
+it (<result folder>.handin, beside the folder), and `collect` compares it with the digest of the hand-in there now. A
+student whose hand-in changed since is "not graded, resubmit" (the old grade is withdrawn from the class's gradebook
+and report) until a task grades the new one; `resubmit` sends them. Where sbatch or squeue cannot reach Slurm (no
+SLURM_CONF and no /etc/slurm/slurm.conf, a DNS SRV or connection error), the command says so in one line naming
+SLURM_CONF.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -128,9 +137,13 @@ def submit(week: str, students: list[str], opts: dict, *, secret: str | None, se
     env = dict(os.environ)
     if secret is not None and not seed_file:
         env["COURSE_SECRET_SEED"] = secret
-    r = subprocess.run(["sbatch", "--parsable", str(path)], env=env, capture_output=True, text=True, timeout=120)
+    try:
+        r = subprocess.run(["sbatch", "--parsable", str(path)], env=env, capture_output=True, text=True, timeout=120)
+    except FileNotFoundError:
+        raise SystemExit("no sbatch on PATH: run `autograder slurm submit` on a login node of the cluster") from None
     if r.returncode != 0:
-        raise SystemExit(f"sbatch refused the job ({r.returncode}): {r.stderr.strip() or r.stdout.strip()}")
+        raise SystemExit(unreachable("sbatch", r)
+                         or f"sbatch refused the job ({r.returncode}): {r.stderr.strip() or r.stdout.strip()}")
     job = r.stdout.strip().split(";")[0]
     state["submissions"].append({"job": job, "roster": str(roster), "script": str(path), "students": groups,
                                  "options": opts, "submitted_at": time.time()})
@@ -168,7 +181,10 @@ def run_task(week: str, roster: Path, index: int, template: Path | None = None) 
     _prepare_here(week)  # this process loads no student code: students are graded in processes of their own
     bad = 0
     for student in students:
-        res = grade_task(week, student, sdir / "results" / student / task, submitted=grading_dir() / "submitted",
+        out = sdir / "results" / student / task
+        # the hand-in as it is before grading: a change while it is graded makes the result count for no hand-in
+        _save_handin(out, handin_digest(week, student))
+        res = grade_task(week, student, out, submitted=grading_dir() / "submitted",
                          template=template or sdir / "template.db", batch_dir=batch_dir,
                          figures=lane_figures(batch_dir))
         print(f"{student}: {res['state']} in {res['wall_s']:.0f} s (exit {res['returncode']})", flush=True)
@@ -183,6 +199,42 @@ def roster_line(roster: Path, index: int) -> list[str]:
     return json.loads(line) if line.lstrip().startswith("[") else line.split()
 
 
+def handin_digest(week: str, student: str) -> str:
+    """What identifies a student's hand-in of `week`: the names and bytes of every file under
+    <grading>/submitted/<student>/<week>/ (Jupyter's checkpoints left out); "" when there is none."""
+    folder = grading_dir() / "submitted" / student / week
+    if not folder.is_dir():
+        return ""
+    h = hashlib.sha256()
+    for f in sorted(folder.rglob("*")):
+        if f.is_file() and ".ipynb_checkpoints" not in f.parts:
+            data = f.read_bytes()
+            h.update(f"{f.relative_to(folder).as_posix()}\0{len(data)}\0".encode())
+            h.update(data)
+    return h.hexdigest()[:20]
+
+
+def _handin_file(rdir: Path) -> Path:
+    """Where a result folder's hand-in digest is kept: beside the folder, which grade_task empties first."""
+    return Path(rdir).with_name(Path(rdir).name + ".handin")
+
+
+def _save_handin(rdir: Path, digest: str) -> None:
+    f = _handin_file(rdir)
+    f.parent.mkdir(parents=True, exist_ok=True)
+    tmp = f.with_name(f".{f.name}.tmp")
+    tmp.write_text(digest + "\n")
+    os.replace(tmp, f)
+
+
+def graded_handin(rdir: Path) -> str | None:
+    """The digest of the hand-in a result graded; None for a result written before tasks recorded it."""
+    try:
+        return _handin_file(rdir).read_text().strip()
+    except OSError:
+        return None
+
+
 def results_of(sdir: Path, student: str) -> list[Path]:
     """Every result folder of a student: results/<student>/<array job>_<task>/ (one per array task that graded
     them; an earlier layout's results/<student>/ too)."""
@@ -191,12 +243,15 @@ def results_of(sdir: Path, student: str) -> list[Path]:
             or p.is_dir() and (p / STARTED).exists()]
 
 
-def best_result(sdir: Path, student: str) -> tuple[Path | None, dict | None]:
-    """The newest finished result of a student (by its finish time), whichever array task wrote it."""
+def best_result(sdir: Path, student: str, handin: str | None = None) -> tuple[Path | None, dict | None]:
+    """The newest finished result of a student (by its finish time), whichever array task wrote it; given `handin`
+    (handin_digest), the newest that graded that hand-in: a result of an earlier hand-in does not count. (A result
+    written before tasks recorded the hand-in counts for any: nothing tells which one it graded.)"""
     best = (None, None)
     for p in results_of(sdir, student):
         res = read_result(p)
-        if res is not None and res.get("state") == "done" and \
+        graded = graded_handin(p) if handin is not None else None
+        if res is not None and res.get("state") == "done" and graded in (None, handin) and \
                 (best[1] is None or (res.get("finished_at") or 0) > (best[1].get("finished_at") or 0)):
             best = (p, res)
     return best
@@ -210,11 +265,40 @@ def _run(cmd: list[str]) -> subprocess.CompletedProcess | None:
         return None
 
 
+SLURM_CONF_DEFAULT = Path("/etc/slurm/slurm.conf")  # where the client commands look when SLURM_CONF is not set
+# What sbatch and squeue print when they cannot reach Slurm at all: no configuration (configless lookup through DNS
+# SRV records failed, a SLURM_CONF naming no file), or no controller answering.
+_UNREACHABLE = ("dns srv", "configuration source", "unable to process configuration file", "unable to read",
+                "unable to contact slurm controller", "connection refused", "unable to establish")
+_ANSWERED = ("invalid job id", "batch job submission failed")  # the controller's own refusals
+
+
+def unreachable(cmd: str, r: subprocess.CompletedProcess) -> str | None:
+    """One line saying that `cmd` failed because it cannot reach Slurm, and what to set SLURM_CONF to; None when
+    it ran, or failed for another reason (a job id Slurm no longer knows, a partition it refuses)."""
+    text = (r.stderr or "") + (r.stdout or "")
+    hits = [ln.strip() for ln in text.splitlines() if any(m in ln.lower() for m in _UNREACHABLE)]
+    conf = os.environ.get("SLURM_CONF")
+    no_conf = not conf and not SLURM_CONF_DEFAULT.exists()
+    answered = any(m in text.lower() for m in _ANSWERED)  # a configless cluster's controller did answer
+    if r.returncode == 0 or not (hits or no_conf and not answered):
+        return None
+    now = (f"SLURM_CONF={conf}" + ("" if Path(conf).is_file() else ", no such file") if conf else
+           "SLURM_CONF is not set" + (f" and there is no {SLURM_CONF_DEFAULT}" if no_conf else ""))
+    said = (hits or [ln.strip() for ln in text.splitlines() if ln.strip()] or [f"exit {r.returncode}"])[-1]
+    return (f"{cmd} cannot reach Slurm ({now}; {said[:200]}): set SLURM_CONF to the cluster's slurm.conf "
+            "(export SLURM_CONF=/path/to/slurm.conf, the path the cluster's documentation gives; the single-node "
+            "Slurm of tools/slurm_local.sh: SLURM_CONF=/tmp/course-slurm/slurm.conf), or run on a login node")
+
+
 def queued(jobs: list[str]) -> dict[str, str]:
-    """Array tasks still in the queue: "<job>_<index>" -> PENDING / RUNNING / ... (squeue)."""
+    """Array tasks still in the queue: "<job>_<index>" -> PENDING / RUNNING / ... (squeue). A squeue that cannot
+    reach Slurm stops the command (`unreachable`): every queued task would otherwise read as never started."""
     if not jobs:
         return {}
     r = _run(["squeue", "-h", "-r", "-j", ",".join(jobs), "-o", "%i|%T"])
+    if r is not None and r.returncode != 0 and unreachable("squeue", r):
+        raise SystemExit(unreachable("squeue", r))
     out = {}
     for line in (r.stdout if r and r.returncode == 0 else "").splitlines():
         tid, _, st = line.partition("|")
@@ -276,10 +360,10 @@ def _collect(week: str, out=print) -> dict:
     merged_f = sdir / "merged.json"
     merged = json.loads(merged_f.read_text()) if merged_f.exists() else {}
     q = queued(sorted({j for j, _ in owners.values()}))
-    per_student, lanes, missing, waiting, new, lines = {}, {}, {}, {}, [], []
+    per_student, lanes, missing, waiting, new, lines, withdrawn = {}, {}, {}, {}, [], [], []
     for student in sorted(owners):
         job, idx = owners[student]
-        rdir, res = best_result(sdir, student)
+        rdir, res = best_result(sdir, student, handin_digest(week, student))
         if res is not None:
             digest = result_digest(rdir)
             if merged.get(student) != digest:
@@ -289,17 +373,24 @@ def _collect(week: str, out=print) -> dict:
             per_student[student], line = _graded_entry(student, res, job, idx, q, lanes)
             lines.append(line)
             continue
-        queued_now, why, per_student[student] = _ungraded_entry(sdir, student, job, idx, q)
+        old = best_result(sdir, student)[1]  # a result of an earlier hand-in: its grade no longer counts
+        if merged.pop(student, None) is not None:
+            _withdraw(grading_dir(), week, student)
+            withdrawn.append(student)
+        earlier = "" if old is None else (f"the hand-in changed after array task {_task_of(old)} graded it (that "
+                                          "grade no longer counts)")
+        queued_now, why, per_student[student] = _ungraded_entry(sdir, student, job, idx, q, earlier)
         (waiting if queued_now else missing)[student] = why
     _save_json(merged_f, merged)
     grading = grading_dir()
     first = state.get("first_submitted_at") or min(s["submitted_at"] for s in state["submissions"])
-    changed = _record_changed(grading, week, new, per_student)
+    changed = _record_changed(grading, week, new, per_student) or bool(withdrawn)
     if changed or not (grading / f"grades_{week}.csv").exists():
         _write_week(grading, week, first, state, lanes, per_student)
     graded = len(owners) - len(missing) - len(waiting)
     out(f"{week}: {graded} of {len(owners)} student(s) graded"
         + (f", {len(new)} merged now" if new else ", nothing new to merge")
+        + (f", {len(withdrawn)} grade(s) of an earlier hand-in withdrawn" if withdrawn else "")
         + (f", {len(waiting)} still queued" if waiting else "") + f"; report: {grading / f'report_{week}.html'}")
     for line in lines:
         out(line)
@@ -312,11 +403,41 @@ def _collect(week: str, out=print) -> dict:
     return {"merged": new, "missing": missing, "queued": waiting, "changed": changed}
 
 
+def _task_of(res: dict) -> str:
+    """The array task ("<array job>_<index>") that wrote a result."""
+    slurm = res.get("slurm") or {}
+    return f"{slurm.get('array_job', '?')}_{slurm.get('array_task', '?')}" if slurm else "a task outside Slurm"
+
+
+def _withdraw(grading: Path, week: str, student: str) -> None:
+    """Take back a grade merged from a result of an earlier hand-in: the student's submission of `week` in the
+    class's gradebook (with it the CSV export's row), their autograded notebooks, verdicts and feedback of the week,
+    and their batch-record entry (which would otherwise stand in for the missing grade). The result folder stays."""
+    import warnings
+
+    from nbgrader.api import Gradebook, MissingEntry
+    from sqlalchemy.exc import SAWarning
+
+    if (grading / "gradebook.db").exists():
+        with warnings.catch_warnings(), Gradebook(f"sqlite:///{grading / 'gradebook.db'}") as gb:
+            warnings.simplefilter("ignore", SAWarning)
+            try:
+                gb.remove_submission(week, student)
+            except MissingEntry:
+                pass
+    for kind in ("autograded", "verdicts", "feedback"):
+        shutil.rmtree(grading / kind / student / week, ignore_errors=True)
+    f = grading / f"batch_{week}.json"
+    rec = json.loads(f.read_text()) if f.exists() else {}
+    if student in (rec.get("per_student") or {}):
+        del rec["per_student"][student]
+        _save_json(f, rec)
+
+
 def _graded_entry(student: str, res: dict, job: str, idx: int, q: dict, lanes: dict) -> tuple[dict, str]:
     """(per-student entry, line to print) of a student with a finished result; counts it in its task's lane."""
     tid = f"{job}_{idx}"
-    slurm = res.get("slurm") or {}
-    src = f"{slurm.get('array_job', '?')}_{slurm.get('array_task', '?')}" if slurm else "a task outside Slurm"
+    src = _task_of(res)
     label = f"{res.get('host')} task {src}" + (f" GPU {res['gpu']}" if res.get("gpu") else "")
     lane = lanes.setdefault(label, {"gpu": res.get("gpu"), "host": res.get("host"), "state": "done",
                                     "students": [], "device": (res.get("figures") or {}).get("device"),
@@ -339,9 +460,11 @@ def _graded_entry(student: str, res: dict, job: str, idx: int, q: dict, lanes: d
     return entry, f"  {student}: graded by array task {src}" + (f" ({note[0].split('; ', 1)[1]})" if note else "")
 
 
-def _ungraded_entry(sdir: Path, student: str, job: str, idx: int, q: dict) -> tuple[bool, str, dict]:
-    """(still queued, why, per-student entry) of a student with no finished result: its task is queued, or what
-    Slurm and the task's own files say became of it."""
+def _ungraded_entry(sdir: Path, student: str, job: str, idx: int, q: dict, changed: str = "") \
+        -> tuple[bool, str, dict]:
+    """(still queued, why, per-student entry) of a student with no finished result (of their hand-in as it is:
+    `changed` says when an earlier one was graded): its task is queued, or what Slurm and the task's own files say
+    became of it."""
     tid = f"{job}_{idx}"
     started, failed = {}, None
     for p in results_of(sdir, student):
@@ -354,7 +477,7 @@ def _ungraded_entry(sdir: Path, student: str, job: str, idx: int, q: dict) -> tu
     st_info = started.get("slurm") or {}
     raw = st_info.get("job") if st_info.get("array_job") == job else None
     if tid in q:
-        why = f"Slurm task {tid} is {q[tid]} (squeue)"
+        why = f"Slurm task {tid} is {q[tid]} (squeue)" + (f"; {changed}" if changed else "")
         return True, why, {"returncode": None, "not_graded": f"queued: {why}", "queued": True, "slurm": tid}
     fin = finished_state(job, idx, raw)
     why = f"Slurm task {tid}: {fin[0]} ({fin[1]})" if fin else \
@@ -363,7 +486,8 @@ def _ungraded_entry(sdir: Path, student: str, job: str, idx: int, q: dict) -> tu
         why += f"; nbgrader autograde exited {failed.get('returncode')}: {str(failed.get('log_tail'))[-300:]}"
     elif started:
         why += f"; it started on {started.get('host')} and wrote no result (killed, timed out or crashed)"
-    return False, why, {"returncode": None, "not_graded": f"not graded, retry: {why}", "slurm": tid}
+    why = f"{changed}; {why}" if changed else why
+    return False, why, {"returncode": None, "not_graded": f"not graded, resubmit: {why}", "slurm": tid}
 
 
 def _record_changed(grading: Path, week: str, new: list, per_student: dict) -> bool:
@@ -406,13 +530,40 @@ def resubmit(week: str, opts: dict | None, *, secret: str | None, seed_file: str
     q = queued(sorted({j for j, _ in owners.values()}))
     todo = []
     for student, (job, idx) in sorted(owners.items()):
-        if best_result(sdir, student)[1] is None and f"{job}_{idx}" not in q:
+        if best_result(sdir, student, handin_digest(week, student))[1] is None and f"{job}_{idx}" not in q:
             todo.append(student)
     if not todo:
         out(f"{week}: every student has a result or a task in the queue: nothing to resubmit")
         return None
     merged_opts = {**DEFAULTS, **state["submissions"][-1].get("options", {}), **(opts or {})}
     return submit(week, todo, merged_opts, secret=secret, seed_file=seed_file, dry_run=dry_run, out=out)
+
+
+def forget(grading: Path, students: list[str], week: str | None = None) -> list[str]:
+    """Take students out of the Slurm state of `week` (of every week: None), for `autograder forget` (which calls
+    it after autograder.pool.forget; pool cannot import this module, which imports pool): out of the arrays' student
+    lists in jobs.json (a task's list keeps its place, so the array indices stay right) and out of merged.json, their
+    result folders (and hand-in digests) removed; so `collect` neither waits for them nor writes their row again. A
+    task of theirs still queued runs, and what it writes is never collected. Returns what was done, one line each."""
+    gone, said = set(students), []
+    for sdir in sorted(Path(grading).glob(f"slurm/{week or '*'}")):
+        state = _load_state(sdir)
+        hit = sorted({s for sub in state["submissions"] for g in sub["students"] for s in g if s in gone})
+        for sub in state["submissions"]:
+            sub["students"] = [[s for s in g if s not in gone] for g in sub["students"]]
+        if hit:
+            _save_json(sdir / "jobs.json", state)
+        merged_f = sdir / "merged.json"
+        merged = json.loads(merged_f.read_text()) if merged_f.exists() else {}
+        if gone & set(merged):
+            _save_json(merged_f, {k: v for k, v in merged.items() if k not in gone})
+        for student in hit:
+            said.append(f"{student}: out of the Slurm arrays of {sdir.name} ({sdir / 'jobs.json'})")
+        for student in students:
+            if (sdir / "results" / student).exists():
+                shutil.rmtree(sdir / "results" / student)
+                said.append(f"{student}: {sdir / 'results' / student} removed")
+    return said
 
 
 def main(argv: list[str] | None = None) -> int:

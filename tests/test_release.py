@@ -131,8 +131,8 @@ def test_nbgrader_autograde_round_trip_week2_on_cpu(tmp_path):
         for nb in src.glob("*.ipynb"):
             (d / nb.name).write_bytes(nb.read_bytes())
     env = dict(os.environ, COURSE_GRADING_DIR=str(grading), PYTHONPATH=str(ROOT), COURSE_FORCE_CPU="1")
-    r = subprocess.run([sys.executable, "-m", "autograder.cli", "grade", week, "--seed", "11"], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=1500)
+    r = subprocess.run([sys.executable, "-m", "autograder.cli", "grade", week, "--seed", "11", "--gpus", "none"],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     specs = [s for s in all_specs() if s.assignment == week and (ROOT / "solutions" / week / s.notebook).exists()]
     assert specs, "week 2 notebooks without grader specs"

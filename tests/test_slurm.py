@@ -270,3 +270,136 @@ def test_ids_with_spaces_quotes_and_accents_queue_and_provenance(tmp_path):
     r = _cli(env, "slurm", "collect", WEEK, timeout=300)
     assert r.returncode == 3, r.stdout[-3000:] + r.stderr[-3000:]
     assert "ann lee: graded by array task 42_0 (Slurm task 43_0 (submitted later) is PENDING)" in r.stdout, r.stdout
+
+
+# ------------------------------------------------------------------------------ hand-ins, forget, no Slurm reachable
+def _fake_slurm(tmp_path: Path, grading: Path, **bodies) -> tuple[Path, dict]:
+    """Stand-ins for sbatch, squeue, sacct and scontrol (FAKE, or `bodies`) in <tmp>/fake, and the environment of a
+    command that finds them first."""
+    fake = tmp_path / "fake"
+    fake.mkdir(exist_ok=True)
+    for name, body in {**FAKE, **bodies}.items():
+        (fake / name).write_text("#!/bin/bash\n" + body + "\n")
+        (fake / name).chmod(0o755)
+    env = dict(os.environ, COURSE_GRADING_DIR=str(grading), PYTHONPATH=str(ROOT), COURSE_FORCE_CPU="1",
+               FAKE_SLURM=str(fake), PATH=f"{fake}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}"
+                                         f"{os.environ['PATH']}", MPLCONFIGDIR=str(tmp_path / "mpl"))
+    return fake, env
+
+
+def _run_array_task(env: dict, fake: Path, job: str, i: int) -> None:
+    """Run task i of array `job` here, by the script sbatch was handed, with what sbatch --export=ALL hands it."""
+    e = dict(env, SLURM_ARRAY_JOB_ID=job, SLURM_ARRAY_TASK_ID=str(i), SLURM_JOB_ID=f"{int(job) + 100 + i}",
+             COURSE_SECRET_SEED="7")
+    t = subprocess.run(["bash", str(fake / f"job_{job}.sbatch")], env=e, capture_output=True, text=True, timeout=300)
+    assert t.returncode == 0, t.stdout[-2000:] + t.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_a_result_counts_only_for_the_hand_in_it_graded_and_forget_leaves_slurm(tmp_path):
+    """Stand-in Slurm, the array's tasks run here. Two students hand in again; the later array grades one of them
+    and the other's task never runs (cancelled): collect exits 2, says the other is not graded because the hand-in
+    changed, withdraws the old grade (gradebook, report), and resubmit sends that student. `forget` of a student
+    takes them out of the Slurm state: the next collect neither names them nor writes their row again."""
+    from autograder.cohort import build
+
+    grading = tmp_path / "grading"
+    build(grading / "submitted", WEEK, ["malformed"])  # not JSON: graded 0 without nbgrader (fast)
+    nb = next((grading / "submitted" / "malformed" / WEEK).glob("*.ipynb"))
+    for s in ("ann", "ben", "cy"):
+        shutil.copytree(grading / "submitted" / "malformed", grading / "submitted" / s)
+    shutil.rmtree(grading / "submitted" / "malformed")
+    fake, env = _fake_slurm(tmp_path, grading)
+    sdir = grading / "slurm" / WEEK
+    r = _cli(env, "slurm", "submit", WEEK, "--seed", "7", "--gres", "", timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    for i in range(3):
+        _run_array_task(env, fake, "42", i)
+    r = _cli(env, "slurm", "collect", WEEK, timeout=300)
+    assert r.returncode == 0 and "3 of 3 student(s) graded" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
+
+    for s in ("ann", "ben"):  # a new hand-in each (still not JSON: the score stays 0, the content changed)
+        f = grading / "submitted" / s / WEEK / nb.name
+        f.write_text(f.read_text() + f"\n{s} again\n")
+    r = _cli(env, "slurm", "submit", WEEK, "--seed", "7", "--gres", "", "--students", "ann,ben", timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    _run_array_task(env, fake, "43", 0)  # ann's; ben's task 43_1 is cancelled before it runs (no record of it)
+    r = _cli(env, "slurm", "collect", WEEK, timeout=300)
+    assert r.returncode == 2, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "2 of 3 student(s) graded" in r.stdout and "ann: graded by array task 43_0" in r.stdout, r.stdout
+    line = next((ln for ln in r.stdout.splitlines() if "NOT GRADED ben" in ln), "")
+    assert "hand-in changed after array task 42_1 graded it" in line and "43_1" in line, r.stdout
+    assert _scores(grading) == {"ann": 0.0, "cy": 0.0}, "ben's grade of the earlier hand-in is withdrawn"
+    report = {row.split(",")[0]: row for row in (grading / f"report_{WEEK}.csv").read_text().splitlines()}
+    assert "not graded" in report["ben"] and "hand-in changed" in report["ben"], report["ben"]
+
+    r = _cli(env, "slurm", "resubmit", WEEK, "--seed", "7", timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    state = json.loads((sdir / "jobs.json").read_text())
+    assert [s["students"] for s in state["submissions"]][2:] == [[["ben"]]], "resubmit sends ben, and only ben"
+    _run_array_task(env, fake, "44", 0)
+
+    r = _cli(env, "forget", "cy", timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    r = _cli(env, "slurm", "collect", WEEK, timeout=300)
+    assert r.returncode == 0 and "2 of 2 student(s) graded" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "cy" not in r.stdout.split("report:", 1)[1], r.stdout
+    assert _scores(grading) == {"ann": 0.0, "ben": 0.0}
+    assert "cy" not in {row.split(",")[0] for row in (grading / f"report_{WEEK}.csv").read_text().splitlines()}
+
+
+def test_slurm_out_of_reach_is_one_line_naming_slurm_conf(tmp_path, monkeypatch):
+    """sbatch and squeue that cannot reach Slurm (no SLURM_CONF, no /etc/slurm/slurm.conf: the configless lookup
+    through DNS SRV fails; a controller that does not answer) stop the command with one line naming SLURM_CONF; a
+    job id Slurm no longer knows is no such failure."""
+    from autograder import slurm
+
+    grading = tmp_path / "grading"
+    dns = ('echo "$(basename $0): error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host" >&2; '
+           'echo "$(basename $0): error: fetch_config: DNS SRV lookup failed" >&2; '
+           'echo "$(basename $0): fatal: Could not establish a configuration source" >&2; exit 1')
+    fake, env = _fake_slurm(tmp_path, grading, sbatch=dns, squeue=dns)
+    monkeypatch.setenv("PATH", env["PATH"])
+    monkeypatch.setenv("COURSE_GRADING_DIR", str(grading))
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    monkeypatch.setattr(slurm, "SLURM_CONF_DEFAULT", tmp_path / "no-slurm.conf", raising=False)
+    monkeypatch.setattr(slurm, "class_assignment", lambda week, grading: None)
+    monkeypatch.setattr(slurm, "make_template", lambda week, batch: None)
+    for call in (lambda: slurm.submit(WEEK, ["ann"], dict(slurm.DEFAULTS), secret="7", out=lambda *a: None),
+                 lambda: slurm.queued(["42"])):
+        with pytest.raises(SystemExit) as e:
+            call()
+        msg = str(e.value)
+        assert "SLURM_CONF" in msg and "SLURM_CONF is not set" in msg and "\n" not in msg, msg
+    (fake / "squeue").write_text('#!/bin/bash\necho "squeue: error: Unable to contact slurm controller '
+                                 '(connect failure)" >&2; exit 1\n')
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "slurm.conf"))
+    with pytest.raises(SystemExit, match="SLURM_CONF=.*slurm.conf"):
+        slurm.queued(["42"])
+    (fake / "squeue").write_text('#!/bin/bash\necho "slurm_load_jobs error: Invalid job id specified" >&2; exit 1\n')
+    assert slurm.queued(["42"]) == {}, "a job Slurm has forgotten is not an unreachable Slurm"
+    monkeypatch.delenv("SLURM_CONF")  # a configless cluster (DNS SRV) whose controller answers: its refusal stands
+    (fake / "sbatch").write_text('#!/bin/bash\necho "sbatch: error: Batch job submission failed: Invalid partition '
+                                 'name specified" >&2; exit 1\n')
+    with pytest.raises(SystemExit, match="^sbatch refused the job .*Invalid partition"):
+        slurm.submit(WEEK, ["ann"], dict(slurm.DEFAULTS), secret="7", out=lambda *a: None)
+
+
+def test_forget_takes_the_student_out_of_the_slurm_arrays(tmp_path, monkeypatch, capsys):
+    """`autograder forget` takes a student out of every array's student list (the others keep their task index) and
+    out of merged.json, so `slurm collect` and `resubmit` no longer count them."""
+    from autograder import cli, slurm
+
+    grading = tmp_path / "grading"
+    sdir = grading / "slurm" / WEEK
+    (sdir / "results" / "cy" / "42_1").mkdir(parents=True)
+    state = {"submissions": [{"job": "42", "students": [["ann"], ["cy"], ["ben"]]},
+                             {"job": "43", "students": [["cy", "ann"]]}]}
+    (sdir / "jobs.json").write_text(json.dumps(state))
+    (sdir / "merged.json").write_text(json.dumps({"ann": "a1", "cy": "c1"}))
+    monkeypatch.setenv("COURSE_GRADING_DIR", str(grading))
+    assert cli.main(["forget", "cy"]) == 0
+    assert slurm._owners(slurm._load_state(sdir)) == {"ann": ("43", 0), "ben": ("42", 2)}
+    assert json.loads((sdir / "merged.json").read_text()) == {"ann": "a1"}
+    said = capsys.readouterr().out
+    assert not (sdir / "results" / "cy").exists() and "cy: out of the Slurm arrays of week1" in said, said
