@@ -23,7 +23,6 @@ graded on this machine (no Hopper GPU) are reported, not compared.
 
 from __future__ import annotations
 
-import ast
 import copy
 import json
 import re
@@ -44,15 +43,13 @@ _MARKER = re.compile(r"^\s*###\s*(BEGIN|END)\s+SOLUTION\s*$")
 
 
 def solution_literal(spec, answer_cell: str, var: str):
-    """The literal assigned to `var` in the solutions notebook's cell `answer_cell` (None if there is none)."""
+    """The answer `var` of the solutions notebook's cell `answer_cell`, read as the grader reads a student's
+    (autograder.answers.read_answer); None if there is none."""
+    from .answers import _source, cells_by_grade_id, read_answer
+
     nb = json.loads((ROOT / "solutions" / spec.assignment / spec.notebook).read_text())
-    for cell in nb["cells"]:
-        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == answer_cell:
-            text = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
-            for node in ast.parse(text).body:
-                if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == [var]:
-                    return ast.literal_eval(node.value)
-    return None
+    cell = cells_by_grade_id(nb).get(answer_cell)
+    return None if cell is None else read_answer(_source(cell), var, answer_cell).value
 
 
 class MutationError(ValueError):
