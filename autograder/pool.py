@@ -39,6 +39,7 @@ import subprocess
 import sys
 import threading
 import time
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,10 +55,29 @@ TEST_WEDGED = "COURSE_POOL_TEST_WEDGED"
 
 
 # ------------------------------------------------------------------------------------------------ one student
-def _atomic_json(path: Path, data: dict) -> None:
+def write_whole(path: Path, make) -> Path:
+    """Write `path` whole or not at all: `make` (text, or a function that writes the file it is given) writes a
+    temporary file in the same folder (the same file system: os.replace is atomic), which then replaces `path`. A
+    crash, an exception or Ctrl-C inside `make` removes the temporary file and leaves what `path` held before (a
+    killed process leaves only a `.<name>.<pid>.tmp` beside it): a reader never sees an empty or partial report, CSV
+    or record. Text is UTF-8; a character that cannot be encoded (a surrogate-escaped byte of a file name) is written
+    as its escape (\\udcff) instead of failing half-way. The one helper for this (kernels.paths.made_once is its
+    write-once sibling)."""
+    path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str))
-    os.replace(tmp, path)
+    try:
+        if callable(make):
+            make(tmp)
+        else:
+            tmp.write_text(make, encoding="utf-8", errors="backslashreplace")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def _atomic_json(path: Path, data: dict) -> None:
+    write_whole(path, json.dumps(data, indent=1, default=str))
 
 
 def _slurm_ids() -> dict:
@@ -77,6 +97,80 @@ def _crash_hook(lane: str | None, student: str, attempt: int) -> bool:
     items = _hook_items(TEST_CRASH)
     return (lane is not None and f"lane:{lane}" in items) or f"always:{student}" in items \
         or (attempt == 0 and f"first:{student}" in items)
+
+
+# ------------------------------------------------------------------------------------------------ student ids
+# A student's id is decided once, from the name of their folder under submitted/, by `student_id`: the grade and
+# Slurm commands' roster (`class_roster`), each task (`submission_folder`: the id back to its folder), the report and
+# `forget` all call it. The folder is never renamed; everything the grader writes (gradebook rows, task folders,
+# autograded/, verdicts/, feedback/, the batch record, the CSVs) is keyed by the id.
+_MAPPED = set("*?[]%\\")  # nbgrader's --student is a file glob (*?[]); sqlite URLs decode % and cut at ?; \ escapes
+
+
+def student_id(name: str) -> str | None:
+    r"""The id a submitted folder named `name` grades under; None for a folder that is not a student's.
+
+    - A name starting with "." is not a student: a hidden folder is an editor's or a file manager's (.ipynb_checkpoints,
+      .Trash-1000, .DS_Store), and nbgrader's own `*` globs (generate_feedback) skip it. Left out, with a note.
+    - A plain name is its own id: any UTF-8 text, spaces, commas, quotes and non-ASCII letters included.
+    - A name nbgrader cannot take as it is gets a safe id, the bytes at fault written `\xe9`-style: a name that is not
+      valid UTF-8 (the file system hands it over surrogate-escaped; the gradebook, JSON and HTML are UTF-8: `caf\xe9`),
+      one with a control or format character (a newline would split CSV rows and log lines; a right-to-left override
+      would disguise it), one with a glob character `*?[]` (`--student=[ab]` would grade another folder, or none),
+      with `%` (SQLAlchemy decodes it in the gradebook's sqlite:/// path: `caf%E9` opened another file) or `\`, and
+      one with white space at either end (nbgrader strips it from --student). A plain id holds no `\` and a mapped
+      one decodes to its folder's bytes, so no two folders share an id."""
+    if not name or name.startswith("."):
+        return None
+
+    def plain(c: str) -> bool:  # a lone surrogate (a byte that is not UTF-8) is category Cs
+        return c not in _MAPPED and unicodedata.category(c)[0] != "C"
+
+    lead, tail = len(name) - len(name.lstrip()), len(name.rstrip())
+    return "".join(c if plain(c) and lead <= i < tail else "".join(f"\\x{b:02x}" for b in os.fsencode(c))
+                   for i, c in enumerate(name))
+
+
+def shown_name(name: str) -> str:
+    """A folder name as a person can read it: bytes that are not UTF-8 as \\xe9, control characters escaped (the
+    name as it is, not an id: `student_id`)."""
+    text = os.fsencode(name).decode("utf-8", "backslashreplace")
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
+def class_roster(submitted: Path, week: str) -> tuple[dict[str, str], list[str]]:
+    """The students who handed in `week`: ({id: folder name} for every submitted/<folder>/<week>/, sorted by id), and
+    one note per folder mapped to a safe id or left out (`student_id`)."""
+    roster, notes = {}, []
+    folders = sorted(Path(submitted).iterdir(), key=lambda p: os.fsencode(p.name)) if Path(submitted).is_dir() else []
+    for d in folders:
+        if not (d / week).is_dir():
+            continue
+        sid = student_id(d.name)
+        if sid is None:
+            notes.append(f"submitted/{shown_name(d.name)}: a hidden folder (its name starts with '.'), not a "
+                         "student: ignored")
+        else:
+            roster[sid] = d.name
+            if sid != d.name:
+                notes.append(mapped_note(d.name, sid))
+    return dict(sorted(roster.items())), notes
+
+
+def mapped_note(folder: str, sid: str) -> str:
+    return (f"submitted folder '{shown_name(folder)}' graded as student id {sid} (its name is not UTF-8, or has a "
+            "character nbgrader cannot take in a student id)")
+
+
+def submission_folder(submitted: Path, student: str, week: str) -> Path:
+    """submitted/<folder>/<week> of the student with id `student` (`student_id`): the folder of that name for a plain
+    id, else the folder whose name maps to it. A student with no folder gets the plain path, which does not exist."""
+    direct = Path(submitted) / student / week
+    if "\\" in student and Path(submitted).is_dir():  # a mapped id (`student_id`): find the folder it came from
+        for d in Path(submitted).iterdir():
+            if student_id(d.name) == student:
+                return d / week
+    return direct
 
 
 def notebook_problem(path: Path) -> str | None:
@@ -184,7 +278,7 @@ def grade_task(week: str, student: str, out: Path, *, submitted: Path, template:
     _atomic_json(out / STARTED, info)
     if _crash_hook(lane, student, attempt):
         os.kill(os.getpid(), signal.SIGKILL)
-    folder = Path(submitted) / student / week
+    folder = submission_folder(submitted, student, week)
     staged = out / "submitted"
     notes, malformed = [], []
     if folder.is_dir():
@@ -221,11 +315,38 @@ def grade_task(week: str, student: str, out: Path, *, submitted: Path, template:
                 gb.find_submission(week, student)
             except MissingEntry:
                 rc, log = 1, log + "\nnbgrader exited 0 but wrote no submission for the student"
+    # The staged copies were nbgrader's to read: the task folder keeps their digests, not a second copy of the hand-in.
+    drop_copies(staged, out / "submitted.json", source=shown_name(str(folder)))
     result = {**info, "state": "done" if rc == 0 else "failed", "returncode": rc,
               "wall_s": time.perf_counter() - t0, "finished_at": time.time(), "malformed": malformed,
               "notes": notes, "permanent": not folder.is_dir(), "log_tail": log[-1500:]}
     _atomic_json(out / RESULT, result)
     return result
+
+
+def drop_copies(folder: Path, manifest: Path, **about) -> None:
+    """Replace the files under `folder` (a task's staged hand-in, or its autograded notebooks once merged) by their
+    sizes and sha256 digests in `manifest` (JSON, with `about`): a kept batch folder names what was graded by content
+    instead of holding a copy of every hand-in (a 100 MB notebook, five runs kept: 500 MB). No folder: nothing."""
+    if not Path(folder).is_dir():
+        return
+    files = {}
+    for f in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
+        h = hashlib.sha256()
+        with f.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):  # noqa: B023 - read now, in this iteration
+                h.update(chunk)
+        files[str(f.relative_to(folder))] = {"bytes": f.stat().st_size, "sha256": h.hexdigest()}
+    _atomic_json(manifest, {**about, "files": files})
+    shutil.rmtree(folder)
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    """A hard link where the file system allows (the same data, no second copy), else a copy."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
 
 
 def read_result(out: Path) -> dict | None:
@@ -247,11 +368,14 @@ def result_digest(out: Path) -> str:
 
 
 # ------------------------------------------------------------------------------------------ the single writer
-def merge_result(out: Path, grading: Path | None = None) -> dict:
+def merge_result(out: Path, grading: Path | None = None, move: bool = False) -> dict:
     """Write one finished task into the class's grading folder — the only writer of its gradebook. Replaces, never
     adds: the student's submission row is found or created, and each grade and comment of each notebook (keyed by
     assignment, student, notebook and cell) takes the task's value; a manual score already given is kept. The
-    task's autograded notebooks and verdicts replace the student's. Running it twice changes nothing."""
+    task's autograded notebooks and verdicts replace the student's (hard links where the file system allows).
+    move=True (a pool task, merged once): the task folder then keeps the autograded notebooks' digests instead of
+    the notebooks (`drop_copies`), so an old batch folder holds no copy of a hand-in. Running it twice changes
+    nothing (a kind already moved out is left as the class has it)."""
     from nbgrader.api import Gradebook, MissingEntry
 
     import warnings
@@ -288,15 +412,19 @@ def merge_result(out: Path, grading: Path | None = None) -> dict:
     for kind in ("autograded", "verdicts"):
         src_dir = Path(out) / kind / student / week
         dst_dir = grading / kind / student / week
+        if not src_dir.exists() and (Path(out) / f"{kind}.json").exists():
+            continue  # merged before, with move=True
         tmp = dst_dir.with_name(f".{week}.merging")
         if tmp.exists():
             shutil.rmtree(tmp)
         if src_dir.is_dir():
-            shutil.copytree(src_dir, tmp)
+            shutil.copytree(src_dir, tmp, copy_function=_link_or_copy)
         if dst_dir.exists():
             shutil.rmtree(dst_dir)
         if tmp.exists():
             tmp.rename(dst_dir)
+    if move:
+        drop_copies(Path(out) / "autograded", Path(out) / "autograded.json", merged_into=str(grading / "autograded"))
     return res
 
 
@@ -663,63 +791,50 @@ def problem_feedback(grading: Path, week: str, per_student: dict) -> list[Path]:
     return written
 
 
+def forget_target(grading: Path, name: str) -> tuple[str, str | None]:
+    """(id, folder name under submitted/ or None) of the student `forget` is given: an id (`student_id`: what the
+    report and the gradebook show), or the name of the student's folder, whatever its bytes (a name that is not UTF-8
+    arrives surrogate-escaped from the command line). An id wins over a folder of the same name."""
+    sub = Path(grading) / "submitted"
+    folders = {sid: d.name for d in (sub.iterdir() if sub.is_dir() else []) if (sid := student_id(d.name))}
+    if name in folders:
+        return name, folders[name]
+    sid = student_id(name)
+    if sid is not None and folders.get(sid) == name:
+        return sid, name
+    return name, None
+
+
 def forget(grading: Path, students: list[str], week: str | None = None, keep_submission: bool = False) -> list[str]:
     """Remove students from a grading folder (a trial cohort graded in the class's folder, a student who left):
     their gradebook rows (nbgrader's Gradebook.remove_submission / remove_student), their folders under
-    submitted/ (unless keep_submission), autograded/, feedback/, verdicts/, slurm/<week>/results/, and their
-    entries in batch_<week>.json; then each affected week's CSV export and report are written again."""
-    import warnings
-
-    from nbgrader.api import Gradebook, MissingEntry
-    from sqlalchemy.exc import SAWarning
+    submitted/ (unless keep_submission), autograded/, feedback/, verdicts/, their Slurm state (slurm.forget: results,
+    merged digests, queued rosters), and their entries in batch_<week>.json; then each affected week's CSV export and
+    report are written again. A student is named by id or by folder name (`forget_target`)."""
+    from . import slurm
 
     grading = Path(grading)
     said, weeks = [], set()
-    db = grading / "gradebook.db"
-    for student in students:
-        if db.exists():
-            with warnings.catch_warnings(), Gradebook(f"sqlite:///{db}") as gb:
-                warnings.simplefilter("ignore", SAWarning)
-                try:
-                    subs = [sb.assignment.name for sb in gb.find_student(student).submissions]
-                except MissingEntry:
-                    subs = []
-                for w in subs:
-                    if week is None or w == week:
-                        gb.remove_submission(w, student)
-                        weeks.add(w)
-                        said.append(f"{student}: {w} removed from the gradebook")
-                if week is None and subs is not None:
-                    try:
-                        gb.remove_student(student)
-                    except MissingEntry:
-                        pass
-        kinds = ["autograded", "feedback", "verdicts"] + ([] if keep_submission else ["submitted"])
-        for kind in kinds:
-            d = grading / kind / student
+    for name in students:
+        student, folder = forget_target(grading, name)
+        said += _forget_grades(grading, student, week, weeks)
+        kinds = [("autograded", student), ("feedback", student), ("verdicts", student)]
+        if not keep_submission and folder is not None:
+            kinds.append(("submitted", folder))
+        for kind, sub in kinds:
+            d = grading / kind / sub
             target = d / week if week else d
             if target.exists():
                 shutil.rmtree(target)
-                said.append(f"{student}: {target} removed")
+                said.append(f"{student}: {kind}/{shown_name(str(target.relative_to(grading / kind)))} removed")
                 if week and d.exists() and not any(d.iterdir()):
                     d.rmdir()
-        for res in grading.glob(f"slurm/{week or '*'}/results/{student}"):
-            shutil.rmtree(res)
-            said.append(f"{student}: {res} removed")
+        for w in slurm.forget(grading, student, week):
+            said.append(f"{student}: its Slurm state of {w} removed")
         for bf in grading.glob(f"batch_{week or '*'}.json"):
-            try:
-                rec = json.loads(bf.read_text())
-            except (OSError, ValueError):
-                continue
-            if student in (rec.get("per_student") or {}):
-                del rec["per_student"][student]
-                for lane in (rec.get("lanes") or {}).values():
-                    if isinstance(lane, dict) and student in (lane.get("students") or []):
-                        lane["students"] = [x for x in lane["students"] if x != student]
-                rec["students"] = len(rec["per_student"])
-                _atomic_json(bf, rec)
-                weeks.add(rec.get("week") or bf.stem[len("batch_"):])
-        if not any(student in x for x in said):
+            if _forget_in_record(bf, student):
+                weeks.add(bf.stem[len("batch_"):])
+        if not any(x.startswith(f"{student}:") for x in said):
             said.append(f"{student}: nothing to forget in {grading}")
     from .report import write_report
 
@@ -729,6 +844,49 @@ def forget(grading: Path, students: list[str], week: str | None = None, keep_sub
         write_report(w, grading)
         said.append(f"{w}: gradebook CSV and report written again")
     return said
+
+
+def _forget_grades(grading: Path, student: str, week: str | None, weeks: set) -> list[str]:
+    """The student's submissions (of `week`, or every week and then the student) out of the class's gradebook."""
+    import warnings
+
+    from nbgrader.api import Gradebook, MissingEntry
+    from sqlalchemy.exc import SAWarning
+
+    db, said = Path(grading) / "gradebook.db", []
+    if not db.exists():
+        return said
+    with warnings.catch_warnings(), Gradebook(f"sqlite:///{db}") as gb:
+        warnings.simplefilter("ignore", SAWarning)
+        try:
+            subs = [sb.assignment.name for sb in gb.find_student(student).submissions]
+        except MissingEntry:
+            return said
+        for w in subs:
+            if week is None or w == week:
+                gb.remove_submission(w, student)
+                weeks.add(w)
+                said.append(f"{student}: {w} removed from the gradebook")
+        if week is None:
+            gb.remove_student(student)
+    return said
+
+
+def _forget_in_record(bf: Path, student: str) -> bool:
+    """The student out of one batch record (per-student entry, lanes' lists). Returns whether it held them."""
+    try:
+        rec = json.loads(bf.read_text())
+    except (OSError, ValueError):
+        return False
+    if student not in (rec.get("per_student") or {}):
+        return False
+    del rec["per_student"][student]
+    for lane in (rec.get("lanes") or {}).values():
+        if isinstance(lane, dict) and student in (lane.get("students") or []):
+            lane["students"] = [x for x in lane["students"] if x != student]
+    rec["students"] = len(rec["per_student"])
+    _atomic_json(bf, rec)
+    return True
 
 
 # ------------------------------------------------------------------------------------------------ the pool
@@ -889,7 +1047,7 @@ def run_pool(week: str, students: list[str], lanes: list[Lane], *, grading: Path
         while not events.empty():  # results that finished before the interrupt are kept
             kind, lane, job, data = events.get()
             if kind == "done":
-                merge_result(data[0], grading)
+                merge_result(data[0], grading, move=True)
                 per_student[job.student] = _entry(data[1], lane, job)
         raise Interrupted(per_student, lanes) from None
     for job in todo.left():  # every lane stopped before these were graded
@@ -910,7 +1068,7 @@ def _merge_events(threads: list, events, grading: Path, per_student: dict, show)
             continue
         if kind == "done":
             out, res = data
-            merge_result(out, grading)  # the single writer
+            merge_result(out, grading, move=True)  # the single writer; the task keeps digests, not the notebooks
             per_student[job.student] = _entry(res, lane, job)
         elif kind == "failed":
             per_student[job.student] = _not_graded(job, "failed twice")
@@ -943,7 +1101,7 @@ def _work(lane: Lane, week: str, todo: _Queue, events, *, grading: Path, batch: 
         if job is None:
             break
         events.put(("start", lane, job, None))
-        out = batch / "tasks" / f"{job.student}.{len(job.attempts)}"
+        out = batch / "tasks" / f"{task_folder(job.student)}.{len(job.attempts)}"
         cmd = _task_cmd(week, lane, job, out, grading=grading, template=template, lane_dir=lane_dir)
         code, tail = _run_task(cmd, lane, task_timeout)
         if STOP.is_set():
@@ -963,6 +1121,16 @@ def _work(lane: Lane, week: str, todo: _Queue, events, *, grading: Path, batch: 
         lane.state = "done"
     lane.wall_s = time.perf_counter() - t0
     events.put(("lane", lane, None, None))
+
+
+def task_folder(student: str) -> str:
+    """The name of a student's task folder: the id where it is letters, digits and `_.,@=-`, else those characters
+    of it and a digest of the id. nbgrader matches a folder's whole path as a regular expression it does not escape
+    (`smith (john)` is a group, `caf\\xe9` an escape), and the task's folder is part of that path."""
+    if re.fullmatch(r"[\w.,@=-]+", student, re.ASCII):
+        return student
+    return re.sub(r"[^\w.,@=-]+", "_", student, flags=re.ASCII)[:40] + "-" + \
+        hashlib.sha256(student.encode("utf-8", "surrogatepass")).hexdigest()[:10]
 
 
 def _lane_ready(week: str, lane: Lane, lane_dir: Path) -> tuple[bool, str]:
@@ -1011,6 +1179,7 @@ def _failed_attempt(lane: Lane, job: Job, out: Path, res: dict | None, code: int
     else:
         why = f"nbgrader autograde exited {res.get('returncode')}: {res.get('log_tail', '')[-600:]}"
     job.attempts.append({"lane": id(lane), "label": lane.label, "why": why[-800:], "out": str(out)})
+    drop_copies(out / "autograded", out / "autograded.json")  # what nbgrader wrote, by digest (the log says why)
     # A process that died or ran out of time says something about the lane; nbgrader failing on a student's
     # notebook does not (that student is handed back, the lane goes on).
     if res is None:

@@ -415,6 +415,36 @@ def resubmit(week: str, opts: dict | None, *, secret: str | None, seed_file: str
     return submit(week, todo, merged_opts, secret=secret, seed_file=seed_file, dry_run=dry_run, out=out)
 
 
+def forget(grading: Path, student: str, week: str | None = None) -> list[str]:
+    """`autograder forget`'s part here (autograder.pool.forget): the student out of the Slurm state of `week` (None:
+    every week) under <grading>/slurm/ — their results, their merged digest, their place in the submissions' groups
+    (an array already queued may still grade them; `collect` no longer waits for them or merges them). Returns the
+    weeks whose state held them."""
+    import shutil
+
+    weeks = []
+    for sdir in sorted(Path(grading).glob("slurm/*")):
+        if week is not None and sdir.name != week:
+            continue
+        hit = (sdir / "results" / student).exists()
+        if hit:
+            shutil.rmtree(sdir / "results" / student)
+        merged_f = sdir / "merged.json"
+        merged = json.loads(merged_f.read_text()) if merged_f.exists() else {}
+        if merged.pop(student, None) is not None:
+            _save_json(merged_f, merged)
+            hit = True
+        state = _load_state(sdir)
+        groups = [[[s for s in g if s != student] for g in sub["students"]] for sub in state["submissions"]]
+        if groups != [sub["students"] for sub in state["submissions"]]:
+            for sub, g in zip(state["submissions"], groups):
+                sub["students"] = g  # positions kept: each group stays its array task's index
+            _save_json(sdir / "jobs.json", state)
+            hit = True
+        weeks += [sdir.name] * hit
+    return weeks
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
