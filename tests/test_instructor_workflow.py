@@ -38,7 +38,7 @@ def _env(grading: Path, **kw) -> dict:
 
 def _cli(grading: Path, *args, timeout=600, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "autograder.cli", *args], cwd=ROOT, env=_env(grading, **kw),
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, errors="backslashreplace", timeout=timeout)
 
 
 def _report(grading: Path) -> dict:
@@ -354,7 +354,7 @@ def test_forget_takes_a_folder_name_that_is_not_utf8(odd):
     (sdir / "merged.json").write_text(json.dumps({CAFE_ID: "d1", "scalar": "d2"}))
     (sdir / "jobs.json").write_text(json.dumps({"submissions": [{"job": "7", "students": [[CAFE_ID], ["scalar"]]}]}))
     r = subprocess.run([sys.executable, "-m", "autograder.cli", "forget", b"caf\xe9"], cwd=ROOT, env=_env(grading),
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, errors="backslashreplace", timeout=300)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert not (grading / "submitted" / CAFE).exists() and not (grading / "verdicts" / CAFE_ID).exists()
     assert CAFE_ID not in _report(grading) and CAFE_ID not in (grading / f"grades_{WEEK}.csv").read_text()
