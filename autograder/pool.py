@@ -832,7 +832,8 @@ def forget(grading: Path, students: list[str], week: str | None = None, keep_sub
         for w in slurm.forget(grading, student, week):
             said.append(f"{student}: its Slurm state of {w} removed")
         for bf in grading.glob(f"batch_{week or '*'}.json"):
-            if _forget_in_record(bf, student):
+            # ...and under the folder's own name, which a record written before ids were mapped may hold
+            if any([_forget_in_record(bf, s) for s in {student, folder or student}]):
                 weeks.add(bf.stem[len("batch_"):])
         if not any(x.startswith(f"{student}:") for x in said):
             said.append(f"{student}: nothing to forget in {grading}")
