@@ -728,10 +728,15 @@ def prune_batches(grading: Path, keep: int) -> list[Path]:
 
 
 def export_week(week: str, grading: Path) -> Path:
-    """grades_<week>.csv: nbgrader's export of this week only (the gradebook holds every released week)."""
+    """grades_<week>.csv: `nbgrader export` of this week only (the gradebook holds every released week), through the
+    course's export plugin (autograder/nbgrader_config.py: quoted by csv.writer, written whole). An export that
+    fails leaves the previous CSV as it was and says so on stderr."""
     out = Path(grading) / f"grades_{week}.csv"
-    nbgrader("export", f"--to={out}", f"--assignment={week}", check=False,
-             env=dict(os.environ, COURSE_GRADING_DIR=str(grading)), here=True)
+    r = nbgrader("export", f"--to={out}", f"--assignment={week}", check=False,
+                 env=dict(os.environ, COURSE_GRADING_DIR=str(grading)), here=True)
+    if r.returncode != 0:
+        last = (r.stderr or "").strip().splitlines()[-1:] or [f"exit {r.returncode}"]
+        print(f"the gradebook CSV {out} was not written again (nbgrader export: {last[0][:300]})", file=sys.stderr)
     return out
 
 

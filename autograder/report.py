@@ -7,7 +7,7 @@ It reads what grading left in the grading folder (default: autograder.release.gr
 
     submitted/<student>/<week>/                 the roster: every student here gets a row, graded or not
     verdicts/<student>/<week>/<notebook>.json   the trusted verdicts (autograder.grading.NotebookGrade.as_dict)
-    grades_<week>.csv                           nbgrader's gradebook export, if present (the official total)
+    grades_<week>.csv                           the gradebook export (write_grades_csv), if present (the official total)
     batch_<week>.json                           the batch record (autograder.pool.update_batch_record): every
                                                 run, and per student the newest run's entry (return code, notes,
                                                 start time, which GPU lane or Slurm task graded them, CPU or GPU),
