@@ -15,9 +15,9 @@ never stored in the course (an empty or unreadable seed is refused; the batch re
 `slurm collect` 0 when every student is graded, 3 when the rest are still queued, 2 when some are not graded. Submissions live in nbgrader's layout: build/grading/submitted/<student>/<week>/.
 
 A student's id is their folder's name, or a safe id where nbgrader cannot take the name as it is (not UTF-8, a
-glob or control character, spaces at an end, a % or \\: those bytes written \\xe9-style; autograder.pool.student_id);
-a hidden folder (.name) is not a student. --students a,b takes plain ids; --student ID (repeatable) and
---students-file F (one id a line) take any id, or a folder's own name.
+glob or control character, spaces at an end, a % or \\: those bytes written \\xe9-style;
+autograder.students.student_id); a hidden folder (.name) is not a student. --students a,b takes plain ids;
+--student ID (repeatable) and --students-file F (one id a line) take any id, or a folder's own name.
 """
 
 from __future__ import annotations
@@ -106,9 +106,9 @@ def _named(args) -> list[str] | None:
 
 
 def _roster(args, submitted: Path, week: str) -> list[str] | None:
-    """The ids to grade: every student of the week (pool.class_roster: folders mapped to safe ids or left out are
+    """The ids to grade: every student of the week (students.class_roster: folders mapped to safe ids or left out are
     named), or those named (by id or by folder name). None (after saying whom) when a named one handed nothing in."""
-    from .pool import class_roster, shown_name
+    from .students import class_roster, shown_name
 
     roster, notes = class_roster(submitted, week)
     for note in notes:
@@ -300,13 +300,18 @@ def cmd_slurm(args) -> int:
 
 
 def cmd_forget(args) -> int:
-    """Remove students from the grading folder: gradebook rows, submitted/autograded/feedback/verdicts folders,
-    Slurm results, batch-record entries; then the week's CSV export and report again."""
-    from .pool import forget, grading_lock, shown_name
+    """Remove students (by id or folder name) from the grading folder: gradebook rows, submitted/autograded/feedback/
+    verdicts folders, batch-record entries (pool.forget), their Slurm results, merged digests and roster places
+    (slurm.forget); then the week's CSV export and report again."""
+    from . import slurm
+    from .pool import forget, forget_target, grading_lock
+    from .students import shown_name
 
     grading = grading_dir()
     with grading_lock(grading, f"autograder forget {' '.join(shlex.quote(shown_name(s)) for s in args.students)}"):
+        ids = [forget_target(grading, s)[0] for s in args.students]  # before the folders go
         done = forget(grading, args.students, week=args.week, keep_submission=args.keep_submission)
+        done += [f"{sid}: its Slurm state of {w} removed" for sid in ids for w in slurm.forget(grading, sid, args.week)]
     for line in done:
         print(line)
     return 0

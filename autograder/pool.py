@@ -39,11 +39,13 @@ import subprocess
 import sys
 import threading
 import time
-import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernels.paths import write_whole
+
 from .release import ROOT, grading_dir, nbgrader
+from .students import shown_name, student_id, submission_folder
 
 RESULT = "result.json"
 STARTED = "started.json"
@@ -55,29 +57,8 @@ TEST_WEDGED = "COURSE_POOL_TEST_WEDGED"
 
 
 # ------------------------------------------------------------------------------------------------ one student
-def write_whole(path: Path, make) -> Path:
-    """Write `path` whole or not at all: `make` (text, or a function that writes the file it is given) writes a
-    temporary file in the same folder (the same file system: os.replace is atomic), which then replaces `path`. A
-    crash, an exception or Ctrl-C inside `make` removes the temporary file and leaves what `path` held before (a
-    killed process leaves only a `.<name>.<pid>.tmp` beside it): a reader never sees an empty or partial report, CSV
-    or record. Text is UTF-8; a character that cannot be encoded (a surrogate-escaped byte of a file name) is written
-    as its escape (\\udcff) instead of failing half-way. The one helper for this (kernels.paths.made_once is its
-    write-once sibling)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        if callable(make):
-            make(tmp)
-        else:
-            tmp.write_text(make, encoding="utf-8", errors="backslashreplace")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
-
-
 def _atomic_json(path: Path, data: dict) -> None:
-    write_whole(path, json.dumps(data, indent=1, default=str))
+    write_whole(path, json.dumps(data, indent=1, default=str))  # whole or not at all
 
 
 def _slurm_ids() -> dict:
@@ -97,80 +78,6 @@ def _crash_hook(lane: str | None, student: str, attempt: int) -> bool:
     items = _hook_items(TEST_CRASH)
     return (lane is not None and f"lane:{lane}" in items) or f"always:{student}" in items \
         or (attempt == 0 and f"first:{student}" in items)
-
-
-# ------------------------------------------------------------------------------------------------ student ids
-# A student's id is decided once, from the name of their folder under submitted/, by `student_id`: the grade and
-# Slurm commands' roster (`class_roster`), each task (`submission_folder`: the id back to its folder), the report and
-# `forget` all call it. The folder is never renamed; everything the grader writes (gradebook rows, task folders,
-# autograded/, verdicts/, feedback/, the batch record, the CSVs) is keyed by the id.
-_MAPPED = set("*?[]%\\")  # nbgrader's --student is a file glob (*?[]); sqlite URLs decode % and cut at ?; \ escapes
-
-
-def student_id(name: str) -> str | None:
-    r"""The id a submitted folder named `name` grades under; None for a folder that is not a student's.
-
-    - A name starting with "." is not a student: a hidden folder is an editor's or a file manager's (.ipynb_checkpoints,
-      .Trash-1000, .DS_Store), and nbgrader's own `*` globs (generate_feedback) skip it. Left out, with a note.
-    - A plain name is its own id: any UTF-8 text, spaces, commas, quotes and non-ASCII letters included.
-    - A name nbgrader cannot take as it is gets a safe id, the bytes at fault written `\xe9`-style: a name that is not
-      valid UTF-8 (the file system hands it over surrogate-escaped; the gradebook, JSON and HTML are UTF-8: `caf\xe9`),
-      one with a control or format character (a newline would split CSV rows and log lines; a right-to-left override
-      would disguise it), one with a glob character `*?[]` (`--student=[ab]` would grade another folder, or none),
-      with `%` (SQLAlchemy decodes it in the gradebook's sqlite:/// path: `caf%E9` opened another file) or `\`, and
-      one with white space at either end (nbgrader strips it from --student). A plain id holds no `\` and a mapped
-      one decodes to its folder's bytes, so no two folders share an id."""
-    if not name or name.startswith("."):
-        return None
-
-    def plain(c: str) -> bool:  # a lone surrogate (a byte that is not UTF-8) is category Cs
-        return c not in _MAPPED and unicodedata.category(c)[0] != "C"
-
-    lead, tail = len(name) - len(name.lstrip()), len(name.rstrip())
-    return "".join(c if plain(c) and lead <= i < tail else "".join(f"\\x{b:02x}" for b in os.fsencode(c))
-                   for i, c in enumerate(name))
-
-
-def shown_name(name: str) -> str:
-    """A folder name as a person can read it: bytes that are not UTF-8 as \\xe9, control characters escaped (the
-    name as it is, not an id: `student_id`)."""
-    text = os.fsencode(name).decode("utf-8", "backslashreplace")
-    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
-
-
-def class_roster(submitted: Path, week: str) -> tuple[dict[str, str], list[str]]:
-    """The students who handed in `week`: ({id: folder name} for every submitted/<folder>/<week>/, sorted by id), and
-    one note per folder mapped to a safe id or left out (`student_id`)."""
-    roster, notes = {}, []
-    folders = sorted(Path(submitted).iterdir(), key=lambda p: os.fsencode(p.name)) if Path(submitted).is_dir() else []
-    for d in folders:
-        if not (d / week).is_dir():
-            continue
-        sid = student_id(d.name)
-        if sid is None:
-            notes.append(f"submitted/{shown_name(d.name)}: a hidden folder (its name starts with '.'), not a "
-                         "student: ignored")
-        else:
-            roster[sid] = d.name
-            if sid != d.name:
-                notes.append(mapped_note(d.name, sid))
-    return dict(sorted(roster.items())), notes
-
-
-def mapped_note(folder: str, sid: str) -> str:
-    return (f"submitted folder '{shown_name(folder)}' graded as student id {sid} (its name is not UTF-8, or has a "
-            "character nbgrader cannot take in a student id)")
-
-
-def submission_folder(submitted: Path, student: str, week: str) -> Path:
-    """submitted/<folder>/<week> of the student with id `student` (`student_id`): the folder of that name for a plain
-    id, else the folder whose name maps to it. A student with no folder gets the plain path, which does not exist."""
-    direct = Path(submitted) / student / week
-    if "\\" in student and Path(submitted).is_dir():  # a mapped id (`student_id`): find the folder it came from
-        for d in Path(submitted).iterdir():
-            if student_id(d.name) == student:
-                return d / week
-    return direct
 
 
 def notebook_problem(path: Path) -> str | None:
@@ -813,11 +720,9 @@ def forget_target(grading: Path, name: str) -> tuple[str, str | None]:
 def forget(grading: Path, students: list[str], week: str | None = None, keep_submission: bool = False) -> list[str]:
     """Remove students from a grading folder (a trial cohort graded in the class's folder, a student who left):
     their gradebook rows (nbgrader's Gradebook.remove_submission / remove_student), their folders under
-    submitted/ (unless keep_submission), autograded/, feedback/, verdicts/, their Slurm state (slurm.forget: results,
-    merged digests, queued rosters), and their entries in batch_<week>.json; then each affected week's CSV export and
-    report are written again. A student is named by id or by folder name (`forget_target`)."""
-    from . import slurm
-
+    submitted/ (unless keep_submission), autograded/, feedback/, verdicts/, and their entries in batch_<week>.json;
+    then each affected week's CSV export and report are written again. A student is named by id or by folder name
+    (`forget_target`). Their Slurm state is slurm.forget's (`autograder forget` calls both: slurm imports pool)."""
     grading = Path(grading)
     said, weeks = [], set()
     for name in students:
@@ -834,8 +739,6 @@ def forget(grading: Path, students: list[str], week: str | None = None, keep_sub
                 said.append(f"{student}: {kind}/{shown_name(str(target.relative_to(grading / kind)))} removed")
                 if week and d.exists() and not any(d.iterdir()):
                     d.rmdir()
-        for w in slurm.forget(grading, student, week):
-            said.append(f"{student}: its Slurm state of {w} removed")
         for bf in grading.glob(f"batch_{week or '*'}.json"):
             # ...and under the folder's own name, which a record written before ids were mapped may hold
             if any([_forget_in_record(bf, s) for s in {student, folder or student}]):

@@ -38,7 +38,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from kernels.paths import write_whole
+
 from .release import ROOT, grading_dir
+from .students import class_roster, mapped_note
 
 UNITS = {"tbps": "TB/s", "tflops": "TFLOPS"}
 MAX_MESSAGE = 300
@@ -159,12 +162,10 @@ GRADES_COLUMNS = ["assignment", "duedate", "timestamp", "student_id", "last_name
 def write_grades_csv(path: Path, gradebook, assignments=(), students=()) -> Path:
     """grades_<week>.csv with the columns, rows and values of nbgrader's CsvExportPlugin (a student with no submission
     of an assignment: 0), written by csv.writer (a field is quoted where it needs it) and whole or not at all
-    (pool.write_whole). nbgrader 0.9.6's own plugin joins the fields with "," unquoted: an id "smith,john" shifted
-    every later column and the report read a student "smith". Called by the course's export plugin
+    (kernels.paths.write_whole). nbgrader 0.9.6's own plugin joins the fields with "," unquoted: an id "smith,john"
+    shifted every later column and the report read a student "smith". Called by the course's export plugin
     (autograder/nbgrader_config.py: GradesCsvExport, `nbgrader export` in `autograder grade`)."""
     from nbgrader.api import MissingEntry
-
-    from .pool import write_whole
 
     def make(tmp: Path) -> None:
         with tmp.open("w", newline="", encoding="utf-8") as f:
@@ -350,9 +351,7 @@ def collect(week: str, grading: Path) -> tuple[dict, list[str], list[ExerciseInf
     def get(name: str) -> Student:
         return students.setdefault(name, Student(name))
 
-    from .pool import class_roster, mapped_note
-
-    for sid, folder in class_roster(grading / "submitted", week)[0].items():  # ids decided once (pool.student_id)
+    for sid, folder in class_roster(grading / "submitted", week)[0].items():  # ids decided once (students.student_id)
         get(sid).submitted = True
         if sid != folder:  # the folder's own name, shown beside the id it grades under
             get(sid).notes.append(mapped_note(folder, sid))
@@ -762,8 +761,6 @@ def lanes_html(lanes: dict, where: str | None = None) -> str:
 def write_csv(path: Path, meta: dict, notebooks: list[str], exercises: list[ExerciseInfo],
               roster: list[Student]) -> None:
     """One row per student: status, total, points per notebook (empty: no verdict), flags, wall time, notes."""
-    from .pool import write_whole
-
     secrets = meta["secrets"]
     top = max_total(exercises, roster)
 
@@ -783,10 +780,8 @@ def write_csv(path: Path, meta: dict, notebooks: list[str], exercises: list[Exer
 
 
 def write_report(week: str, grading: Path | None = None) -> Path:
-    """Write <grading>/report_<week>.html and report_<week>.csv, each whole or not at all (pool.write_whole: a crash
-    or Ctrl-C keeps the previous file, never an empty or partial one); return the HTML's path."""
-    from .pool import write_whole
-
+    """Write <grading>/report_<week>.html and report_<week>.csv, each whole or not at all (kernels.paths.write_whole:
+    a crash or Ctrl-C keeps the previous file, never an empty or partial one); return the HTML's path."""
     grading = Path(grading) if grading is not None else grading_dir()
     meta, notebooks, exercises, roster = collect(week, grading)
     out = grading / f"report_{week}.html"

@@ -416,7 +416,7 @@ def resubmit(week: str, opts: dict | None, *, secret: str | None, seed_file: str
 
 
 def forget(grading: Path, student: str, week: str | None = None) -> list[str]:
-    """`autograder forget`'s part here (autograder.pool.forget): the student out of the Slurm state of `week` (None:
+    """`autograder forget`'s part here (autograder.cli.cmd_forget): the student out of the Slurm state of `week` (None:
     every week) under <grading>/slurm/ — their results, their merged digest, their place in the submissions' groups
     (an array already queued may still grade them; `collect` no longer waits for them or merges them). Returns the
     weeks whose state held them."""

@@ -254,7 +254,7 @@ def test_feedback_scope_leaves_out_only_students_not_graded_now(tmp_path):
 
 # ------------------------------------------------------------------------------- 9. odd folder names, disk, crashes
 CAFE = os.fsdecode(b"caf\xe9")  # a folder name that is not UTF-8 (made on a Latin-1 machine), as Python lists it
-CAFE_ID = "caf\\xe9"  # the id it grades under: the byte at fault written \xe9-style (autograder.pool.student_id)
+CAFE_ID = "caf\\xe9"  # the id it grades under: the byte at fault written \xe9-style (autograder.students.student_id)
 BIG = 4 << 20  # bytes of text in CAFE's day-1 notebook
 
 

@@ -333,7 +333,7 @@ def test_a_folder_name_maps_to_one_safe_id(a, b):
     import os
     import unicodedata
 
-    from autograder.pool import student_id
+    from autograder.students import student_id
 
     na, nb = os.fsdecode(a), os.fsdecode(b)
     sa = student_id(na)
@@ -353,7 +353,8 @@ def test_ids_and_folders_both_ways(tmp_path):
     """The roster maps each folder to its id (a hidden one left out, with a note); a task finds the folder back."""
     import os
 
-    from autograder.pool import class_roster, submission_folder, task_folder
+    from autograder.pool import task_folder
+    from autograder.students import class_roster, submission_folder
 
     for name in (b"caf\xe9", b"smith,john", b"ann", b".ipynb_checkpoints", b"a[1]"):
         os.makedirs(os.fsencode(tmp_path) + b"/" + name + b"/" + WEEK.encode())
