@@ -424,3 +424,12 @@ def test_reports_and_csvs_are_written_whole_or_not_at_all(tmp_path, monkeypatch)
         report.write_grades_csv(grading / f"grades_{WEEK}.csv", Gradebook())
     assert (grading / f"grades_{WEEK}.csv").read_bytes() == before[grading / f"grades_{WEEK}.csv"]
     assert not [p for p in grading.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_each_student_gets_their_own_notes(cls):
+    """Every student handing in day 1 only is told which notebooks have no verdict (the report's collect gave its
+    per-student notes to the last student of the roster alone)."""
+    rep = _report(cls["grading"])
+    for name in ("renamed", "tamper"):
+        assert "no verdict for day2_smem_tiling" in rep[name]["notes"], rep[name]
+    assert "no verdict for" not in rep["solution"]["notes"]
