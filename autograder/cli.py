@@ -1,7 +1,8 @@
 """The `autograder` command (instructors).
 
     autograder grade week1 [--seed-file F | --seed N]   nbgrader autograde + feedback + gradebook CSV, every student
-               [--gpus all|none|0,1] [--students a,b]      one worker per GPU on this host (autograder.pool)
+               [--gpus all|none|0,1]                       one worker per GPU on this host (autograder.pool)
+               [--students a,b] [--student ID]... [--students-file F]   only these students
     autograder slurm submit|collect|resubmit week1       the class as a Slurm job array (autograder.slurm)
     autograder forget <student>... [--week week1]        remove students (a trial cohort) from gradebook and folder
     autograder known [naive_loads ...] [--cpu]           known answers vs their expected scores (table)
@@ -14,6 +15,11 @@ never stored in the course (an empty or unreadable seed is refused; the batch re
 graded as handed in: a notebook not readable, several copies and none under its name, one in another week's folder),
 130 when interrupted, 1 when refused;
 `slurm collect` 0 when every student is graded, 3 when the rest are still queued, 2 when some are not graded. Submissions live in nbgrader's layout: build/grading/submitted/<student>/<week>/.
+
+A student's id is their folder's name, or a safe id where nbgrader cannot take the name as it is (not UTF-8, a
+glob or control character, spaces at an end, a % or \\: those bytes written \\xe9-style;
+autograder.students.student_id); a hidden folder (.name) is not a student. --students a,b takes plain ids;
+--student ID (repeatable) and --students-file F (one id a line) take any id, or a folder's own name.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -73,14 +80,9 @@ def cmd_grade(args) -> int:
     secret, seed_source = _seed(args)
     grading = grading_dir()
     submitted = grading / "submitted"
-    students = sorted(p.parent.name for p in submitted.glob(f"*/{week}") if p.is_dir())
-    if args.students:
-        wanted = [s.strip() for s in args.students.split(",") if s.strip()]
-        unknown = sorted(set(wanted) - set(students))
-        if unknown:
-            print(f"no submission of {week} from: {', '.join(unknown)}")
-            return 1
-        students = wanted
+    students = _roster(args, submitted, week)
+    if students is None:
+        return 1
     if not students:
         print(f"no submissions under {submitted}/<student>/{week}/")
         return 1
@@ -90,13 +92,53 @@ def cmd_grade(args) -> int:
 
         why = "--gpus none" if args.gpus == "none" else f"COURSE_FORCE_CPU is set, lanes {args.gpus}"
         print(f"grading on CPU ({why}): {CPU_GRADING}", flush=True)
-    cmdline = f"autograder grade {week}" + (f" --students {args.students}" if args.students else "")
+    cmdline = f"autograder grade {week}" + (f" {students_option(students)}" if _named(args) else "")
     with grading_lock(grading, cmdline):
         old_term = signal.signal(signal.SIGTERM, _on_sigterm)
         try:
             return _grade(args, week, secret, seed_source, grading, students, lanes)
         finally:
             signal.signal(signal.SIGTERM, old_term)
+
+
+def _named(args) -> list[str] | None:
+    """The students named on the command line, in order, once each (--students a,b; --student ID, repeatable;
+    --students-file F, one id a line, white space around it dropped); None when none was named."""
+    if not (args.students or args.student or args.students_file):
+        return None
+    names = [s.strip() for s in (args.students or "").split(",") if s.strip()] + list(args.student or [])
+    if args.students_file:  # surrogateescape: a folder's own name that is not UTF-8 may be written there too
+        text = Path(args.students_file).read_text(encoding="utf-8", errors="surrogateescape")
+        names += [line.strip() for line in text.splitlines() if line.strip()]
+    return list(dict.fromkeys(names))
+
+
+def _roster(args, submitted: Path, week: str) -> list[str] | None:
+    """The ids to grade: every student of the week (students.class_roster: folders mapped to safe ids or left out are
+    named), or those named (by id or by folder name). None (after saying whom) when a named one handed nothing in."""
+    from .students import class_roster, shown_name
+
+    roster, notes = class_roster(submitted, week)
+    for note in notes:
+        print(note)
+    named = _named(args)
+    if named is None:
+        return list(roster)
+    by_folder = {folder: sid for sid, folder in roster.items()}
+    ids = [n if n in roster else by_folder.get(n) for n in named]
+    unknown = [shown_name(n) for n, sid in zip(named, ids) if sid is None]
+    if unknown:
+        print(f"no submission of {week} from: {', '.join(unknown)}")
+        return None
+    return list(dict.fromkeys(ids))
+
+
+def students_option(ids: list[str]) -> str:
+    """The options that name exactly `ids` in a shell command: plain ids as `--students a,b`, any other (a comma, a
+    space, a quote, ...) as `--student 'smith,john'` each (shlex.quote)."""
+    plain = [s for s in ids if "," not in s and shlex.quote(s) == s]
+    return " ".join(([f"--students {','.join(plain)}"] if plain else [])
+                    + [f"--student {shlex.quote(s)}" for s in ids if s not in plain])
 
 
 def _grade(args, week, secret, seed_source, grading, students, lanes) -> int:
@@ -135,7 +177,7 @@ def _grade(args, week, secret, seed_source, grading, students, lanes) -> int:
         rest = [s for s in students if s not in merged]
         print(f"interrupted: {len(merged)} of {len(students)} merged (kept in the gradebook); the grading processes "
               f"were stopped. Run the same command to finish" + (f" (or only the rest: autograder grade {week} "
-                                                                  f"--students {','.join(rest)})" if merged and rest
+                                                                  f"{students_option(rest)})" if merged and rest
                                                                   else ""), flush=True)
         return 130
     show.close()
@@ -168,7 +210,7 @@ def _grade(args, week, secret, seed_source, grading, students, lanes) -> int:
           f"{' (on CPU: quiz points only)' if run['cpu'] else ''}{''.join(f', {x}' for x in said)}; gradebook CSV: "
           f"{out}; class report: {report}")
     if retry:
-        print(f"NOT GRADED ({len(retry)}), retry: autograder grade {week} --students {','.join(retry)}")
+        print(f"NOT GRADED ({len(retry)}), retry: autograder grade {week} {students_option(retry)}")
     for s in stuck:
         print(f"NOT GRADED {s}: {per_student[s]['not_graded'][:400]}")
     for line in details:
@@ -314,9 +356,9 @@ def cmd_slurm(args) -> int:
         slurm.resubmit(args.week, given, secret=secret, seed_file=args.seed_file, dry_run=args.dry_run)
         return 0
     submitted = grading_dir() / "submitted"
-    students = sorted(p.parent.name for p in submitted.glob(f"*/{args.week}") if p.is_dir())
-    if args.students:
-        students = [s.strip() for s in args.students.split(",") if s.strip()]
+    students = _roster(args, submitted, args.week)
+    if students is None:
+        return 1
     if not students:
         print(f"no submissions under {submitted}/<student>/{args.week}/")
         return 1
@@ -326,16 +368,18 @@ def cmd_slurm(args) -> int:
 
 
 def cmd_forget(args) -> int:
-    """Remove students from the grading folder: gradebook rows, submitted/autograded/feedback/verdicts folders,
-    Slurm results, batch-record entries; then the week's CSV export and report again."""
-    from .pool import forget, grading_lock
+    """Remove students (by id or folder name) from the grading folder: gradebook rows, submitted/autograded/feedback/
+    verdicts folders, batch-record entries (pool.forget), their Slurm results, merged digests and roster places
+    (slurm.forget); then the week's CSV export and report again."""
+    from . import slurm
+    from .pool import forget, forget_target, grading_lock
+    from .students import shown_name
 
     grading = grading_dir()
-    with grading_lock(grading, f"autograder forget {' '.join(args.students)}"):
+    with grading_lock(grading, f"autograder forget {' '.join(shlex.quote(shown_name(s)) for s in args.students)}"):
+        ids = [forget_target(grading, s)[0] for s in args.students]  # before the folders go
         done = forget(grading, args.students, week=args.week, keep_submission=args.keep_submission)
-        from .slurm import forget as forget_slurm  # out of the Slurm arrays too: `slurm collect` no longer names them
-
-        done += forget_slurm(grading, args.students, args.week)
+        done += slurm.forget(grading, ids, args.week)  # out of the Slurm arrays too: `slurm collect` no longer names them
     for line in done:
         print(line)
     return 0
@@ -385,14 +429,17 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--gpus", default="all",
                    help="all (one worker per visible GPU; refused where there is none), none (one worker, CPU "
                         "grading: quiz points only), or ids like 0,1")
-    g.add_argument("--students", help="grade only these students (comma-separated), e.g. to retry")
+    g.add_argument("--students", help="grade only these students (comma-separated plain ids), e.g. to retry")
+    g.add_argument("--student", action="append", help="grade only this student (any id: a comma, a space, ...; "
+                   "repeatable)")
+    g.add_argument("--students-file", help="grade only the students of this file (one id or folder name a line)")
     g.add_argument("--task-timeout", type=float, default=None,
                    help="seconds one student's grading may take before it is killed and handed back")
     g.add_argument("--keep-batches", type=int, default=5,
                    help="batch folders (build/grading/batch/<time>/, for debugging a run) kept: the newest N (default 5)")
     g.set_defaults(fn=cmd_grade)
     fg = sub.add_parser("forget", help="remove students (e.g. a trial cohort) from the gradebook and grading folder")
-    fg.add_argument("students", nargs="+")
+    fg.add_argument("students", nargs="+", help="ids (as the report shows them) or folder names under submitted/")
     fg.add_argument("--week", help="only this week's grades and files (default: every week)")
     fg.add_argument("--keep-submission", action="store_true", help="keep submitted/<student>/ (grades only)")
     fg.set_defaults(fn=cmd_forget)
@@ -401,7 +448,9 @@ def main(argv: list[str] | None = None) -> int:
     sl.add_argument("week")
     sl.add_argument("--seed", type=int)
     sl.add_argument("--seed-file")
-    sl.add_argument("--students", help="submit only these students (comma-separated)")
+    sl.add_argument("--students", help="submit only these students (comma-separated plain ids)")
+    sl.add_argument("--student", action="append", help="submit only this student (any id; repeatable)")
+    sl.add_argument("--students-file", help="submit only the students of this file (one id a line)")
     sl.add_argument("--chunk", type=int, help="students per array task (default 1)")
     sl.add_argument("--partition")
     sl.add_argument("--time", help="time limit of one task (default 01:00:00)")

@@ -104,3 +104,22 @@ c.HTMLExporter.sanitize_html = True
 # own `clean_html` escapes what its markdown renderer writes (<h1 id=..>, <p>, <thead><th>, <img>: the page showed
 # the tags as text). autograder/feedback_html.py keeps the notebook's markup and nothing that runs (tests/test_browser).
 c.HTMLExporter.filters = {"clean_html": "autograder.feedback_html.clean_html"}
+
+# --- export -------------------------------------------------------------------------------------------------
+# nbgrader 0.9.6's CsvExportPlugin joins the fields with "," unquoted (an id with a comma shifts every later column)
+# and writes the file in place (a crash leaves it half written). The course's exporter writes the same columns and
+# rows with csv.writer, whole or not at all: autograder.report.write_grades_csv.
+from nbgrader.plugins import ExportPlugin  # noqa: E402
+
+
+class GradesCsvExport(ExportPlugin):
+    """`nbgrader export --to=F [--assignment=A] [--student=S]`: nbgrader's CSV, quoted where needed, written whole."""
+
+    def export(self, gradebook) -> None:
+        from autograder.report import write_grades_csv
+
+        write_grades_csv(Path(self.to or "grades.csv"), gradebook, [str(a) for a in self.assignment],
+                         [str(s) for s in self.student])
+
+
+c.ExportApp.plugin_class = GradesCsvExport

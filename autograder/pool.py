@@ -43,7 +43,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernels.paths import write_whole
+
 from .release import ROOT, grading_dir, nbgrader
+from .students import shown_name, student_id, submission_folder
 
 RESULT = "result.json"
 STARTED = "started.json"
@@ -56,9 +59,7 @@ TEST_WEDGED = "COURSE_POOL_TEST_WEDGED"
 
 # ------------------------------------------------------------------------------------------------ one student
 def _atomic_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str))
-    os.replace(tmp, path)
+    write_whole(path, json.dumps(data, indent=1, default=str))  # whole or not at all
 
 
 def _slurm_ids() -> dict:
@@ -245,7 +246,7 @@ def grade_task(week: str, student: str, out: Path, *, submitted: Path, template:
     _atomic_json(out / STARTED, info)
     if _crash_hook(lane, student, attempt):
         os.kill(os.getpid(), signal.SIGKILL)
-    folder = Path(submitted) / student / week
+    folder = submission_folder(submitted, student, week)
     staged = out / "submitted"
     notes, malformed, ungraded = [], [], []
     if folder.is_dir():
@@ -283,11 +284,38 @@ def grade_task(week: str, student: str, out: Path, *, submitted: Path, template:
                 gb.find_submission(week, student)
             except MissingEntry:
                 rc, log = 1, log + "\nnbgrader exited 0 but wrote no submission for the student"
+    # The staged copies were nbgrader's to read: the task folder keeps their digests, not a second copy of the hand-in.
+    drop_copies(staged, out / "submitted.json", source=shown_name(str(folder)))
     result = {**info, "state": "done" if rc == 0 else "failed", "returncode": rc,
               "wall_s": time.perf_counter() - t0, "finished_at": time.time(), "malformed": malformed,
               "ungraded": ungraded, "notes": notes, "permanent": not folder.is_dir(), "log_tail": log[-1500:]}
     _atomic_json(out / RESULT, result)
     return result
+
+
+def drop_copies(folder: Path, manifest: Path, **about) -> None:
+    """Replace the files under `folder` (a task's staged hand-in, or its autograded notebooks once merged) by their
+    sizes and sha256 digests in `manifest` (JSON, with `about`): a kept batch folder names what was graded by content
+    instead of holding a copy of every hand-in (a 100 MB notebook, five runs kept: 500 MB). No folder: nothing."""
+    if not Path(folder).is_dir():
+        return
+    files = {}
+    for f in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
+        h = hashlib.sha256()
+        with f.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):  # noqa: B023 - read now, in this iteration
+                h.update(chunk)
+        files[str(f.relative_to(folder))] = {"bytes": f.stat().st_size, "sha256": h.hexdigest()}
+    _atomic_json(manifest, {**about, "files": files})
+    shutil.rmtree(folder)
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    """A hard link where the file system allows (the same data, no second copy), else a copy."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
 
 
 def read_result(out: Path) -> dict | None:
@@ -309,11 +337,14 @@ def result_digest(out: Path) -> str:
 
 
 # ------------------------------------------------------------------------------------------ the single writer
-def merge_result(out: Path, grading: Path | None = None) -> dict:
+def merge_result(out: Path, grading: Path | None = None, move: bool = False) -> dict:
     """Write one finished task into the class's grading folder — the only writer of its gradebook. Replaces, never
     adds: the student's submission row is found or created, and each grade and comment of each notebook (keyed by
     assignment, student, notebook and cell) takes the task's value; a manual score already given is kept. The
-    task's autograded notebooks and verdicts replace the student's. Running it twice changes nothing."""
+    task's autograded notebooks and verdicts replace the student's (hard links where the file system allows).
+    move=True (a pool task, merged once): the task folder then keeps the autograded notebooks' digests instead of
+    the notebooks (`drop_copies`), so an old batch folder holds no copy of a hand-in. Running it twice changes
+    nothing (a kind already moved out is left as the class has it)."""
     from nbgrader.api import Gradebook, MissingEntry
 
     import warnings
@@ -350,15 +381,19 @@ def merge_result(out: Path, grading: Path | None = None) -> dict:
     for kind in ("autograded", "verdicts"):
         src_dir = Path(out) / kind / student / week
         dst_dir = grading / kind / student / week
+        if not src_dir.exists() and (Path(out) / f"{kind}.json").exists():
+            continue  # merged before, with move=True
         tmp = dst_dir.with_name(f".{week}.merging")
         if tmp.exists():
             shutil.rmtree(tmp)
         if src_dir.is_dir():
-            shutil.copytree(src_dir, tmp)
+            shutil.copytree(src_dir, tmp, copy_function=_link_or_copy)
         if dst_dir.exists():
             shutil.rmtree(dst_dir)
         if tmp.exists():
             tmp.rename(dst_dir)
+    if move:
+        drop_copies(Path(out) / "autograded", Path(out) / "autograded.json", merged_into=str(grading / "autograded"))
     return res
 
 
@@ -662,10 +697,15 @@ def prune_batches(grading: Path, keep: int) -> list[Path]:
 
 
 def export_week(week: str, grading: Path) -> Path:
-    """grades_<week>.csv: nbgrader's export of this week only (the gradebook holds every released week)."""
+    """grades_<week>.csv: `nbgrader export` of this week only (the gradebook holds every released week), through the
+    course's export plugin (autograder/nbgrader_config.py: quoted by csv.writer, written whole). An export that
+    fails leaves the previous CSV as it was and says so on stderr."""
     out = Path(grading) / f"grades_{week}.csv"
-    nbgrader("export", f"--to={out}", f"--assignment={week}", check=False,
-             env=dict(os.environ, COURSE_GRADING_DIR=str(grading)), here=True)
+    r = nbgrader("export", f"--to={out}", f"--assignment={week}", check=False,
+                 env=dict(os.environ, COURSE_GRADING_DIR=str(grading)), here=True)
+    if r.returncode != 0:
+        last = (r.stderr or "").strip().splitlines()[-1:] or [f"exit {r.returncode}"]
+        print(f"the gradebook CSV {out} was not written again (nbgrader export: {last[0][:300]})", file=sys.stderr)
     return out
 
 
@@ -732,63 +772,47 @@ def problem_feedback(grading: Path, week: str, per_student: dict) -> list[Path]:
     return written
 
 
+def forget_target(grading: Path, name: str) -> tuple[str, str | None]:
+    """(id, folder name under submitted/ or None) of the student `forget` is given: an id (`student_id`: what the
+    report and the gradebook show), or the name of the student's folder, whatever its bytes (a name that is not UTF-8
+    arrives surrogate-escaped from the command line). An id wins over a folder of the same name."""
+    sub = Path(grading) / "submitted"
+    folders = {sid: d.name for d in (sub.iterdir() if sub.is_dir() else []) if (sid := student_id(d.name))}
+    if name in folders:
+        return name, folders[name]
+    sid = student_id(name)
+    if sid is not None and folders.get(sid) == name:
+        return sid, name
+    return name, None
+
+
 def forget(grading: Path, students: list[str], week: str | None = None, keep_submission: bool = False) -> list[str]:
     """Remove students from a grading folder (a trial cohort graded in the class's folder, a student who left):
     their gradebook rows (nbgrader's Gradebook.remove_submission / remove_student), their folders under
-    submitted/ (unless keep_submission), autograded/, feedback/, verdicts/, slurm/<week>/results/, and their
-    entries in batch_<week>.json; then each affected week's CSV export and report are written again."""
-    import warnings
-
-    from nbgrader.api import Gradebook, MissingEntry
-    from sqlalchemy.exc import SAWarning
-
+    submitted/ (unless keep_submission), autograded/, feedback/, verdicts/, and their entries in batch_<week>.json;
+    then each affected week's CSV export and report are written again. A student is named by id or by folder name
+    (`forget_target`). Their Slurm state is slurm.forget's (`autograder forget` calls both: slurm imports pool)."""
     grading = Path(grading)
     said, weeks = [], set()
-    db = grading / "gradebook.db"
-    for student in students:
-        if db.exists():
-            with warnings.catch_warnings(), Gradebook(f"sqlite:///{db}") as gb:
-                warnings.simplefilter("ignore", SAWarning)
-                try:
-                    subs = [sb.assignment.name for sb in gb.find_student(student).submissions]
-                except MissingEntry:
-                    subs = []
-                for w in subs:
-                    if week is None or w == week:
-                        gb.remove_submission(w, student)
-                        weeks.add(w)
-                        said.append(f"{student}: {w} removed from the gradebook")
-                if week is None and subs is not None:
-                    try:
-                        gb.remove_student(student)
-                    except MissingEntry:
-                        pass
-        kinds = ["autograded", "feedback", "verdicts"] + ([] if keep_submission else ["submitted"])
-        for kind in kinds:
-            d = grading / kind / student
+    for name in students:
+        student, folder = forget_target(grading, name)
+        said += _forget_grades(grading, student, week, weeks)
+        kinds = [("autograded", student), ("feedback", student), ("verdicts", student)]
+        if not keep_submission and folder is not None:
+            kinds.append(("submitted", folder))
+        for kind, sub in kinds:
+            d = grading / kind / sub
             target = d / week if week else d
             if target.exists():
                 shutil.rmtree(target)
-                said.append(f"{student}: {target} removed")
+                said.append(f"{student}: {kind}/{shown_name(str(target.relative_to(grading / kind)))} removed")
                 if week and d.exists() and not any(d.iterdir()):
                     d.rmdir()
-        for res in grading.glob(f"slurm/{week or '*'}/results/{student}"):
-            shutil.rmtree(res)
-            said.append(f"{student}: {res} removed")
         for bf in grading.glob(f"batch_{week or '*'}.json"):
-            try:
-                rec = json.loads(bf.read_text())
-            except (OSError, ValueError):
-                continue
-            if student in (rec.get("per_student") or {}):
-                del rec["per_student"][student]
-                for lane in (rec.get("lanes") or {}).values():
-                    if isinstance(lane, dict) and student in (lane.get("students") or []):
-                        lane["students"] = [x for x in lane["students"] if x != student]
-                rec["students"] = len(rec["per_student"])
-                _atomic_json(bf, rec)
-                weeks.add(rec.get("week") or bf.stem[len("batch_"):])
-        if not any(student in x for x in said):
+            # ...and under the folder's own name, which a record written before ids were mapped may hold
+            if any([_forget_in_record(bf, s) for s in {student, folder or student}]):
+                weeks.add(bf.stem[len("batch_"):])
+        if not any(x.startswith(f"{student}:") for x in said):
             said.append(f"{student}: nothing to forget in {grading}")
     from .report import write_report
 
@@ -798,6 +822,49 @@ def forget(grading: Path, students: list[str], week: str | None = None, keep_sub
         write_report(w, grading)
         said.append(f"{w}: gradebook CSV and report written again")
     return said
+
+
+def _forget_grades(grading: Path, student: str, week: str | None, weeks: set) -> list[str]:
+    """The student's submissions (of `week`, or every week and then the student) out of the class's gradebook."""
+    import warnings
+
+    from nbgrader.api import Gradebook, MissingEntry
+    from sqlalchemy.exc import SAWarning
+
+    db, said = Path(grading) / "gradebook.db", []
+    if not db.exists():
+        return said
+    with warnings.catch_warnings(), Gradebook(f"sqlite:///{db}") as gb:
+        warnings.simplefilter("ignore", SAWarning)
+        try:
+            subs = [sb.assignment.name for sb in gb.find_student(student).submissions]
+        except MissingEntry:
+            return said
+        for w in subs:
+            if week is None or w == week:
+                gb.remove_submission(w, student)
+                weeks.add(w)
+                said.append(f"{student}: {w} removed from the gradebook")
+        if week is None:
+            gb.remove_student(student)
+    return said
+
+
+def _forget_in_record(bf: Path, student: str) -> bool:
+    """The student out of one batch record (per-student entry, lanes' lists). Returns whether it held them."""
+    try:
+        rec = json.loads(bf.read_text())
+    except (OSError, ValueError):
+        return False
+    if student not in (rec.get("per_student") or {}):
+        return False
+    del rec["per_student"][student]
+    for lane in (rec.get("lanes") or {}).values():
+        if isinstance(lane, dict) and student in (lane.get("students") or []):
+            lane["students"] = [x for x in lane["students"] if x != student]
+    rec["students"] = len(rec["per_student"])
+    _atomic_json(bf, rec)
+    return True
 
 
 # ------------------------------------------------------------------------------------------------ the pool
@@ -1009,7 +1076,7 @@ def run_pool(week: str, students: list[str], lanes: list[Lane], *, grading: Path
         while not events.empty():  # results that finished before the interrupt are kept
             kind, lane, job, data = events.get()
             if kind == "done":
-                merge_result(data[0], grading)
+                merge_result(data[0], grading, move=True)
                 per_student[job.student] = _entry(data[1], lane, job)
         raise Interrupted(per_student, lanes) from None
     for job in todo.left():  # every lane stopped before these were graded
@@ -1032,7 +1099,7 @@ def _merge_events(threads: list, events, grading: Path, per_student: dict, show,
             continue
         if kind == "done":
             out, res = data
-            merge_result(out, grading)  # the single writer
+            merge_result(out, grading, move=True)  # the single writer; the task keeps digests, not the notebooks
             per_student[job.student] = fresh[job.student] = _entry(res, lane, job)
         elif kind == "failed":
             per_student[job.student] = _not_graded(job, "failed twice")
@@ -1070,7 +1137,7 @@ def _work(lane: Lane, week: str, todo: _Queue, events, *, grading: Path, batch: 
         if job is None:
             break
         events.put(("start", lane, job, None))
-        out = batch / "tasks" / f"{job.student}.{len(job.attempts)}"
+        out = batch / "tasks" / f"{task_folder(job.student)}.{len(job.attempts)}"
         cmd = _task_cmd(week, lane, job, out, grading=grading, template=template, lane_dir=lane_dir)
         code, tail = _run_task(cmd, lane, task_timeout)
         if STOP.is_set():
@@ -1090,6 +1157,16 @@ def _work(lane: Lane, week: str, todo: _Queue, events, *, grading: Path, batch: 
         lane.state = "done"
     lane.wall_s = time.perf_counter() - t0
     events.put(("lane", lane, None, None))
+
+
+def task_folder(student: str) -> str:
+    """The name of a student's task folder: the id where it is letters, digits and `_.,@=-`, else those characters
+    of it and a digest of the id. nbgrader matches a folder's whole path as a regular expression it does not escape
+    (`smith (john)` is a group, `caf\\xe9` an escape), and the task's folder is part of that path."""
+    if re.fullmatch(r"[\w.,@=-]+", student, re.ASCII):
+        return student
+    return re.sub(r"[^\w.,@=-]+", "_", student, flags=re.ASCII)[:40] + "-" + \
+        hashlib.sha256(student.encode("utf-8", "surrogatepass")).hexdigest()[:10]
 
 
 def _lane_ready(week: str, lane: Lane, lane_dir: Path) -> tuple[bool, str]:
@@ -1138,6 +1215,7 @@ def _failed_attempt(lane: Lane, job: Job, out: Path, res: dict | None, code: int
     else:
         why = f"nbgrader autograde exited {res.get('returncode')}: {res.get('log_tail', '')[-600:]}"
     job.attempts.append({"lane": id(lane), "label": lane.label, "why": why[-800:], "out": str(out)})
+    drop_copies(out / "autograded", out / "autograded.json")  # what nbgrader wrote, by digest (the log says why)
     # A process that died or ran out of time says something about the lane; nbgrader failing on a student's
     # notebook does not (that student is handed back, the lane goes on).
     if res is None:

@@ -10,8 +10,8 @@ It reads what grading left in the grading folder (default: autograder.release.gr
     gradebook.db                                the class gradebook (nbgrader's): where it has the student, their
                                                 points per part, per notebook and in total (a manual score given in
                                                 the formgrader included), so the total is the sum of the columns
-    grades_<week>.csv                           nbgrader's gradebook export, if present (the total, without a
-                                                gradebook.db)
+    grades_<week>.csv                           the gradebook export (write_grades_csv), if present (the total,
+                                                without a gradebook.db)
     batch_<week>.json                           the batch record (autograder.pool.update_batch_record): every
                                                 run, and per student the newest run's entry (return code, notes,
                                                 start time, which GPU lane or Slurm task graded them, CPU or GPU),
@@ -46,7 +46,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from kernels.paths import write_whole
+
 from .release import ROOT, grading_dir
+from .students import class_roster, mapped_note
 
 UNITS = {"tbps": "TB/s", "tflops": "TFLOPS"}
 MAX_MESSAGE = 300
@@ -189,12 +192,49 @@ def _read_json(path: Path) -> tuple[dict | None, str | None]:
     return data, None
 
 
+GRADES_COLUMNS = ["assignment", "duedate", "timestamp", "student_id", "last_name", "first_name", "email", "raw_score",
+                  "late_submission_penalty", "score", "max_score"]
+
+
+def write_grades_csv(path: Path, gradebook, assignments=(), students=()) -> Path:
+    """grades_<week>.csv with the columns, rows and values of nbgrader's CsvExportPlugin (a student with no submission
+    of an assignment: 0), written by csv.writer (a field is quoted where it needs it) and whole or not at all
+    (kernels.paths.write_whole). nbgrader 0.9.6's own plugin joins the fields with "," unquoted: an id "smith,john"
+    shifted every later column and the report read a student "smith". Called by the course's export plugin
+    (autograder/nbgrader_config.py: GradesCsvExport, `nbgrader export` in `autograder grade`)."""
+    from nbgrader.api import MissingEntry
+
+    def make(tmp: Path) -> None:
+        with tmp.open("w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(GRADES_COLUMNS)
+            for a in gradebook.assignments:
+                if assignments and a.name not in assignments:
+                    continue
+                for st in gradebook.students:
+                    if students and st.id not in students:
+                        continue
+                    try:
+                        sub = gradebook.find_submission(a.name, st.id)
+                    except MissingEntry:
+                        got = ["", 0.0, 0.0, 0.0]
+                    else:
+                        penalty = sub.late_submission_penalty
+                        got = [sub.timestamp, sub.score, penalty, max(0.0, sub.score - penalty)]
+                    row = [a.name, a.duedate, got[0], st.id, st.last_name, st.first_name, st.email, *got[1:],
+                           a.max_score]
+                    w.writerow(["" if v is None else str(v) for v in row])
+
+    return write_whole(path, make)
+
+
 def _read_gradebook_csv(path: Path, week: str) -> dict[str, dict]:
-    """nbgrader's export (`nbgrader export --to=...`): one row per student and assignment; this week's rows."""
+    """The gradebook export (`write_grades_csv`), read by csv.DictReader: one row per student and assignment; this
+    week's rows, by student id."""
     if not path.exists():
         return {}
     rows = {}
-    with path.open(newline="") as f:
+    with path.open(newline="", encoding="utf-8") as f:
         for row in csv.DictReader(f):
             if row.get("assignment", week) == week and row.get("student_id"):
                 rows[row["student_id"]] = row
@@ -379,9 +419,10 @@ def collect(week: str, grading: Path) -> tuple[dict, list[str], list[ExerciseInf
     def get(name: str) -> Student:
         return students.setdefault(name, Student(name))
 
-    for d in (grading / "submitted").glob(f"*/{week}"):
-        if d.is_dir():
-            get(d.parent.name).submitted = True
+    for sid, folder in class_roster(grading / "submitted", week)[0].items():  # ids decided once (students.student_id)
+        get(sid).submitted = True
+        if sid != folder:  # the folder's own name, shown beside the id it grades under
+            get(sid).notes.append(mapped_note(folder, sid))
     batch_file = grading / f"batch_{week}.json"
     batch, err = _read_json(batch_file) if batch_file.exists() else ({}, None)
     batch = batch or {}
@@ -431,7 +472,7 @@ def collect(week: str, grading: Path) -> tuple[dict, list[str], list[ExerciseInf
         ex.bar = statistics.median(bars) if bars else None
         peaks = [s.results[ex.key].roofline for s in students.values() if s.results[ex.key].value is not None]
         ex.peak = max(peaks) if peaks and all(peaks) else None
-    for s in students.values():  # (once made inside the loop above: the last student's notes, once per exercise)
+    for s in students.values():  # each student's notes (this loop had merged into the one above: the last only)
         if not s.submitted:
             s.notes.insert(0, "no submission this week")
         missing = [nb for nb in notebooks if nb not in s.verdicts and nb not in s.malformed]
@@ -858,25 +899,31 @@ def write_csv(path: Path, meta: dict, notebooks: list[str], exercises: list[Exer
     """One row per student: status, total, points per notebook (empty: no verdict), flags, wall time, notes."""
     secrets = meta["secrets"]
     top = max_total(exercises, roster)
-    with path.open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["student", "status", "total", "max_total", *notebooks, "flags", "wall_s", "graded_on", "notes"])
-        for s in roster:
-            row = [s.name, status_of(s, notebooks), f"{s.total:g}", f"{top:g}"]
-            row += ["" if (p := s.notebook_points(nb)) is None or nb not in s.verdicts and nb in s.malformed
-                    else f"{p[0]:g}" for nb in notebooks]  # the total's source (Student.notebook_points)
-            row += [len(s.flags), "" if s.wall_s is None else f"{s.wall_s:.1f}", s.lane,
-                    " | ".join(_clean(n, secrets) for n in s.notes)]
-            w.writerow(row)
+
+    def make(tmp: Path) -> None:
+        with tmp.open("w", newline="", encoding="utf-8", errors="backslashreplace") as f:
+            w = csv.writer(f)
+            w.writerow(["student", "status", "total", "max_total", *notebooks, "flags", "wall_s", "graded_on",
+                        "notes"])
+            for s in roster:
+                row = [s.name, status_of(s, notebooks), f"{s.total:g}", f"{top:g}"]
+                row += ["" if (p := s.notebook_points(nb)) is None or nb not in s.verdicts and nb in s.malformed
+                        else f"{p[0]:g}" for nb in notebooks]  # the total's source (Student.notebook_points)
+                row += [len(s.flags), "" if s.wall_s is None else f"{s.wall_s:.1f}", s.lane,
+                        " | ".join(_clean(n, secrets) for n in s.notes)]
+                w.writerow(row)
+
+    write_whole(path, make)  # whole or not at all: a crash half-way keeps the previous CSV
 
 
 def write_report(week: str, grading: Path | None = None) -> Path:
-    """Write <grading>/report_<week>.html and report_<week>.csv; return the HTML's path."""
+    """Write <grading>/report_<week>.html and report_<week>.csv, each whole or not at all (kernels.paths.write_whole:
+    a crash or Ctrl-C keeps the previous file, never an empty or partial one); return the HTML's path."""
     grading = Path(grading) if grading is not None else grading_dir()
     meta, notebooks, exercises, roster = collect(week, grading)
     out = grading / f"report_{week}.html"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_html(meta, notebooks, exercises, roster))
+    write_whole(out, render_html(meta, notebooks, exercises, roster))
     write_csv(grading / f"report_{week}.csv", meta, notebooks, exercises, roster)
     return out
 

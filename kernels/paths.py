@@ -43,6 +43,27 @@ def made_once(path: Path, make: Callable[[Path], None]) -> Path:
     return path
 
 
+def write_whole(path: Path, make) -> Path:
+    """Write `path` whole or not at all: `make` (text, or a function that writes the file it is given) writes a
+    temporary file in the same folder (the same file system: os.replace is atomic), which then replaces `path`. A
+    crash, an exception or Ctrl-C inside `make` removes the temporary file and leaves what `path` held before (a
+    killed process leaves only a `.<name>.<pid>.tmp` beside it): a reader never sees an empty or partial report, CSV
+    or record. Text is UTF-8; a character that cannot be encoded (a surrogate-escaped byte of a file name) is written
+    as its escape (\\udcff) instead of failing half-way. The one helper for this (made_once is its write-once
+    sibling)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        if callable(make):
+            make(tmp)
+        else:
+            tmp.write_text(make, encoding="utf-8", errors="backslashreplace")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
 def cuda_tool(name: str, env: str | None = None) -> str | None:
     """A CUDA toolkit program (nvdisasm, cuobjdump, ncu, compute-sanitizer): $env if set, then cuda.pathfinder (the
     pip wheels and CUDA_HOME), PATH, /usr/local/cuda/bin and any /usr/local/cuda-*/bin. None if none has it."""

@@ -38,7 +38,7 @@ def _env(grading: Path, **kw) -> dict:
 
 def _cli(grading: Path, *args, timeout=600, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "autograder.cli", *args], cwd=ROOT, env=_env(grading, **kw),
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, errors="backslashreplace", timeout=timeout)
 
 
 def _report(grading: Path) -> dict:
@@ -250,3 +250,186 @@ def test_feedback_scope_leaves_out_only_students_not_graded_now(tmp_path):
     (opt,) = feedback_scope(tmp_path, WEEK, ["ann"])
     excluded = set(opt.split("=", 1)[1].split(","))  # what nbgrader's converters do with it
     assert {"bo", "zoë ø"} <= excluded and "ann" not in excluded and "c,d" not in excluded and "old" not in excluded
+
+
+# ------------------------------------------------------------------------------- 9. odd folder names, disk, crashes
+CAFE = os.fsdecode(b"caf\xe9")  # a folder name that is not UTF-8 (made on a Latin-1 machine), as Python lists it
+CAFE_ID = "caf\\xe9"  # the id it grades under: the byte at fault written \xe9-style (autograder.students.student_id)
+BIG = 4 << 20  # bytes of text in CAFE's day-1 notebook
+
+
+def _tree_bytes(root: Path) -> float:
+    """The disk a folder takes, a file with several hard links counted once over all of them."""
+    return sum(os.lstat(p).st_blocks * 512 / os.lstat(p).st_nlink for p in root.rglob("*") if p.is_file())
+
+
+@pytest.fixture(scope="module")
+def odd(tmp_path_factory):
+    """A class with the ids that broke it: `caf\\xe9` (not UTF-8; its day-1 notebook carries 4 MB of text), `smith,john`
+    (a comma), `scalar` (a plain id), and a hidden `.ipynb_checkpoints/week1/` (not a student). Graded once."""
+    import nbformat
+
+    root = tmp_path_factory.mktemp("odd")
+    grading = root / "grading"
+    sub = grading / "submitted"
+    build(sub, WEEK, ["tamper", "naive_loads-scalar_loads"])
+    (sub / "naive-loads-scalar-loads").rename(sub / "scalar")
+    (sub / "tamper").rename(sub / "smith,john")
+    shutil.copytree(sub / "scalar", sub / CAFE)
+    page = sub / CAFE / WEEK / DAY1
+    nb = nbformat.read(str(page), as_version=4)
+    nb.cells.insert(0, nbformat.v4.new_markdown_cell("".join(f"{i:07d} " for i in range(BIG // 8))))
+    nbformat.write(nb, str(page))
+    shutil.copytree(sub / "scalar", sub / ".ipynb_checkpoints")
+    r = _cli(grading, "grade", WEEK, "--seed", "7", "--gpus", "none")
+    return {"grading": grading, "run": r, "root": root}
+
+
+@pytest.mark.slow
+def test_a_folder_name_that_is_not_utf8_grades_under_a_safe_id(odd):
+    grading, r = odd["grading"], odd["run"]
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "ignored" in r.stdout and ".ipynb_checkpoints" in r.stdout  # a hidden folder is not a student
+    html = (grading / f"report_{WEEK}.html").read_text()
+    assert CAFE_ID in html and "submitted folder &#x27;caf\\xe9&#x27;" in html.replace("&#39;", "&#x27;")
+    rows = list(csv.DictReader((grading / f"report_{WEEK}.csv").open(encoding="utf-8")))
+    assert sorted(row["student"] for row in rows) == sorted([CAFE_ID, "scalar", "smith,john"])  # each once
+    status = {row["student"]: row["status"] for row in rows}
+    assert status[CAFE_ID] == status["scalar"] == "partly graded"  # day 1 only, as the cohort's member
+    assert (grading / "verdicts" / CAFE_ID / WEEK / "day1_naive_loads.json").exists()
+    assert (grading / "submitted" / CAFE).is_dir()  # never renamed
+
+
+@pytest.mark.slow
+def test_an_id_with_a_comma_exports_a_csv_that_reads_back(odd):
+    """grades_week1.csv quoted where needed: csv.reader reads each id with its own scores; no phantom "smith"."""
+    with (odd["grading"] / f"grades_{WEEK}.csv").open(newline="", encoding="utf-8") as f:
+        head, *rows = list(csv.reader(f))
+    assert all(len(row) == len(head) for row in rows), rows
+    by_id = {row[head.index("student_id")]: row for row in rows}
+    assert set(by_id) == {CAFE_ID, "scalar", "smith,john"}
+    score = {s: float(row[head.index("score")]) for s, row in by_id.items()}
+    assert score == {CAFE_ID: 5.0, "scalar": 5.0, "smith,john": 4.0}  # the cohort's CPU scores
+    rep = _report(odd["grading"])
+    assert "smith" not in rep and rep["smith,john"]["total"] == "4"
+
+
+@pytest.mark.slow
+def test_student_flag_regrades_only_that_student(odd):
+    grading = odd["grading"]
+    before = json.loads((grading / f"batch_{WEEK}.json").read_text())["per_student"]
+    r = _cli(grading, "grade", WEEK, "--seed", "7", "--gpus", "none", "--student", "smith,john")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    after = json.loads((grading / f"batch_{WEEK}.json").read_text())["per_student"]
+    assert after["smith,john"]["run"] != before["smith,john"]["run"]
+    assert {s: e["run"] for s, e in after.items() if s != "smith,john"} == \
+        {s: e["run"] for s, e in before.items() if s != "smith,john"}
+    # the folder's own name (bytes that are not UTF-8) in a --students-file, then its id: CAFE graded twice more
+    names = odd["root"] / "names.txt"
+    names.write_bytes(b"caf\xe9\n")
+    for how in (["--students-file", str(names)], ["--student", CAFE_ID]):
+        r = _cli(grading, "grade", WEEK, "--seed", "7", "--gpus", "none", *how)
+        assert r.returncode == 0, (how, r.stdout[-3000:] + r.stderr[-3000:])
+        assert "graded 1 of 1" in r.stdout, r.stdout[-2000:]
+    assert _report(grading)[CAFE_ID]["day1_naive_loads"] == "5"
+
+
+@pytest.mark.slow
+def test_kept_batch_folders_hold_no_copy_of_a_hand_in(odd):
+    """CAFE's 4 MB notebook graded in three runs (above): the batch folders hold digests, not copies (the old ones
+    held two copies a run: the staged hand-in and the autograded notebook)."""
+    grading = odd["grading"]
+    assert len([p for p in (grading / "batch").iterdir() if p.is_dir()]) == 4
+    assert _tree_bytes(grading / "batch") < BIG, _tree_bytes(grading / "batch")
+    staged = list((grading / "batch").glob("*/tasks/*/submitted.json"))
+    assert staged and all("sha256" in f for s in staged for f in json.loads(s.read_text())["files"].values())
+    assert (grading / "autograded" / CAFE_ID / WEEK / DAY1).stat().st_size > BIG  # the class keeps its one copy
+
+
+@pytest.mark.slow
+def test_forget_takes_a_folder_name_that_is_not_utf8(odd):
+    grading = odd["grading"]
+    sdir = grading / "slurm" / WEEK  # a Slurm submission that held CAFE, its result merged
+    (sdir / "results" / CAFE_ID / "7_0").mkdir(parents=True)
+    (sdir / "merged.json").write_text(json.dumps({CAFE_ID: "d1", "scalar": "d2"}))
+    (sdir / "jobs.json").write_text(json.dumps({"submissions": [{"job": "7", "students": [[CAFE_ID], ["scalar"]]}]}))
+    r = subprocess.run([sys.executable, "-m", "autograder.cli", "forget", b"caf\xe9"], cwd=ROOT, env=_env(grading),
+                       capture_output=True, text=True, errors="backslashreplace", timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert not (grading / "submitted" / CAFE).exists() and not (grading / "verdicts" / CAFE_ID).exists()
+    assert CAFE_ID not in _report(grading) and CAFE_ID not in (grading / f"grades_{WEEK}.csv").read_text()
+    assert (grading / f"report_{WEEK}.html").stat().st_size > 0
+    assert not (sdir / "results" / CAFE_ID).exists() and json.loads((sdir / "merged.json").read_text()) == \
+        {"scalar": "d2"}
+    assert json.loads((sdir / "jobs.json").read_text())["submissions"][0]["students"] == [[], ["scalar"]]
+    from autograder.pool import gradebook_rows
+
+    assert not [k for k in gradebook_rows(grading, WEEK) if k[0] == CAFE_ID]
+
+
+def test_the_retry_command_names_each_student_in_a_form_that_works():
+    """The printed retry / interrupt command, split as a shell splits it, parses back to the same ids."""
+    import shlex
+
+    from autograder import cli
+
+    ids = ["ann", "smith,john", "o'neil", "zoë ø", CAFE_ID, "a b"]
+    opt = cli.students_option(ids)
+    ap = __import__("argparse").ArgumentParser()
+    ap.add_argument("--students")
+    ap.add_argument("--student", action="append")
+    ap.add_argument("--students-file")
+    assert sorted(cli._named(ap.parse_args(shlex.split(opt)))) == sorted(ids), opt
+    assert cli.students_option(["ann", "bo"]) == "--students ann,bo"
+
+
+def test_reports_and_csvs_are_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    """A writer that fails half-way (an exception, Ctrl-C; a kill leaves only a temporary file) leaves the previous
+    report, report CSV and grades CSV as they were: never empty, never partial."""
+    from autograder import report
+    from tests.test_report import make_grading
+
+    grading = tmp_path / "grading"
+    make_grading(grading)
+    report.write_report(WEEK, grading)
+    files = [grading / f"report_{WEEK}.html", grading / f"report_{WEEK}.csv", grading / f"grades_{WEEK}.csv"]
+    before = {f: f.read_bytes() for f in files}
+    calls = []
+
+    def status_then_crash(s, notebooks):
+        calls.append(s.name)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return "graded"
+
+    monkeypatch.setattr(report, "status_of", status_then_crash)
+    monkeypatch.setattr(report, "render_html", lambda *a: "<html>" + "x" * 100000 + "\udcff</html>")
+    with pytest.raises(KeyboardInterrupt):
+        report.write_report(WEEK, grading)
+    # the page with a byte that is not UTF-8 (a file name's) is written whole, its escape shown; the CSV kept
+    assert (grading / f"report_{WEEK}.html").read_text().endswith("\\udcff</html>")
+    assert (grading / f"report_{WEEK}.csv").read_bytes() == before[grading / f"report_{WEEK}.csv"]
+
+    class Gradebook:  # what nbgrader's export hands the plugin; its database fails at the second student
+        assignments = [type("A", (), {"name": WEEK, "duedate": None, "max_score": 7.0})()]
+        students = [type("S", (), {"id": s, "last_name": None, "first_name": None, "email": None})()
+                    for s in ("alice", "bob")]
+
+        def find_submission(self, week, student):
+            if student == "bob":
+                raise OSError("database is locked")
+            return type("Sub", (), {"timestamp": None, "score": 3.0, "late_submission_penalty": 0.0})()
+
+    with pytest.raises(OSError):
+        report.write_grades_csv(grading / f"grades_{WEEK}.csv", Gradebook())
+    assert (grading / f"grades_{WEEK}.csv").read_bytes() == before[grading / f"grades_{WEEK}.csv"]
+    assert not [p for p in grading.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_each_student_gets_their_own_notes(cls):
+    """Every student handing in day 1 only is told which notebooks have no verdict (the report's collect gave its
+    per-student notes to the last student of the roster alone)."""
+    rep = _report(cls["grading"])
+    for name in ("renamed", "tamper"):
+        assert "no verdict for day2_smem_tiling" in rep[name]["notes"], rep[name]
+    assert "no verdict for" not in rep["solution"]["notes"]

@@ -262,7 +262,8 @@ def test_nbgrader_steps_in_this_process_read_each_calls_own_class(tmp_path, monk
     assert ok.returncode == 0 and (tmp_path / "ok.csv").exists(), ok
     args = ("export", "--to=/nonexistent-dir/x.csv", f"--assignment={WEEK}")
     bad = nbgrader(*args, check=False, here=True)
-    assert bad.returncode == 1 and "No such file or directory: '/nonexistent-dir/x.csv'" in bad.stderr, bad
+    # (the export writes a temporary file beside the CSV first: pool.write_whole)
+    assert bad.returncode == 1 and "No such file or directory: '/nonexistent-dir/" in bad.stderr, bad
     with pytest.raises(RuntimeError, match=r"nbgrader export failed \(1\)"):
         nbgrader(*args, here=True)
 
@@ -352,7 +353,7 @@ def _fake_pool(monkeypatch, grading, *, task_s: dict, ready_s: float = 0.0):
 
     monkeypatch.setattr(pool, "_lane_ready", ready)
     monkeypatch.setattr(pool, "_run_task", task)
-    monkeypatch.setattr(pool, "merge_result", lambda out, grading=None: note("merge", out.name.split(".")[0]))
+    monkeypatch.setattr(pool, "merge_result", lambda out, grading=None, **kw: note("merge", out.name.split(".")[0]))
     for s in task_s:
         (grading / "submitted" / s / WEEK).mkdir(parents=True, exist_ok=True)
     return log
@@ -428,3 +429,51 @@ def test_a_runs_fixed_costs_are_paid_once_and_overlap_the_grading(tmp_path, monk
     serial = 0.5 + 0.5 + 1.2 + 0.2 * len(task_s)  # set-up, then baselines, the long student, then the feedback
     print(f"3 fake lanes: {wall:.2f} s (set-up, baselines and feedback in sequence around the grading: >= {serial} s)")
     assert wall < serial, (wall, serial)
+
+
+# --------------------------------------------------------------------------------------------------- student ids
+_names = __import__("hypothesis").strategies.binary(min_size=1, max_size=12).filter(
+    lambda b: b"/" not in b and b"\0" not in b and b not in (b".", b".."))
+
+
+@__import__("hypothesis").given(_names, _names)
+def test_a_folder_name_maps_to_one_safe_id(a, b):
+    """Every folder name but a hidden one gets an id nbgrader takes as it is (UTF-8, no glob, control or format
+    character, no % that a sqlite URL would decode, no white space at an end); a plain name is its own id; two
+    folders never share one."""
+    import os
+    import unicodedata
+
+    from autograder.students import student_id
+
+    na, nb = os.fsdecode(a), os.fsdecode(b)
+    sa = student_id(na)
+    if na.startswith("."):
+        assert sa is None
+        return
+    sa.encode("utf-8")  # no surrogate left
+    assert sa == sa.strip() and not set("*?[]%") & set(sa)
+    assert not any(unicodedata.category(c)[0] == "C" for c in sa)
+    if "\\" not in sa:
+        assert sa == na  # a plain name is kept
+    if not nb.startswith(".") and na != nb:
+        assert student_id(nb) != sa
+
+
+def test_ids_and_folders_both_ways(tmp_path):
+    """The roster maps each folder to its id (a hidden one left out, with a note); a task finds the folder back."""
+    import os
+
+    from autograder.pool import task_folder
+    from autograder.students import class_roster, submission_folder
+
+    for name in (b"caf\xe9", b"smith,john", b"ann", b".ipynb_checkpoints", b"a[1]"):
+        os.makedirs(os.fsencode(tmp_path) + b"/" + name + b"/" + WEEK.encode())
+    roster, notes = class_roster(tmp_path, WEEK)
+    assert roster == {"a\\x5b1\\x5d": "a[1]", "ann": "ann", "caf\\xe9": os.fsdecode(b"caf\xe9"),
+                      "smith,john": "smith,john"}
+    assert any(".ipynb_checkpoints" in n and "ignored" in n for n in notes)
+    assert any("'caf\\xe9'" in n and "caf\\xe9" in n for n in notes)
+    for sid, folder in roster.items():
+        assert submission_folder(tmp_path, sid, WEEK) == tmp_path / folder / WEEK
+        assert all(c.isalnum() or c in "_.,@=-" for c in task_folder(sid))  # nbgrader's unescaped path regex
