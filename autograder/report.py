@@ -419,7 +419,8 @@ def collect(week: str, grading: Path) -> tuple[dict, list[str], list[ExerciseInf
     def get(name: str) -> Student:
         return students.setdefault(name, Student(name))
 
-    for sid, folder in class_roster(grading / "submitted", week)[0].items():  # ids decided once (students.student_id)
+    folders, folder_notes = class_roster(grading / "submitted", week)
+    for sid, folder in folders.items():  # ids decided once (students.student_id)
         get(sid).submitted = True
         if sid != folder:  # the folder's own name, shown beside the id it grades under
             get(sid).notes.append(mapped_note(folder, sid))
@@ -484,6 +485,8 @@ def collect(week: str, grading: Path) -> tuple[dict, list[str], list[ExerciseInf
     roster = sorted(students.values(), key=lambda s: _natural(s.name))
     lanes = batch.get("lanes") if isinstance(batch.get("lanes"), dict) else {}
     meta = {"week": week, "grading": str(grading), "batch_wall_s": _num(batch.get("wall_s"), None),
+            # a folder of the week that is no student's (hidden): named here, so no folder goes without a word
+            "left_out": [n for n in folder_notes if n not in {mapped_note(f, i) for i, f in folders.items()}],
             "batch_error": err, "has_gradebook": bool(gradebook), "has_book": bool(book), "book_error": book_err,
             "secrets": secrets, "lanes": lanes,
             "where": batch.get("where"), "seed_source": batch.get("seed_source")}
@@ -744,6 +747,8 @@ def _summary_html(meta: dict, notebooks: list[str], roster: list[Student], total
         summary.append(("batch record", _clean(meta["batch_error"], secrets)))
     if meta.get("book_error"):
         summary.append(("gradebook", _clean(meta["book_error"], secrets)))
+    for note in meta.get("left_out", []):
+        summary.append(("folder left out", note))
     parts = ["<h2 id='summary'>Summary</h2><dl class='summary'>"
              + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in summary) + "</dl>"]
     if totals:
