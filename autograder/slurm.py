@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 from .pool import (STARTED, class_assignment, grade_task, lane_figures, make_template, merge_result, read_result,
-                   result_digest)
+                   result_digest, task_folder)
 from .release import ROOT, grading_dir, nbgrader
 
 DEFAULTS = {"chunk": 1, "partition": None, "time": "01:00:00", "account": None, "gres": "gpu:1",
@@ -181,7 +181,7 @@ def run_task(week: str, roster: Path, index: int, template: Path | None = None) 
     _prepare_here(week)  # this process loads no student code: students are graded in processes of their own
     bad = 0
     for student in students:
-        out = sdir / "results" / student / task
+        out = results_dir(sdir, student) / task
         # the hand-in as it is before grading: a change while it is graded makes the result count for no hand-in
         _save_handin(out, handin_digest(week, student))
         res = grade_task(week, student, out, submitted=grading_dir() / "submitted",
@@ -235,10 +235,16 @@ def graded_handin(rdir: Path) -> str | None:
         return None
 
 
+def results_dir(sdir: Path, student: str) -> Path:
+    """results/<task folder>/: named as the pool names a task's folder (pool.task_folder: the id itself where it is
+    plain), since nbgrader reads the task's path as a regular expression it does not escape."""
+    return Path(sdir) / "results" / task_folder(student)
+
+
 def results_of(sdir: Path, student: str) -> list[Path]:
     """Every result folder of a student: results/<student>/<array job>_<task>/ (one per array task that graded
     them; an earlier layout's results/<student>/ too)."""
-    base = Path(sdir) / "results" / student
+    base = results_dir(sdir, student)
     return [p for p in [base, *sorted(base.glob("*"))] if p.is_dir() and (p / "result.json").exists()
             or p.is_dir() and (p / STARTED).exists()]
 
@@ -560,9 +566,9 @@ def forget(grading: Path, students: list[str], week: str | None = None) -> list[
         for student in hit:
             said.append(f"{student}: out of the Slurm arrays of {sdir.name} ({sdir / 'jobs.json'})")
         for student in students:
-            if (sdir / "results" / student).exists():
-                shutil.rmtree(sdir / "results" / student)
-                said.append(f"{student}: {sdir / 'results' / student} removed")
+            if results_dir(sdir, student).exists():
+                shutil.rmtree(results_dir(sdir, student))
+                said.append(f"{student}: {results_dir(sdir, student)} removed")
     return said
 
 

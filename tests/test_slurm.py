@@ -403,3 +403,29 @@ def test_forget_takes_the_student_out_of_the_slurm_arrays(tmp_path, monkeypatch,
     assert json.loads((sdir / "merged.json").read_text()) == {"ann": "a1"}
     said = capsys.readouterr().out
     assert not (sdir / "results" / "cy").exists() and "cy: out of the Slurm arrays of week1" in said, said
+
+
+@pytest.mark.slow
+def test_slurm_grades_ids_nbgrader_reads_as_patterns(tmp_path):
+    """Stand-in Slurm: students whose ids nbgrader would read as a regular expression in a task's path (`smith (john)`)
+    or that are mapped to a safe id (a folder name that is not UTF-8: `caf\\xe9`) are graded by their array task and
+    collected like any other (their results were once under results/<raw id>/, inside nbgrader's unescaped path)."""
+    from autograder.cohort import build
+    from autograder.students import student_id
+
+    grading = tmp_path / "grading"
+    build(grading / "submitted", WEEK, ["blank"])  # the release notebooks as handed out: graded by nbgrader
+    sub = os.fsencode(grading / "submitted")
+    names = [b"smith (john)", b"caf\xe9"]
+    for name in names:
+        shutil.copytree(os.path.join(sub, b"blank"), os.path.join(sub, name))
+    shutil.rmtree(grading / "submitted" / "blank")
+    ids = sorted(student_id(os.fsdecode(n)) for n in names)
+    fake, env = _fake_slurm(tmp_path, grading)
+    r = _cli(env, "slurm", "submit", WEEK, "--seed", "7", "--gres", "", timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    for i in range(2):
+        _run_array_task(env, fake, "42", i)
+    r = _cli(env, "slurm", "collect", WEEK, timeout=300)
+    assert r.returncode == 0 and "2 of 2 student(s) graded" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
+    assert sorted(_scores(grading)) == ids
