@@ -350,7 +350,9 @@ def test_kept_batch_folders_hold_no_copy_of_a_hand_in(odd):
 def test_forget_takes_a_folder_name_that_is_not_utf8(odd):
     grading = odd["grading"]
     sdir = grading / "slurm" / WEEK  # a Slurm submission that held CAFE, its result merged
-    (sdir / "results" / CAFE_ID / "7_0").mkdir(parents=True)
+    from autograder.slurm import results_dir
+
+    (results_dir(sdir, CAFE_ID) / "7_0").mkdir(parents=True)
     (sdir / "merged.json").write_text(json.dumps({CAFE_ID: "d1", "scalar": "d2"}))
     (sdir / "jobs.json").write_text(json.dumps({"submissions": [{"job": "7", "students": [[CAFE_ID], ["scalar"]]}]}))
     r = subprocess.run([sys.executable, "-m", "autograder.cli", "forget", b"caf\xe9"], cwd=ROOT, env=_env(grading),
@@ -359,7 +361,7 @@ def test_forget_takes_a_folder_name_that_is_not_utf8(odd):
     assert not (grading / "submitted" / CAFE).exists() and not (grading / "verdicts" / CAFE_ID).exists()
     assert CAFE_ID not in _report(grading) and CAFE_ID not in (grading / f"grades_{WEEK}.csv").read_text()
     assert (grading / f"report_{WEEK}.html").stat().st_size > 0
-    assert not (sdir / "results" / CAFE_ID).exists() and json.loads((sdir / "merged.json").read_text()) == \
+    assert not results_dir(sdir, CAFE_ID).exists() and json.loads((sdir / "merged.json").read_text()) == \
         {"scalar": "d2"}
     assert json.loads((sdir / "jobs.json").read_text())["submissions"][0]["students"] == [[], ["scalar"]]
     from autograder.pool import gradebook_rows

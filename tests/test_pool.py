@@ -477,3 +477,37 @@ def test_ids_and_folders_both_ways(tmp_path):
     for sid, folder in roster.items():
         assert submission_folder(tmp_path, sid, WEEK) == tmp_path / folder / WEEK
         assert all(c.isalnum() or c in "_.,@=-" for c in task_folder(sid))  # nbgrader's unescaped path regex
+
+
+@pytest.mark.slow
+def test_a_lanes_next_task_process_is_started_while_the_last_student_grades(tmp_path):
+    """One student per process still, but the lane's next task process is started ahead (pool._spare_task): it does
+    its imports while the student before it is graded, so the next student's process is older than the end of the
+    previous student's grading. Every student is graded as before; no spare outlives the run."""
+    import shutil
+    from pathlib import Path
+
+    grading = tmp_path / "grading"
+    build(grading / "submitted", WEEK, ["malformed"])  # not JSON: graded 0 without nbgrader (fast)
+    students = ["s1", "s2", "s3"]
+    for s in students:
+        shutil.copytree(grading / "submitted" / "malformed", grading / "submitted" / s)
+    shutil.rmtree(grading / "submitted" / "malformed")
+    env = dict(os.environ, COURSE_GRADING_DIR=str(grading), PYTHONPATH=str(ROOT), MPLCONFIGDIR=str(tmp_path / "mpl"))
+    env.pop("COURSE_FORCE_CPU", None)
+    r = subprocess.run([sys.executable, "-m", "autograder.cli", "grade", WEEK, "--seed", "5", "--gpus", "none"],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 2 and "graded 0 of 3" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]  # 3 not readable
+    per = json.loads((grading / f"batch_{WEEK}.json").read_text())["per_student"]
+    runs = sorted((per[s]["started_at"], per[s]["process_born"], per[s]["finished_at"]) for s in students)
+    for (_, _, end), (_, born, _) in zip(runs, runs[1:]):
+        assert born < end, f"the next student's process started at {born}, after the last one ended at {end}"
+    mine = f"COURSE_GRADING_DIR={grading}".encode()
+    left = []
+    for proc in Path("/proc").glob("[0-9]*"):  # this run's spares only (other tests may be grading at the same time)
+        try:
+            if b"autograder.pool\0spare" in (proc / "cmdline").read_bytes() and mine in (proc / "environ").read_bytes():
+                left.append(proc.name)
+        except OSError:
+            continue
+    assert not left, f"spare task processes outlived the run: {left}"
