@@ -216,8 +216,8 @@ def _grade(args, week, secret, seed_source, grading, students, lanes) -> int:
     for line in details:
         print(line)
     if misplaced:
-        print(f"HAND-IN MISTAKES ({len(misplaced)}): once the hand-ins are mended, autograder grade {week} --students "
-              f"{','.join(sorted(misplaced))}")
+        print(f"HAND-IN MISTAKES ({len(misplaced)}): once the hand-ins are mended, autograder grade {week} "
+              f"{students_option(sorted(misplaced))}")
     return 2 if missing or misplaced else 0
 
 
@@ -420,6 +420,9 @@ def cmd_release(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    for stream in (sys.stdout, sys.stderr):  # a folder name that is not UTF-8, should one reach a message: \xe9, in
+        if hasattr(stream, "reconfigure"):  # any locale (never a raw byte a log reader chokes on, never a crash)
+            stream.reconfigure(errors="backslashreplace")
     ap = argparse.ArgumentParser(prog="autograder", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     g = sub.add_parser("grade", help="autograde every submission of a week")

@@ -201,7 +201,9 @@ def stage_submission(folder: Path, dest: Path, expected: list[str], week: str
             notes.append(f"{p.name} is a {other} notebook, found in {week}/: move it to {student}/{other}/"
                          if other and other != week else
                          f"{p.name}: not a notebook of {week} (expected: {', '.join(expected)}); ignored")
-    return notes, malformed, ungraded
+    # names of folders and files as a person reads them (a byte that is not UTF-8 as \xe9): these lines are printed,
+    # recorded in JSON and shown in HTML
+    return [shown_name(n) for n in notes], [shown_name(m) for m in malformed], [shown_name(u) for u in ungraded]
 
 
 def misplaced_hand_ins(submitted: Path, week: str, skip) -> dict[str, dict]:
@@ -210,18 +212,20 @@ def misplaced_hand_ins(submitted: Path, week: str, skip) -> dict[str, dict]:
     and each such notebook named with where it was found and where it belongs."""
     mine = {b for b, w in notebook_weeks().items() if w == week}
     out = {}
-    for d in sorted(p for p in Path(submitted).glob("*") if p.is_dir() and p.name not in set(skip)):
-        if (d / week).exists():
+    skip = set(skip)
+    for d in sorted(p for p in Path(submitted).glob("*") if p.is_dir()):
+        sid = student_id(d.name)  # the batch record is keyed by id (autograder.students)
+        if sid is None or sid in skip or (d / week).exists():
             continue
         found = [p for p in _notebooks_under(d) if _base_name(p.name) in mine]
         if not found:
             continue
         where = [f"{p.name} in {p.parent.relative_to(d)}/" for p in found]
-        out[d.name] = {"returncode": None, "no_submission": True,
-                       "notes": [f"no submission; found {w}: it is a {week} notebook — move it to {d.name}/{week}/ "
-                                 "(not graded)" for w in where],
-                       "ungraded": [f"{_base_name(p.name)}.ipynb: found in {p.parent.relative_to(d)}/, not in "
-                                    f"{week}/ — move it to {d.name}/{week}/" for p in found]}
+        out[sid] = {"returncode": None, "no_submission": True,
+                    "notes": [shown_name(f"no submission; found {w}: it is a {week} notebook — move it to "
+                                         f"{d.name}/{week}/ (not graded)") for w in where],
+                    "ungraded": [shown_name(f"{_base_name(p.name)}.ipynb: found in {p.parent.relative_to(d)}/, not "
+                                            f"in {week}/ — move it to {d.name}/{week}/") for p in found]}
     return out
 
 

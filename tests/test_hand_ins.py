@@ -113,3 +113,28 @@ def test_the_summary_line_and_exit_status_name_every_hand_in_mistake(tmp_path):
     assert rows["bob"]["status"] == "no submission" and f"found {DAY1} in week2/" in rows["bob"]["notes"], rows["bob"]
     rec = json.loads((grading / "batch_week1.json").read_text())["per_student"]
     assert rec["cy"]["ungraded"] and rec["malformed"]["malformed"] and rec["bob"]["no_submission"]
+
+
+def test_hand_in_mistakes_of_a_folder_that_is_not_utf8_are_said_in_utf8(tmp_path):
+    """A week-1 notebook in week2/ of a folder whose name is not UTF-8 (a Latin-1 zip), and a week-2 notebook in
+    week1/ of another: every line the command prints is UTF-8 (the folder as \\xe9, never a raw byte), the batch record
+    keys them by their student id, and the retry command names the student in a form the shell and --student take."""
+    from autograder.students import student_id
+
+    sub = os.path.join(os.fsencode(tmp_path / "grading"), b"submitted")
+    for folder, week, src in ((b"y\xe9", b"week2", ROOT / "weeks" / "week1" / "day1_naive_loads.ipynb"),
+                              (b"z\xe9", b"week1", ROOT / "weeks" / "week2" / "day1_swizzle.ipynb")):
+        os.makedirs(os.path.join(sub, folder, week))
+        shutil.copy(src, os.path.join(sub, folder, week, os.fsencode(src.name)))
+    env = dict(os.environ, COURSE_GRADING_DIR=str(tmp_path / "grading"), PYTHONPATH=str(ROOT),
+               MPLCONFIGDIR=str(tmp_path / "mpl"))
+    env.pop("COURSE_FORCE_CPU", None)
+    r = subprocess.run([sys.executable, "-m", "autograder.cli", "grade", "week1", "--seed", "7", "--gpus", "none"],
+                       cwd=ROOT, env=env, capture_output=True, timeout=600)
+    out = r.stdout.decode("utf-8")  # strict: a raw byte of a folder name fails here
+    assert r.returncode == 2, out + r.stderr.decode("utf-8", "replace")
+    y, z = student_id(os.fsdecode(b"y\xe9")), student_id(os.fsdecode(b"z\xe9"))
+    assert "move it to y\\xe9/week1/" in out and "move it to z\\xe9/week2/" in out, out
+    assert f"--student 'y\\xe9'" in out and f"--students {y}" not in out, out
+    per = json.loads((tmp_path / "grading" / "batch_week1.json").read_text())["per_student"]
+    assert y in per and z in per and per[y].get("no_submission"), sorted(per)
