@@ -44,6 +44,7 @@ import traceback
 from pathlib import Path
 
 from kernels import record
+from kernels.paths import write_whole
 from kernels.runner import KernelHang, checked_launch, derive, exercise_baseline, time_exercise
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -201,9 +202,7 @@ def baseline(slug: str, exercise: str, reference_source: str | None, *, seed: in
     _baselines[key] = res
     if f is not None:
         f.parent.mkdir(parents=True, exist_ok=True)
-        tmpf = f.with_name(f".{f.name}.{os.getpid()}.tmp")
-        tmpf.write_text(json.dumps(res))
-        os.replace(tmpf, f)
+        write_whole(f, json.dumps(res))
     return res
 
 

@@ -38,6 +38,8 @@ import sys
 import time
 from pathlib import Path
 
+from kernels.paths import write_whole
+
 from .pool import (STARTED, class_assignment, grade_task, lane_figures, make_template, merge_result, read_result,
                    result_digest, task_folder)
 from .release import ROOT, grading_dir, nbgrader
@@ -56,9 +58,7 @@ def _load_state(sdir: Path) -> dict:
 
 
 def _save_json(path: Path, data) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-    os.replace(tmp, path)
+    write_whole(path, json.dumps(data, indent=1, sort_keys=True))  # whole or not at all (kernels.paths)
 
 
 # ------------------------------------------------------------------------------------------------- the script
