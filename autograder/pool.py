@@ -297,20 +297,26 @@ def grade_task(week: str, student: str, out: Path, *, submitted: Path, template:
     return result
 
 
+def file_digests(folder: Path, skip=()) -> dict[str, dict]:
+    """{relative path: {"bytes", "sha256"}} of every file under `folder` (sorted; parts named in `skip` left out):
+    what a hand-in or a task's notebooks were, by content."""
+    files = {}
+    for f in sorted(p for p in Path(folder).rglob("*") if p.is_file() and not set(skip) & set(p.parts)):
+        h = hashlib.sha256()
+        with f.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):  # noqa: B023 - read now, in this iteration
+                h.update(chunk)
+        files[f.relative_to(folder).as_posix()] = {"bytes": f.stat().st_size, "sha256": h.hexdigest()}
+    return files
+
+
 def drop_copies(folder: Path, manifest: Path, **about) -> None:
     """Replace the files under `folder` (a task's staged hand-in, or its autograded notebooks once merged) by their
     sizes and sha256 digests in `manifest` (JSON, with `about`): a kept batch folder names what was graded by content
     instead of holding a copy of every hand-in (a 100 MB notebook, five runs kept: 500 MB). No folder: nothing."""
     if not Path(folder).is_dir():
         return
-    files = {}
-    for f in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
-        h = hashlib.sha256()
-        with f.open("rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):  # noqa: B023 - read now, in this iteration
-                h.update(chunk)
-        files[str(f.relative_to(folder))] = {"bytes": f.stat().st_size, "sha256": h.hexdigest()}
-    _atomic_json(manifest, {**about, "files": files})
+    _atomic_json(manifest, {**about, "files": file_digests(folder)})
     shutil.rmtree(folder)
 
 
@@ -794,32 +800,14 @@ def forget_target(grading: Path, name: str) -> tuple[str, str | None]:
 
 def forget(grading: Path, students: list[str], week: str | None = None, keep_submission: bool = False) -> list[str]:
     """Remove students from a grading folder (a trial cohort graded in the class's folder, a student who left):
-    their gradebook rows (nbgrader's Gradebook.remove_submission / remove_student), their folders under
-    submitted/ (unless keep_submission), autograded/, feedback/, verdicts/, and their entries in batch_<week>.json;
-    then each affected week's CSV export and report are written again. A student is named by id or by folder name
-    (`forget_target`). Their Slurm state is slurm.forget's (`autograder forget` calls both: slurm imports pool)."""
+    `withdraw` each, then each affected week's CSV export and report are written again. A student is named by id or
+    by folder name (`forget_target`). Their Slurm state is slurm.forget's (`autograder forget` calls both: slurm
+    imports pool)."""
     grading = Path(grading)
     said, weeks = [], set()
     for name in students:
         student, folder = forget_target(grading, name)
-        said += _forget_grades(grading, student, week, weeks)
-        kinds = [("autograded", student), ("feedback", student), ("verdicts", student)]
-        if not keep_submission and folder is not None:
-            kinds.append(("submitted", folder))
-        for kind, sub in kinds:
-            d = grading / kind / sub
-            target = d / week if week else d
-            if target.exists():
-                shutil.rmtree(target)
-                said.append(f"{student}: {kind}/{shown_name(str(target.relative_to(grading / kind)))} removed")
-                if week and d.exists() and not any(d.iterdir()):
-                    d.rmdir()
-        for bf in grading.glob(f"batch_{week or '*'}.json"):
-            # ...and under the folder's own name, which a record written before ids were mapped may hold
-            if any([_forget_in_record(bf, s) for s in {student, folder or student}]):
-                weeks.add(bf.stem[len("batch_"):])
-        if not any(x.startswith(f"{student}:") for x in said):
-            said.append(f"{student}: nothing to forget in {grading}")
+        said += withdraw(grading, student, week, weeks, folder=None if keep_submission else folder)
     from .report import write_report
 
     for w in sorted(weeks):
@@ -827,6 +815,32 @@ def forget(grading: Path, students: list[str], week: str | None = None, keep_sub
             export_week(w, grading)
         write_report(w, grading)
         said.append(f"{w}: gradebook CSV and report written again")
+    return said
+
+
+def withdraw(grading: Path, student: str, week: str | None, weeks: set, folder: str | None = None) -> list[str]:
+    """One student's grades out of a grading folder, the CSV export and report left to the caller (`forget`, and
+    Slurm's collect for a grade of an earlier hand-in): their gradebook rows (nbgrader's remove_submission /
+    remove_student), autograded/, feedback/, verdicts/ (of `week`, or all), submitted/<folder> when a folder is
+    named, their entries in batch_<week>.json. Adds the weeks touched to `weeks`; returns what was done."""
+    said = _forget_grades(grading, student, week, weeks)
+    kinds = [("autograded", student), ("feedback", student), ("verdicts", student)]
+    if folder is not None:
+        kinds.append(("submitted", folder))
+    for kind, sub in kinds:
+        d = grading / kind / sub
+        target = d / week if week else d
+        if target.exists():
+            shutil.rmtree(target)
+            said.append(f"{student}: {kind}/{shown_name(str(target.relative_to(grading / kind)))} removed")
+            if week and d.exists() and not any(d.iterdir()):
+                d.rmdir()
+    for bf in grading.glob(f"batch_{week or '*'}.json"):
+        # ...and under the folder's own name, which a record written before ids were mapped may hold
+        if any([_forget_in_record(bf, s) for s in {student, folder or student}]):
+            weeks.add(bf.stem[len("batch_"):])
+    if not any(x.startswith(f"{student}:") for x in said):
+        said.append(f"{student}: nothing to forget in {grading}")
     return said
 
 

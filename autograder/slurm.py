@@ -40,9 +40,10 @@ from pathlib import Path
 
 from kernels.paths import write_whole
 
-from .pool import (STARTED, class_assignment, grade_task, lane_figures, make_template, merge_result, read_result,
-                   result_digest, task_folder)
+from .pool import (STARTED, class_assignment, file_digests, grade_task, lane_figures, make_template, merge_result,
+                   read_result, result_digest, task_folder, withdraw)
 from .release import ROOT, grading_dir, nbgrader
+from .students import submission_folder
 
 DEFAULTS = {"chunk": 1, "partition": None, "time": "01:00:00", "account": None, "gres": "gpu:1",
             "cpus_per_task": 8, "mem": None, "max_parallel": None, "sbatch_args": []}
@@ -200,18 +201,14 @@ def roster_line(roster: Path, index: int) -> list[str]:
 
 
 def handin_digest(week: str, student: str) -> str:
-    """What identifies a student's hand-in of `week`: the names and bytes of every file under
-    <grading>/submitted/<student>/<week>/ (Jupyter's checkpoints left out); "" when there is none."""
-    folder = grading_dir() / "submitted" / student / week
+    """What identifies a student's hand-in of `week`: the names and bytes of every file of their folder
+    (students.submission_folder: a mapped id finds its folder; Jupyter's checkpoints left out); "" when there is
+    none."""
+    folder = submission_folder(grading_dir() / "submitted", student, week)
     if not folder.is_dir():
         return ""
-    h = hashlib.sha256()
-    for f in sorted(folder.rglob("*")):
-        if f.is_file() and ".ipynb_checkpoints" not in f.parts:
-            data = f.read_bytes()
-            h.update(f"{f.relative_to(folder).as_posix()}\0{len(data)}\0".encode())
-            h.update(data)
-    return h.hexdigest()[:20]
+    files = file_digests(folder, skip={".ipynb_checkpoints"})
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:20]
 
 
 def _handin_file(rdir: Path) -> Path:
@@ -416,28 +413,10 @@ def _task_of(res: dict) -> str:
 
 
 def _withdraw(grading: Path, week: str, student: str) -> None:
-    """Take back a grade merged from a result of an earlier hand-in: the student's submission of `week` in the
-    class's gradebook (with it the CSV export's row), their autograded notebooks, verdicts and feedback of the week,
-    and their batch-record entry (which would otherwise stand in for the missing grade). The result folder stays."""
-    import warnings
-
-    from nbgrader.api import Gradebook, MissingEntry
-    from sqlalchemy.exc import SAWarning
-
-    if (grading / "gradebook.db").exists():
-        with warnings.catch_warnings(), Gradebook(f"sqlite:///{grading / 'gradebook.db'}") as gb:
-            warnings.simplefilter("ignore", SAWarning)
-            try:
-                gb.remove_submission(week, student)
-            except MissingEntry:
-                pass
-    for kind in ("autograded", "verdicts", "feedback"):
-        shutil.rmtree(grading / kind / student / week, ignore_errors=True)
-    f = grading / f"batch_{week}.json"
-    rec = json.loads(f.read_text()) if f.exists() else {}
-    if student in (rec.get("per_student") or {}):
-        del rec["per_student"][student]
-        _save_json(f, rec)
+    """Take back a grade merged from a result of an earlier hand-in (pool.withdraw: the gradebook's submission of
+    `week`, with it the CSV export's row, the autograded notebooks, verdicts and feedback of the week, the batch-record
+    entry that would otherwise stand in for the missing grade). The hand-in and the result folder stay."""
+    withdraw(grading, student, week, set())
 
 
 def _graded_entry(student: str, res: dict, job: str, idx: int, q: dict, lanes: dict) -> tuple[dict, str]:

@@ -295,6 +295,16 @@ def _run_array_task(env: dict, fake: Path, job: str, i: int) -> None:
     assert t.returncode == 0, t.stdout[-2000:] + t.stderr[-2000:]
 
 
+def _submit_run_collect(env: dict, fake, n: int) -> None:
+    """Stand-in Slurm: submit the week, run its array's n tasks (job 42) here, collect: all n graded, exit 0."""
+    r = _cli(env, "slurm", "submit", WEEK, "--seed", "7", "--gres", "", timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    for i in range(n):
+        _run_array_task(env, fake, "42", i)
+    r = _cli(env, "slurm", "collect", WEEK, timeout=300)
+    assert r.returncode == 0 and f"{n} of {n} student(s) graded" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
+
+
 @pytest.mark.slow
 def test_a_result_counts_only_for_the_hand_in_it_graded_and_forget_leaves_slurm(tmp_path):
     """Stand-in Slurm, the array's tasks run here. Two students hand in again; the later array grades one of them
@@ -311,12 +321,7 @@ def test_a_result_counts_only_for_the_hand_in_it_graded_and_forget_leaves_slurm(
     shutil.rmtree(grading / "submitted" / "malformed")
     fake, env = _fake_slurm(tmp_path, grading)
     sdir = grading / "slurm" / WEEK
-    r = _cli(env, "slurm", "submit", WEEK, "--seed", "7", "--gres", "", timeout=300)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    for i in range(3):
-        _run_array_task(env, fake, "42", i)
-    r = _cli(env, "slurm", "collect", WEEK, timeout=300)
-    assert r.returncode == 0 and "3 of 3 student(s) graded" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
+    _submit_run_collect(env, fake, 3)
 
     for s in ("ann", "ben"):  # a new hand-in each (still not JSON: the score stays 0, the content changed)
         f = grading / "submitted" / s / WEEK / nb.name
@@ -422,10 +427,5 @@ def test_slurm_grades_ids_nbgrader_reads_as_patterns(tmp_path):
     shutil.rmtree(grading / "submitted" / "blank")
     ids = sorted(student_id(os.fsdecode(n)) for n in names)
     fake, env = _fake_slurm(tmp_path, grading)
-    r = _cli(env, "slurm", "submit", WEEK, "--seed", "7", "--gres", "", timeout=300)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    for i in range(2):
-        _run_array_task(env, fake, "42", i)
-    r = _cli(env, "slurm", "collect", WEEK, timeout=300)
-    assert r.returncode == 0 and "2 of 2 student(s) graded" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
+    _submit_run_collect(env, fake, 2)
     assert sorted(_scores(grading)) == ids
