@@ -135,10 +135,15 @@ def _roster(args, submitted: Path, week: str) -> list[str] | None:
 
 def students_option(ids: list[str]) -> str:
     """The options that name exactly `ids` in a shell command: plain ids as `--students a,b`, any other (a comma, a
-    space, a quote, ...) as `--student 'smith,john'` each (shlex.quote)."""
+    space, a quote, ...) as `--student 'smith,john'` each (shlex.quote). An option whose value starts with "-" is
+    written with "=" (`--student=-x`): argparse would take the value for an option."""
     plain = [s for s in ids if "," not in s and shlex.quote(s) == s]
-    return " ".join(([f"--students {','.join(plain)}"] if plain else [])
-                    + [f"--student {shlex.quote(s)}" for s in ids if s not in plain])
+
+    def opt(name: str, value: str) -> str:
+        return f"{name}={shlex.quote(value)}" if value.startswith("-") else f"{name} {shlex.quote(value)}"
+
+    return " ".join(([opt("--students", ",".join(plain))] if plain else [])
+                    + [opt("--student", s) for s in ids if s not in plain])
 
 
 def _grade(args, week, secret, seed_source, grading, students, lanes) -> int:
@@ -419,10 +424,8 @@ def cmd_release(args) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    for stream in (sys.stdout, sys.stderr):  # a folder name that is not UTF-8, should one reach a message: \xe9, in
-        if hasattr(stream, "reconfigure"):  # any locale (never a raw byte a log reader chokes on, never a crash)
-            stream.reconfigure(errors="backslashreplace")
+def parser() -> argparse.ArgumentParser:
+    """The command line (main's; tests parse the commands the course prints with it)."""
     ap = argparse.ArgumentParser(prog="autograder", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     g = sub.add_parser("grade", help="autograde every submission of a week")
@@ -479,6 +482,14 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("release", help="generate weeks/ from solutions/")
     r.add_argument("weeks", nargs="*")
     r.set_defaults(fn=cmd_release)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    for stream in (sys.stdout, sys.stderr):  # a folder name that is not UTF-8, should one reach a message: \xe9, in
+        if hasattr(stream, "reconfigure"):  # any locale (never a raw byte a log reader chokes on, never a crash)
+            stream.reconfigure(errors="backslashreplace")
+    ap = parser()
     args = ap.parse_args(argv)
     if os.environ.get("COURSE_GRADING_DIR"):  # relative to where the command runs; its children run in the course root
         os.environ["COURSE_GRADING_DIR"] = str(grading_dir())

@@ -24,7 +24,8 @@ A pool worker owns one GPU (CUDA_VISIBLE_DEVICES of its own), measures that GPU'
 references before its first student (`prepare_lane`, in a process that loads no student code), and grades its
 students one after another. A task that fails — its process crashed, nbgrader failed, the GPU stopped answering —
 is handed back once, to another worker where there is one; a second failure is reported as "not graded, retry".
-A worker whose GPU fails a health check, or whose grading process died twice in a row, stops taking students.
+A worker whose GPU fails a health check, or whose grading process died for two students in a row, stops taking
+students.
 """
 
 from __future__ import annotations
@@ -908,7 +909,7 @@ class Lane:
     students: list[str] = field(default_factory=list)
     figures: dict = field(default_factory=dict)
     wall_s: float = 0.0
-    failures_in_a_row: int = 0
+    died_for: list = field(default_factory=list)  # the students whose task process died since its last success
     spare: object = None  # the lane's next task process, started ahead (_spare_task); None until the first task
 
 
@@ -1165,7 +1166,7 @@ def _work(lane: Lane, week: str, todo: _Queue, events, *, grading: Path, batch: 
             break
         res = read_result(out)
         if res is not None and res.get("state") == "done":
-            lane.failures_in_a_row = 0
+            lane.died_for = []
             lane.students.append(job.student)
             events.put(("done", lane, job, (out, res)))
             todo.finish()
@@ -1204,13 +1205,13 @@ def _lane_ready(week: str, lane: Lane, lane_dir: Path) -> tuple[bool, str]:
 
 def _task_cmd(week: str, lane: Lane, job: Job, out: Path, *, grading: Path, template: Path,
               lane_dir: Path) -> list[str]:
-    cmd = [sys.executable, "-m", "autograder.pool", "task", week, job.student, "--out", str(out),
+    cmd = [sys.executable, "-m", "autograder.pool", "task", "--out", str(out),
            "--submitted", str(grading / "submitted"), "--template", str(template),
            "--batch-dir", str(lane_dir / "baseline")]
     if lane.id is not None:
         cmd += ["--lane", lane.id]
-    cmd += ["--attempt", str(len(job.attempts))]
-    return cmd
+    # the positionals after "--": a student id may start with "-" (a folder named "-%" grades as -\x25)
+    return cmd + ["--attempt", str(len(job.attempts)), "--", week, job.student]
 
 
 def _run_task(cmd: list[str], lane: Lane, task_timeout: float | None) -> tuple[int, str]:
@@ -1273,15 +1274,16 @@ def _failed_attempt(lane: Lane, job: Job, out: Path, res: dict | None, code: int
         why = f"nbgrader autograde exited {res.get('returncode')}: {res.get('log_tail', '')[-600:]}"
     job.attempts.append({"lane": id(lane), "label": lane.label, "why": why[-800:], "out": str(out)})
     drop_copies(out / "autograded", out / "autograded.json")  # what nbgrader wrote, by digest (the log says why)
-    # A process that died or ran out of time says something about the lane; nbgrader failing on a student's
-    # notebook does not (that student is handed back, the lane goes on).
+    # A process that died or ran out of time for two different students in a row says something about the lane;
+    # nbgrader failing on a student's notebook does not, nor one student's task dying twice (that student is given
+    # up on, the lane goes on with the others).
     if res is None:
-        lane.failures_in_a_row += 1
+        lane.died_for.append(job.student)
     healthy, hwhy = gpu_healthy(lane.id, lane.env)
     if not healthy:
         lane.state, lane.why = "wedged", hwhy
-    elif lane.failures_in_a_row >= 2:
-        lane.state, lane.why = "retired", "its grading process died twice in a row"
+    elif len(set(lane.died_for)) >= 2:
+        lane.state, lane.why = "retired", "its grading process died for two students in a row"
     if lane.state != "grading":
         todo.retire(lane)
     if len(job.attempts) < 2:

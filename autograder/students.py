@@ -26,10 +26,13 @@ def student_id(name: str) -> str | None:
       one with a control or format character (a newline would split CSV rows and log lines; a right-to-left override
       would disguise it), one with a glob character `*?[]` (`--student=[ab]` would grade another folder, or none),
       with `%` (SQLAlchemy decodes it in the gradebook's sqlite:/// path: `caf%E9` opened another file) or `\`, and
-      one with white space at either end (nbgrader strips it from --student). A plain id holds no `\` and a mapped
+      one with white space at either end (nbgrader strips it from --student), and the name `--` (argparse drops it as
+      an option's value, even written `--student=--`: `\x2d\x2d`). A plain id holds no `\` and a mapped
       one decodes to its folder's bytes, so no two folders share an id."""
     if not name or name.startswith("."):
         return None
+    if name == "--":
+        return "\\x2d\\x2d"
 
     def plain(c: str) -> bool:  # a lone surrogate (a byte that is not UTF-8) is category Cs
         return c not in _MAPPED and unicodedata.category(c)[0] != "C"

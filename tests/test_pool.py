@@ -343,7 +343,7 @@ def _fake_pool(monkeypatch, grading, *, task_s: dict, ready_s: float = 0.0):
         return True, ""
 
     def task(cmd, lane, timeout):
-        student, out = cmd[5], pool.Path(cmd[cmd.index("--out") + 1])
+        student, out = cmd[-1], pool.Path(cmd[cmd.index("--out") + 1])
         note("start", student)
         time.sleep(task_s[student])
         out.mkdir(parents=True, exist_ok=True)
