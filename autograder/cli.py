@@ -355,7 +355,15 @@ def cmd_slurm(args) -> int:
     given = {k: getattr(args, k) for k in keys if getattr(args, k) is not None}
     if args.action == "collect":
         res = slurm.collect(args.week)
-        return 2 if res["missing"] else 3 if res["queued"] else 0
+        said, details, misplaced = hand_in_mistakes(args.week, res["per_student"])
+        if said:
+            print("  hand-ins: " + "; ".join(said))
+        for line in details:
+            print(f"  {line}")
+        if misplaced:
+            print(f"  HAND-IN MISTAKES ({len(misplaced)}): once the hand-ins are mended, autograder slurm submit "
+                  f"{args.week} {students_option(sorted(misplaced))}")
+        return 2 if res["missing"] or misplaced else 3 if res["queued"] else 0
     secret = None if args.dry_run else (None if args.seed_file else _secret(args))
     if args.action == "resubmit":
         slurm.resubmit(args.week, given, secret=secret, seed_file=args.seed_file, dry_run=args.dry_run)

@@ -33,6 +33,7 @@ import json
 import os
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -40,8 +41,8 @@ from pathlib import Path
 
 from kernels.paths import write_whole
 
-from .pool import (STARTED, class_assignment, file_digests, grade_task, lane_figures, make_template, merge_result,
-                   read_result, result_digest, task_folder, withdraw)
+from .pool import (RESULT, STARTED, _atomic_json, _gpu_count, _slurm_ids, class_assignment, file_digests, grade_task,
+                   lane_figures, make_template, merge_result, read_result, result_digest, task_folder, withdraw)
 from .release import ROOT, grading_dir, nbgrader
 from .students import submission_folder
 
@@ -95,6 +96,8 @@ def script(week: str, roster: Path, n_tasks: int, opts: dict, *, sdir: Path, tem
               f"cd {shlex.quote(str(ROOT))}",
               f"export PYTHONPATH={shlex.quote(str(ROOT))}${{PYTHONPATH:+:$PYTHONPATH}}",
               f"export COURSE_GRADING_DIR={shlex.quote(str(grading_dir()))}"]
+    if not opts.get("gres"):  # a task that asks for no GPU: CPU grading on purpose (run_task refuses it otherwise)
+        lines.append("export COURSE_CPU_GRADING=1")
     if seed_file:
         lines.append(f"export COURSE_SECRET_SEED_FILE={shlex.quote(str(Path(seed_file).expanduser().resolve()))}")
     lines.append(f"exec {shlex.quote(sys.executable)} -m autograder.slurm task {week} --roster "
@@ -152,6 +155,10 @@ def submit(week: str, students: list[str], opts: dict, *, secret: str | None, se
     _save_json(sdir / "jobs.json", state)
     out(f"submitted job array {job}: {len(groups)} task(s) for {len(students)} student(s) of {week}; "
         f"results under {sdir / 'results'}; then: autograder slurm collect {week}")
+    if not opts.get("gres"):
+        from .score import CPU_GRADING
+
+        out(f"the tasks ask for no GPU (--gres ''): they grade on CPU. {CPU_GRADING}")
     return job
 
 
@@ -176,6 +183,13 @@ def run_task(week: str, roster: Path, index: int, template: Path | None = None) 
             print(exc, file=sys.stderr)
             return 2
     task = f"{os.environ.get('SLURM_ARRAY_JOB_ID', 'local')}_{os.environ.get('SLURM_ARRAY_TASK_ID', index)}"
+    if no_gpu := _no_gpu_here():  # a GPU task on a node that shows none: nobody graded on CPU unasked
+        for student in students:
+            out = results_dir(sdir, student) / task
+            _save_handin(out, handin_digest(week, student))
+            refuse_task(week, student, out, no_gpu)
+        print(no_gpu, file=sys.stderr)
+        return 1
     batch_dir = sdir / "baselines" / task
     batch_dir.mkdir(parents=True, exist_ok=True)
     os.environ["COURSE_BATCH_DIR"] = str(batch_dir)
@@ -191,6 +205,29 @@ def run_task(week: str, roster: Path, index: int, template: Path | None = None) 
         print(f"{student}: {res['state']} in {res['wall_s']:.0f} s (exit {res['returncode']})", flush=True)
         bad += res["state"] != "done"
     return 1 if bad else 0
+
+
+def _no_gpu_here() -> str | None:
+    """Why this task must not grade here (a task that asked for a GPU on a node where none is visible), or None."""
+    if os.environ.get("COURSE_CPU_GRADING") or (_gpu_count() > 0 and not os.environ.get("COURSE_FORCE_CPU")):
+        return None
+    from .score import CPU_GRADING
+
+    return (f"node {socket.gethostname()} shows this task no GPU (CUDA_VISIBLE_DEVICES="
+            f"{os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}"
+            + (", COURSE_FORCE_CPU is set" if os.environ.get("COURSE_FORCE_CPU") else "") + "): not graded, "
+            f"resubmit to a GPU partition (--partition, --gres). {CPU_GRADING}; to grade on CPU on purpose, submit "
+            "with --gres ''")
+
+
+def refuse_task(week: str, student: str, out: Path, why: str) -> None:
+    """A failed result that says why the student was not graded (collect shows it)."""
+    out.mkdir(parents=True, exist_ok=True)
+    info = {"student": student, "week": week, "host": socket.gethostname(), "slurm": _slurm_ids(),
+            "started_at": time.time()}
+    _atomic_json(out / STARTED, info)
+    _atomic_json(out / RESULT, {**info, "state": "failed", "returncode": None, "why": why, "finished_at": time.time(),
+                                "log_tail": ""})
 
 
 def roster_line(roster: Path, index: int) -> list[str]:
@@ -347,7 +384,8 @@ def collect(week: str, out=print) -> dict:
     """Merge every finished result into the class's gradebook (once: a result already merged is skipped), say per
     student which array task its result came from, list who is still queued (not an error) and who has no result
     with its task's Slurm state; regenerate feedback, the CSV export and the report when something changed.
-    Returns {"merged": [...], "missing": {student: why}, "queued": {student: why}, "changed": bool}."""
+    Returns {"merged": [...], "missing": {student: why}, "queued": {student: why}, "changed": bool,
+    "per_student": {student: entry}} (the entries name hand-in mistakes: cli.hand_in_mistakes)."""
     from .pool import grading_lock
 
     with grading_lock(grading_dir(), f"autograder slurm collect {week}"):
@@ -403,7 +441,7 @@ def _collect(week: str, out=print) -> dict:
         out(f"  NOT GRADED {student}: {why}")
     if missing:
         out(f"  then: autograder slurm resubmit {week}")
-    return {"merged": new, "missing": missing, "queued": waiting, "changed": changed}
+    return {"merged": new, "missing": missing, "queued": waiting, "changed": changed, "per_student": per_student}
 
 
 def _task_of(res: dict) -> str:
@@ -467,7 +505,9 @@ def _ungraded_entry(sdir: Path, student: str, job: str, idx: int, q: dict, chang
     fin = finished_state(job, idx, raw)
     why = f"Slurm task {tid}: {fin[0]} ({fin[1]})" if fin else \
         f"Slurm task {tid} never started, or left no record (not in squeue, sacct or scontrol)"
-    if failed is not None:  # the task ran and nbgrader failed
+    if failed is not None and failed.get("why"):  # the task refused to grade (refuse_task)
+        why += f"; {failed['why']}"
+    elif failed is not None:  # the task ran and nbgrader failed
         why += f"; nbgrader autograde exited {failed.get('returncode')}: {str(failed.get('log_tail'))[-300:]}"
     elif started:
         why += f"; it started on {started.get('host')} and wrote no result (killed, timed out or crashed)"

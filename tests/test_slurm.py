@@ -295,14 +295,16 @@ def _run_array_task(env: dict, fake: Path, job: str, i: int) -> None:
     assert t.returncode == 0, t.stdout[-2000:] + t.stderr[-2000:]
 
 
-def _submit_run_collect(env: dict, fake, n: int) -> None:
-    """Stand-in Slurm: submit the week, run its array's n tasks (job 42) here, collect: all n graded, exit 0."""
+def _submit_run_collect(env: dict, fake, n: int, code: int = 0) -> str:
+    """Stand-in Slurm: submit the week, run its array's n tasks (job 42) here, collect: all n graded, exit `code`
+    (2: hand-in mistakes named). Returns what collect printed."""
     r = _cli(env, "slurm", "submit", WEEK, "--seed", "7", "--gres", "", timeout=300)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     for i in range(n):
         _run_array_task(env, fake, "42", i)
     r = _cli(env, "slurm", "collect", WEEK, timeout=300)
-    assert r.returncode == 0 and f"{n} of {n} student(s) graded" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
+    assert r.returncode == code and f"{n} of {n} student(s) graded" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
+    return r.stdout
 
 
 @pytest.mark.slow
@@ -310,7 +312,8 @@ def test_a_result_counts_only_for_the_hand_in_it_graded_and_forget_leaves_slurm(
     """Stand-in Slurm, the array's tasks run here. Two students hand in again; the later array grades one of them
     and the other's task never runs (cancelled): collect exits 2, says the other is not graded because the hand-in
     changed, withdraws the old grade (gradebook, report), and resubmit sends that student. `forget` of a student
-    takes them out of the Slurm state: the next collect neither names them nor writes their row again."""
+    takes them out of the Slurm state: the next collect neither names them nor writes their row again. Each collect
+    names the hand-ins that are not notebooks (not JSON) and exits 2, as the grade command does."""
     from autograder.cohort import build
 
     grading = tmp_path / "grading"
@@ -321,7 +324,10 @@ def test_a_result_counts_only_for_the_hand_in_it_graded_and_forget_leaves_slurm(
     shutil.rmtree(grading / "submitted" / "malformed")
     fake, env = _fake_slurm(tmp_path, grading)
     sdir = grading / "slurm" / WEEK
-    _submit_run_collect(env, fake, 3)
+    out = _submit_run_collect(env, fake, 3, code=2)
+    assert f"3 hand-ins not readable: ann/{WEEK}/{nb.name}, ben/{WEEK}/{nb.name}, cy/{WEEK}/{nb.name}" in out, out
+    assert "NOT READABLE ann:" in out and "HAND-IN MISTAKES (3): once the hand-ins are mended, autograder slurm " \
+        f"submit {WEEK} --students ann,ben,cy" in out, out
 
     for s in ("ann", "ben"):  # a new hand-in each (still not JSON: the score stays 0, the content changed)
         f = grading / "submitted" / s / WEEK / nb.name
@@ -347,10 +353,40 @@ def test_a_result_counts_only_for_the_hand_in_it_graded_and_forget_leaves_slurm(
     r = _cli(env, "forget", "cy", timeout=300)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     r = _cli(env, "slurm", "collect", WEEK, timeout=300)
-    assert r.returncode == 0 and "2 of 2 student(s) graded" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
-    assert "cy" not in r.stdout.split("report:", 1)[1], r.stdout
+    assert r.returncode == 2 and "2 of 2 student(s) graded" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "HAND-IN MISTAKES (2)" in r.stdout and "cy" not in r.stdout.split("report:", 1)[1], r.stdout
     assert _scores(grading) == {"ann": 0.0, "ben": 0.0}
     assert "cy" not in {row.split(",")[0] for row in (grading / f"report_{WEEK}.csv").read_text().splitlines()}
+
+
+@pytest.mark.slow
+def test_a_gpu_task_on_a_node_with_no_gpu_grades_nobody_on_cpu(tmp_path):
+    """Stand-in Slurm: an array submitted for GPUs (the default --gres gpu:1) whose task lands where no GPU is visible
+    grades nobody on CPU: its students are not graded, collect says why (the node, CUDA_VISIBLE_DEVICES, how to grade
+    on CPU on purpose) and exits 2. Submitted with --gres '' (CPU on purpose), the same task grades, and submit says
+    what CPU grading awards."""
+    from autograder.cohort import build
+    from autograder.score import CPU_GRADING
+
+    grading = tmp_path / "grading"
+    build(grading / "submitted", WEEK, ["malformed"])
+    fake, env = _fake_slurm(tmp_path, grading)
+    r = _cli(env, "slurm", "submit", WEEK, "--seed", "7", timeout=300)
+    assert r.returncode == 0 and CPU_GRADING not in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+    e = dict(env, SLURM_ARRAY_JOB_ID="42", SLURM_ARRAY_TASK_ID="0", SLURM_JOB_ID="142", COURSE_SECRET_SEED="7")
+    t = subprocess.run(["bash", str(fake / "job_42.sbatch")], env=e, capture_output=True, text=True, timeout=300)
+    assert t.returncode == 1 and "shows this task no GPU" in t.stderr, t.stdout[-2000:] + t.stderr[-2000:]
+    r = _cli(env, "slurm", "collect", WEEK, timeout=300)
+    assert r.returncode == 2 and "0 of 1 student(s) graded" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
+    line = next((ln for ln in r.stdout.splitlines() if "NOT GRADED malformed" in ln), "")
+    assert "shows this task no GPU" in line and "--gres ''" in line, r.stdout
+    assert _scores(grading) == {}
+
+    r = _cli(env, "slurm", "resubmit", WEEK, "--seed", "7", "--gres", "", timeout=300)
+    assert r.returncode == 0 and CPU_GRADING in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+    _run_array_task(env, fake, "43", 0)
+    r = _cli(env, "slurm", "collect", WEEK, timeout=300)
+    assert "1 of 1 student(s) graded" in r.stdout and _scores(grading) == {"malformed": 0.0}, r.stdout[-3000:]
 
 
 def test_slurm_out_of_reach_is_one_line_naming_slurm_conf(tmp_path, monkeypatch):
