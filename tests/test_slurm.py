@@ -163,7 +163,9 @@ def test_slurm_array_cancel_one_task_collect_resubmit(slurm, tmp_path):
     assert len(state["submissions"]) == 2 and state["submissions"][1]["students"] == [[victim]]
     _wait("the resubmitted task", lambda: _queue_empty(state["submissions"][1]["job"]), 600)
     r = _cli(env, "slurm", "collect", WEEK)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    # every student graded; the exit status 2 is the malformed hand-in, named as grade names it
+    assert r.returncode == 2 and "NOT GRADED" not in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "HAND-IN MISTAKES (1)" in r.stdout and "NOT READABLE malformed:" in r.stdout, r.stdout
     scores = _scores(grading)
     assert scores == pytest.approx({s: m.expected_cpu for s, m in made.items()})
     print(f"Slurm (1 node, {os.cpu_count()} CPUs, CPU grading): {len(made)} students as an array in {first:.0f} s "
