@@ -174,6 +174,7 @@ class Exercise:
     bench_reps: int
     launch_timeout_s: float  # one launch that runs longer is a hang
     parts: dict[str, Part]
+    mutants: tuple = ()  # autograder.mutants.Operator: what the day teaches, broken on purpose (understanding checks)
 
     def workload(self):
         return importlib.import_module(self.module)
@@ -311,6 +312,21 @@ def _counted(q: str | None, executed: tuple, where: str) -> str | None:
     return q
 
 
+def _mutants(e: dict, where: str) -> tuple:
+    from .mutants import OperatorError, parse_operator
+
+    ops = []
+    for i, m in enumerate(e.get("mutants", ())):
+        try:
+            ops.append(parse_operator(m, f"{where}.mutants[{i}]"))
+        except OperatorError as exc:
+            raise SpecError(str(exc)) from None
+    ids = [o.id for o in ops]
+    if len(set(ids)) != len(ids):
+        raise SpecError(f"{where}: a mutant id used twice: {sorted({i for i in ids if ids.count(i) > 1})}")
+    return tuple(ops)
+
+
 def parse(data: dict, path: Path = Path("<spec>")) -> Spec:
     slug = _need(data, "slug", str(path))
     exercises = {}
@@ -337,7 +353,7 @@ def parse(data: dict, path: Path = Path("<spec>")) -> Spec:
             test_shapes=tuple(tuple(s) for s in _need(e, "test_shapes", where)),
             bench_shape=tuple(_need(e, "bench_shape", where)), metric=metric, roofline=_roofline(_need(e, "roofline", where), where),
             timeout_s=float(e.get("timeout_s", 180)), bench_reps=int(e.get("bench_reps", 20)),
-            launch_timeout_s=float(e.get("launch_timeout_s", 10)), parts=parts)
+            launch_timeout_s=float(e.get("launch_timeout_s", 10)), parts=parts, mutants=_mutants(e, where))
     quiz = None
     if "quiz" in data:
         q = data["quiz"]

@@ -528,6 +528,38 @@ def record_regrade(cohort: str, res: dict, device: dict | None = None, date: str
     return path
 
 
+def understanding_checks(out: Path, slugs: list[str], answers: list[str], runs: int, rounds: int) -> dict:
+    """Every mutant of each answer of each topic measured on this GPU (autograder.mutants): its outcome over `runs`
+    runs (debug barrier build, every test shape) and, when it stays correct, its speed against the unmutated kernel
+    (kernels.compare, `rounds` interleaved rounds). kernels/<slug>/mutants_<gpu>.json (COURSE_RECORD=1) and under
+    out/mutants/; GPU seconds per answer."""
+    from autograder.known import kernel_source
+    from autograder.mutants import measure_answer
+    from kernels.device import gpu
+    from kernels.record import device_tag
+
+    g = gpu() or {}
+    tag = device_tag(g.get("name"))
+    rows = {}
+    for slug in slugs:
+        doc = {"device": g.get("name"), "driver": g.get("driver"), "date": time.strftime("%Y-%m-%d"),
+               "runs": runs, "rounds": rounds, "answers": {}}
+        for ans in answers:
+            src = Path(ans).read_text() if ans.endswith(".cu") else kernel_source(slug, ans)
+            name = Path(ans).stem if ans.endswith(".cu") else ans
+            print(f"{slug} {name}:", flush=True)
+            res = measure_answer(slug, src, runs=runs, rounds=rounds, progress=lambda t: print(t, flush=True))
+            doc["answers"][name] = res
+            rows[f"{slug}.{name}"] = {"gpu_s": res["gpu_s"], "outcomes": {m["key"]: m["outcome"]
+                                                                          for m in res["mutants"]}}
+        (out / "mutants").mkdir(exist_ok=True)
+        text = json.dumps(doc, indent=1) + "\n"
+        (out / "mutants" / f"{slug}.json").write_text(text)
+        if os.environ.get("COURSE_RECORD") == "1" and tag:
+            (ROOT / "kernels" / slug / f"mutants_{tag}.json").write_text(text)
+    return {"ok": True, "rows": rows}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "build/gpu"))
@@ -542,6 +574,12 @@ def main() -> int:
                     help="step 'class scale': grade the cohort on N GPUs for each N given (0: all), scale_<n>gpu.json")
     ap.add_argument("--compare-scale", nargs=2, metavar=("MANY", "ONE"),
                     help="compare two scale_<n>gpu.json files (no GPU needed) and exit")
+    ap.add_argument("--mutants", nargs="*", default=[],
+                    help="step 'understanding checks': every mutant of these topics' answers measured")
+    ap.add_argument("--mutant-answers", nargs="*", default=["solution"],
+                    help="known answers (solution, correct, ...) or .cu files whose mutants are measured")
+    ap.add_argument("--mutant-runs", type=int, default=3)
+    ap.add_argument("--mutant-rounds", type=int, default=8)
     args = ap.parse_args()
     if args.compare_scale:
         return 0 if compare_scale(*map(Path, args.compare_scale))["ok"] else 1
@@ -588,6 +626,9 @@ def main() -> int:
         for week in sorted({s.assignment for s in all_specs() if s.slug in graded}):
             step(f"nbgrader autograde {week} cohort", autograde_cohort, summary, graded, week,
                  args.cohort if week == "week1" else "all", args.members if week == "week1" else None)
+    if args.mutants:
+        step("understanding checks (mutants)", understanding_checks, summary, out, args.mutants, args.mutant_answers,
+             args.mutant_runs, args.mutant_rounds)
     for n in args.scale_gpus:  # class scale: the cohort on n GPUs (0: all of them)
         step(f"class scale, {n or 'all'} GPUs", class_scale, summary, out, "week1", args.cohort, n or None,
              args.members)

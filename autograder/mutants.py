@@ -1,0 +1,605 @@
+"""Understanding checks drawn from a student's own kernel: the day's mutation operators applied to the submitted
+source, each mutant run on the GPU, its measured outcome the key of a question about that kernel.
+
+    ops = operators("tma")                                    # the spec's [[exercises.tma_add.mutants]]
+    for m in mutate("tma", source):                            # one mutant per operator and site
+        m.op.id, m.line, m.before, m.after                     # "expect_tx_doubled", 53, "mbar_arrive...", "..."
+    python -m autograder.mutants tma --answer solution          # on a Hopper GPU: every mutant's outcome, 3 runs
+
+1. Operators are data, in the grader spec of the day (`[[exercises.<ex>.mutants]]`), each one thing the day teaches
+   broken on purpose: the `expect_tx` byte count doubled, the parity not flipped, the proxy fence removed, the ring
+   cut to one stage. An operator names where it applies by what the course's kernels call (a helper of
+   kernels/include: `mbar_wait`, `fence_proxy_async`, ...), a constant (`#define ..._STAGES`, `constexpr int`), or a
+   pattern; the source is read with comments and strings masked, so a commented-out call is no site.
+2. Each site is a mutant of its own, shown by its line in the student's answer string and the line as it was and as
+   it becomes. A mutant keeps every line number (a removed call becomes `(void)0` on its line).
+3. `outcome` runs one mutant on the GPU: the debug barrier build (autograder.hangs: a wait that runs out names its
+   barrier and phase) over every test shape on fresh inputs, `runs` times; then, if it stayed correct, its speed
+   against the unmutated kernel by the course's comparison (kernels.compare: interleaved rounds, an interval).
+   Outcome classes: "hangs" (which barrier, which phase), "wrong" (the first shape and what the check saw),
+   "crashes", "slower" / "faster" (by how much, the interval), "no observable change" (a latent race the GPU did
+   not show is named as such). A mutant whose class differs between runs is "not reproducible" and is never asked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUTCOMES = ("hangs", "wrong", "crashes", "slower", "faster", "no observable change", "does not compile",
+            "not reproducible")
+MAX_SITES = 2  # mutants per operator: the first sites in the source (a kernel rarely has more of one kind)
+
+
+# ------------------------------------------------------------------------------------------------ the operators
+@dataclass(frozen=True)
+class Operator:
+    """One mutation a day teaches by. Exactly one of `call`, `define`, `pattern`, `swap` says where it applies:
+
+    - call = "mbar_wait", arg = 1, to = "0"         the call's argument 1 (0-based) becomes `to` ({} = as written)
+    - call = "bulk_wait_read", targ = 0, to = "..."  its template argument
+    - call = "fence_proxy_async", drop = true        the call becomes (void)0
+    - call = "mbar_arrive", move_after = "mbar_wait" the call's statement moved to just after the nearest earlier
+                                                      call of `move_after` (a release before the reads)
+    - define = "STAGES$", to = "1"                   a #define / constexpr / const integer whose name matches
+    - pattern = "regex", to = "replacement"          any text (masked source; \\1 groups)
+    - swap = ["setmaxnreg_inc", "setmaxnreg_dec"]    the template arguments of the first call of each swapped
+    `where` (a regex) keeps only the sites whose text matches it (e.g. "empty" for the empty barrier's calls)."""
+
+    id: str
+    change: str  # what the question says was changed: "the byte count given to mbar_arrive_expect_tx doubled"
+    teaches: str  # the lesson the measured outcome illustrates
+    call: str | None = None
+    arg: int | None = None
+    targ: int | None = None
+    to: str | None = None
+    drop: bool = False
+    move_after: str | None = None
+    define: str | None = None
+    pattern: str | None = None
+    swap: tuple[str, str] | None = None
+    where: str | None = None
+    max_sites: int = MAX_SITES
+
+
+class OperatorError(ValueError):
+    pass
+
+
+def parse_operator(d: dict, where: str) -> Operator:
+    """An operator from its spec table, checked: one kind of site, the fields that kind needs."""
+    kinds = [k for k in ("call", "define", "pattern", "swap") if d.get(k)]
+    if len(kinds) != 1:
+        raise OperatorError(f"{where}: give exactly one of call / define / pattern / swap (got {kinds or 'none'})")
+    for k in ("id", "change", "teaches"):
+        if not d.get(k):
+            raise OperatorError(f"{where}: missing '{k}'")
+    unknown = set(d) - set(Operator.__dataclass_fields__)
+    if unknown:
+        raise OperatorError(f"{where}: unknown field(s) {sorted(unknown)}")
+    if d.get("call"):
+        how = [k for k in ("arg", "targ", "drop", "move_after") if d.get(k) not in (None, False)]
+        if len(how) != 1:
+            raise OperatorError(f"{where}: a call operator rewrites one of arg / targ, or drops, or moves (got {how})")
+        if how[0] in ("arg", "targ") and d.get("to") is None:
+            raise OperatorError(f"{where}: '{how[0]}' needs 'to' (the new text; {{}} stands for the old)")
+    if (d.get("define") or d.get("pattern")) and d.get("to") is None:
+        raise OperatorError(f"{where}: needs 'to'")
+    for k in ("define", "pattern", "where"):
+        if d.get(k):
+            try:
+                re.compile(d[k])
+            except re.error as exc:
+                raise OperatorError(f"{where}: {k} is not a regular expression: {exc}") from None
+    if d.get("swap") is not None and (not isinstance(d["swap"], (list, tuple)) or len(d["swap"]) != 2):
+        raise OperatorError(f"{where}: swap names two calls")
+    return Operator(**{**d, "swap": tuple(d["swap"]) if d.get("swap") else None})
+
+
+def operators(slug: str, exercise: str | None = None) -> list[Operator]:
+    from .spec import load
+
+    spec = load(slug)
+    ex = spec.exercises[exercise] if exercise else next(iter(spec.exercises.values()))
+    return list(ex.mutants)
+
+
+# ------------------------------------------------------------------------------------------------ reading source
+_TOKEN = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
+
+
+def mask(source: str) -> str:
+    """The source with comments and string / character literals blanked (same length, newlines kept): what is
+    searched, so a site in a comment or a string is no site. The text spliced in is always the original's."""
+    return _TOKEN.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), source)
+
+
+_CLOSE = {"(": ")", "[": "]", "{": "}"}
+
+
+def _match(text: str, i: int, open_: str = "(", close: str | None = None) -> int:
+    """Index of the bracket closing the one at text[i] (masked text), or -1."""
+    close = close or _CLOSE[open_]
+    depth = 0
+    for j in range(i, len(text)):
+        c = text[j]
+        if c == open_:
+            depth += 1
+        elif c == close:
+            depth -= 1
+            if depth == 0:
+                return j
+    return -1
+
+
+def _split_args(text: str, lo: int, hi: int) -> list[tuple[int, int]]:
+    """Spans of the top-level comma-separated arguments of text[lo:hi] (masked), white space trimmed."""
+    spans, depth, start = [], 0, lo
+    for j in range(lo, hi):
+        c = text[j]
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            spans.append((start, j))
+            start = j + 1
+    spans.append((start, hi))
+    out = []
+    for a, b in spans:
+        while a < b and text[a].isspace():
+            a += 1
+        while b > a and text[b - 1].isspace():
+            b -= 1
+        if b > a:
+            out.append((a, b))
+    return out
+
+
+@dataclass(frozen=True)
+class Call:
+    name: str
+    start: int  # the name's first character
+    end: int  # one past the closing parenthesis
+    args: tuple[tuple[int, int], ...]
+    targs: tuple[tuple[int, int], ...]
+
+
+def calls(masked: str, name: str) -> list[Call]:
+    """The calls of `name` in the masked source (a definition — `name(...) {` — is no call)."""
+    out = []
+    for m in re.finditer(rf"(?<![\w.>:]){re.escape(name)}\s*(<)?", masked):
+        i = m.end()
+        targs: list = []
+        if m.group(1):
+            close = _match(masked, m.start(1), "<", ">")
+            if close < 0:
+                continue
+            targs = _split_args(masked, m.start(1) + 1, close)
+            i = close + 1
+        while i < len(masked) and masked[i].isspace():
+            i += 1
+        if i >= len(masked) or masked[i] != "(":
+            continue
+        close = _match(masked, i)
+        if close < 0:
+            continue
+        after = masked[close + 1:].lstrip()
+        if after.startswith("{") or re.match(r"(const\s*)?(noexcept\s*)?\{", after):
+            continue  # a definition
+        out.append(Call(name, m.start(), close + 1, tuple(_split_args(masked, i + 1, close)), tuple(targs)))
+    return out
+
+
+def _statement(masked: str, c: Call) -> tuple[int, int]:
+    """The statement holding call `c`: from after the previous ; { } to its ;. A braced `if (...) { c; }` whose
+    block holds only this statement is taken whole (its guard moves with it)."""
+    a = max(masked.rfind(ch, 0, c.start) for ch in ";{}") + 1
+    b = masked.find(";", c.end)
+    b = len(masked) if b < 0 else b + 1
+    head = masked[a:c.start]
+    if head.strip() == "" and masked[a - 1:a] == "{":  # alone in a block? then maybe `if (...) { c; }`
+        close = _match(masked, a - 1, "{")
+        if close > 0 and masked[b:close].strip() == "":
+            g = max(masked.rfind(ch, 0, a - 1) for ch in ";{}") + 1
+            if re.fullmatch(r"\s*if\s*\(.*\)\s*", masked[g:a - 1], re.S):
+                return g, close + 1
+    return a, b
+
+
+def _line(text: str, i: int) -> int:
+    return text.count("\n", 0, i) + 1
+
+
+# ------------------------------------------------------------------------------------------------ the mutants
+@dataclass(frozen=True)
+class Mutant:
+    op: Operator
+    site: int  # 1: the operator's first site in the source, ...
+    line: int  # of the student's answer string (1-based)
+    before: str  # the lines as written (stripped, joined)
+    after: str  # as the mutant has them
+    source: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.op.id}#{self.site}"
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(self.source.encode()).hexdigest()[:16]
+
+    def to_dict(self) -> dict:
+        return {"key": self.key, "op": self.op.id, "site": self.site, "line": self.line, "before": self.before,
+                "after": self.after, "change": self.op.change, "teaches": self.op.teaches, "digest": self.digest}
+
+
+def _edit(source: str, edits: list[tuple[int, int, str]]) -> str:
+    for a, b, new in sorted(edits, reverse=True):
+        source = source[:a] + new + source[b:]
+    return source
+
+
+def _lines(text: str, a: int, b: int) -> str:
+    lo = text.rfind("\n", 0, a) + 1
+    hi = text.find("\n", b)
+    return " ".join(ln.strip() for ln in text[lo:len(text) if hi < 0 else hi].splitlines() if ln.strip())
+
+
+def _blank(text: str) -> str:
+    return re.sub(r"[^\n]", " ", text)
+
+
+def _sites(op: Operator, source: str, masked: str) -> list[list[tuple[int, int, str]]]:
+    """The edits of each site of `op` (a site: a list of (start, end, new text))."""
+    sites = []
+    if op.call and op.move_after is None:
+        for c in calls(masked, op.call):
+            if op.drop:
+                sites.append([(c.start, c.end, "(void)0")])
+                continue
+            spans = c.args if op.arg is not None else c.targs
+            k = op.arg if op.arg is not None else op.targ
+            if k is None or k >= len(spans):
+                continue
+            a, b = spans[k]
+            sites.append([(a, b, op.to.replace("{}", source[a:b]))])
+    elif op.call:
+        waits = calls(masked, op.move_after)
+        for c in calls(masked, op.call):
+            a, b = _statement(masked, c)
+            earlier = [w for w in waits if w.end <= a]
+            if not earlier:
+                continue
+            w = earlier[-1]
+            _, wb = _statement(masked, w)
+            if wb > a:
+                continue
+            moved = " ".join(source[a:b].split())
+            sites.append([(a, b, _blank(source[a:b])), (wb, wb, f" {moved}")])
+    elif op.define:
+        rx = re.compile(rf"(#\s*define\s+(\w+)[ \t]+)([^\n]+)|((?:constexpr|const)\s+(?:static\s+)?"
+                        rf"(?:int|unsigned|unsigned int|long|size_t|uint32_t|int32_t)\s+(\w+)\s*=\s*)([^;]+)")
+        for m in rx.finditer(masked):
+            name = m.group(2) or m.group(5)
+            if not re.search(op.define, name):
+                continue
+            g = 3 if m.group(2) else 6
+            a, b = m.start(g), m.end(g)
+            while b > a and masked[b - 1].isspace():
+                b -= 1
+            sites.append([(a, b, op.to.replace("{}", source[a:b]))])
+    elif op.pattern:
+        for m in re.finditer(op.pattern, masked):
+            sites.append([(m.start(), m.end(), m.expand(op.to))])
+    elif op.swap:
+        first = [next(iter(calls(masked, n)), None) for n in op.swap]
+        if all(f is not None and f.targs for f in first):
+            (a1, b1), (a2, b2) = first[0].targs[0], first[1].targs[0]
+            sites.append([(a1, b1, source[a2:b2]), (a2, b2, source[a1:b1])])
+    if op.where:
+        sites = [s for s in sites if re.search(op.where, _lines(source, min(e[0] for e in s), max(e[1] for e in s)))]
+    return sites
+
+
+def mutate(slug: str, source: str, exercise: str | None = None, ops: list[Operator] | None = None) -> list[Mutant]:
+    """Every mutant of `source` (the student's kernel as handed in) under the day's operators: one per operator and
+    site (at most the operator's max_sites), in operator order. A site whose edit changes nothing is skipped."""
+    masked = mask(source)
+    out = []
+    for op in ops if ops is not None else operators(slug, exercise):
+        n = 0
+        for edits in _sites(op, source, masked):
+            new = _edit(source, edits)
+            if new == source:
+                continue
+            n += 1
+            if op.move_after:  # (removed statement, insertion after the wait): shown at the moved statement's line
+                (a, b, _), (w, _, text) = edits
+                wa = max(masked.rfind(ch, 0, w - 1) for ch in ";{}") + 1
+                out.append(Mutant(op, n, _line(source, a), " ".join(source[a:b].split()),
+                                  f"moved up to line {_line(source, w)}, right after "
+                                  f"{' '.join(source[wa:w].split())}", new))
+            else:
+                a, b = min(e[0] for e in edits), max(e[1] for e in edits)
+                lo, hi = _line(source, a), _line(source, b)
+                hi_new = hi + new.count("\n") - source.count("\n")
+                after = " ".join(ln.strip() for ln in new.splitlines()[lo - 1:max(lo, hi_new)] if ln.strip())
+                out.append(Mutant(op, n, lo, _lines(source, a, b), after, new))
+            if n >= op.max_sites:
+                break
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ on the GPU (child)
+def _emit(rec: dict) -> None:
+    print("MUTANT " + json.dumps(rec, default=str), flush=True)
+
+
+def _run_once(ex, wl, cubin, names, seed: int, bound_s: float) -> dict:
+    """Every test shape once on fresh inputs (debug build): {"class", "detail", "lines"}; the first shape that is
+    not right decides."""
+    from kernels.runner import KernelHang, checked_launch, derive
+
+    from .hangs import decode_trace, describe, diagnose, read_trace, reset_trace
+
+    for i, shape in enumerate(ex.test_shapes):
+        inputs = wl.make_inputs(list(shape), derive(seed, "mutant", i), device="cuda")
+        ref = wl.reference(inputs)
+        reset_trace(cubin, bound_s)
+        status, check = "ok", ""
+        try:
+            _, rep = checked_launch(ex, wl, cubin, inputs, ref, f"{ex.kernel} on shape {tuple(shape)}",
+                                    deadline_s=2 * bound_s + 3)
+            if not rep.ok:
+                status, check = "wrong", rep.message.splitlines()[0]
+        except KernelHang as exc:
+            status, check = "hung", str(exc)
+        except Exception as exc:  # noqa: BLE001 - a fault: this process's context is gone
+            return {"class": "crashes", "detail": f"shape {tuple(shape)}: {type(exc).__name__}: {exc}"[:600],
+                    "fatal": True}
+        raw = read_trace(cubin)
+        tr = decode_trace(raw, names, keep_blocks={0}) if raw is not None else None
+        if status == "hung" or (tr is not None and tr.stuck):
+            lines = (describe(tr, 4) + diagnose(tr, status == "hung")) if tr is not None else []
+            return {"class": "hangs", "detail": f"shape {tuple(shape)}: " + (lines[0] if lines else check),
+                    "lines": lines, "fatal": status == "hung"}
+        if status == "wrong":
+            return {"class": "wrong", "detail": f"shape {tuple(shape)}: {check}"[:600]}
+    return {"class": "correct", "detail": ""}
+
+
+def _speed(ex, wl, base_src: str, mutant_src: str, rounds: int, seed: int) -> dict:
+    """The mutant against the unmutated kernel at the bench shape (plain builds, same inputs): kernels.compare's
+    interleaved rounds; each measurement a short kernels.bench run. Both outputs checked after."""
+    from kernels.bench import bench
+    from kernels.check import compare, poison
+    from kernels.compare import interleaved
+    from kernels.compile import compile_cuda
+    from kernels.runner import derive, launch_contract, wait
+
+    cubins = {"kernel": compile_cuda(base_src, name=ex.answer_var),
+              "mutant": compile_cuda(mutant_src, name=ex.answer_var)}
+    inputs = wl.make_inputs(list(ex.bench_shape), derive(seed, "mutant", "bench"), device="cuda")
+    ref = wl.reference(inputs)
+    outs = {k: wl.make_output(inputs) for k in cubins}
+    args = {k: wl.launch_args(inputs, outs[k]) for k in cubins}
+
+    def measure(k):
+        return lambda: bench(lambda: launch_contract(ex, cubins[k], args[k]), reps=5, warmup=1, flush=True,
+                             wall_check=False, with_ceilings=False).ms
+
+    cmp = interleaved({k: measure(k) for k in cubins}, rounds=rounds)
+    checks = {}
+    for k in cubins:
+        poison(outs[k])
+        launch_contract(ex, cubins[k], args[k])
+        wait(ex.launch_timeout_s, k)
+        checks[k] = compare(outs[k], ref, **dict(wl.CHECK)).ok
+    r = cmp.ratio("kernel", "mutant")  # the mutant's time / the kernel's: > 1 the mutant is slower
+    return {"ratio": r.to_dict(), "ms": {k: cmp.median_ms(k) for k in cubins}, "outputs_ok": checks}
+
+
+def _child(a) -> int:
+    import torch
+
+    from kernels.compile import CompileError
+    from kernels.device import gpu
+
+    from .hangs import debug_cubin
+    from .spec import load
+
+    ex = load(a.slug).exercises[a.exercise] if a.exercise else next(iter(load(a.slug).exercises.values()))
+    src = Path(a.child).read_text()
+    wl = ex.workload()
+    _emit({"event": "device", "device": (gpu() or {}).get("name")})
+    try:
+        cubin, names = debug_cubin(src, ex.answer_var)
+    except CompileError as exc:
+        _emit({"event": "run", "class": "does not compile", "detail": str(exc)[:600]})
+        return 0
+    torch.cuda.init()
+    for r in range(a.first_run, a.runs):
+        rec = _run_once(ex, wl, cubin, names, a.seed + r, a.bound)
+        _emit({"event": "run", "run": r, **rec})
+        if rec.get("fatal"):
+            sys.stdout.flush()
+            os._exit(3)
+    if a.base and a.rounds:
+        _emit({"event": "speed", **_speed(ex, wl, Path(a.base).read_text(), src, a.rounds, a.seed)})
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------ on the GPU (parent)
+def _as_file(text: str) -> str:
+    from kernels.paths import cache_dir
+
+    path = cache_dir("mutants") / f"src_{hashlib.sha256(text.encode()).hexdigest()[:16]}.cu"
+    if not path.exists():
+        path.write_text(text)
+    return str(path)
+
+
+def classify(runs: list[dict], speed: dict | None, tolerance: float = 0.03) -> dict:
+    """The outcome of a mutant from its runs and (when every run was correct) its speed: one of OUTCOMES, with the
+    detail a question shows. Runs of different classes: "not reproducible" (never asked)."""
+    classes = {r["class"] for r in runs}
+    if not runs:
+        return {"outcome": "not reproducible", "detail": "no run finished"}
+    if len(classes) > 1:
+        return {"outcome": "not reproducible", "detail": "runs: " + ", ".join(r["class"] for r in runs)}
+    c = runs[0]["class"]
+    if c != "correct":
+        return {"outcome": c, "detail": runs[0].get("detail", ""), "lines": runs[0].get("lines", [])}
+    if not speed:
+        return {"outcome": "no observable change", "detail": "correct on every shape in every run (not timed)"}
+    if not all(speed.get("outputs_ok", {}).values()):
+        return {"outcome": "wrong", "detail": "wrong at the bench shape (the test shapes were right)"}
+    r = speed["ratio"]
+    if r["lo"] > 1 + tolerance:
+        return {"outcome": "slower", "detail": f"{100 * (r['median'] - 1):.0f} % slower ({r['says']})",
+                "slower_pct": 100 * (r["median"] - 1), "interval_pct": [100 * (r["lo"] - 1), 100 * (r["hi"] - 1)]}
+    if r["hi"] < 1 - tolerance:
+        return {"outcome": "faster", "detail": f"{100 * (1 - r['median']):.0f} % faster ({r['says']})"}
+    return {"outcome": "no observable change",
+            "detail": f"correct in every run and within {100 * tolerance:.0f} % of the kernel's time ({r['says']}); "
+                      "a race the GPU did not show stays a race"}
+
+
+def _spawn(cmd: list[str], timeout_s: float) -> dict:
+    """Run a child in a process group of its own, reading its records as they come: a run that hung for good (a
+    fatal record: the kernel still runs, the process cannot exit cleanly) or the timeout kills the group at once.
+    {"rc", "timed_out", "text"}."""
+    import subprocess
+    import tempfile
+
+    from .harness import _kill_group
+
+    with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as log:
+        p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True,
+                             env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"})
+        t0, timed_out, fatal_at = time.perf_counter(), False, None
+        while p.poll() is None:
+            time.sleep(0.1)
+            if fatal_at is None:
+                log.seek(0)
+                if '"fatal": true' in log.read():
+                    fatal_at = time.perf_counter()
+            if fatal_at is not None and time.perf_counter() - fatal_at > 2:
+                _kill_group(p)
+            elif time.perf_counter() - t0 > timeout_s:
+                timed_out = True
+                _kill_group(p)
+        rc = p.wait()
+        log.seek(0)
+        return {"rc": rc, "timed_out": timed_out, "text": log.read()}
+
+
+def outcome(slug: str, exercise: str | None, mutant: str, base: str, *, runs: int = 3, rounds: int = 8,
+            seed: int = 7, bound_s: float = 1.0, timeout_s: float = 60) -> dict:
+    """One mutant (source text) measured on this GPU: `runs` runs of every test shape (debug build, fresh inputs),
+    then its speed against `base` if it stayed correct. A process of its own per stretch of runs (a hang or a fault
+    ends one; the next run starts a new one). Cached by (mutant, base, GPU, settings)."""
+    from kernels.device import gpu
+    from kernels.paths import cache_dir
+
+    key = hashlib.sha256(json.dumps([mutant, base, (gpu() or {}).get("name"), runs, rounds, seed, bound_s,
+                                     slug, exercise]).encode()).hexdigest()[:24]
+    cached = cache_dir("mutants") / f"outcome_{key}.json"
+    if cached.exists():
+        return {**json.loads(cached.read_text()), "cached": True}
+    t0 = time.perf_counter()
+    mfile, bfile = _as_file(mutant), _as_file(base)
+    recs, device, first, spawns = [], None, 0, 0
+    while first < runs and spawns < runs:
+        cmd = [sys.executable, "-m", "autograder.mutants", slug, "--child", mfile, "--base", bfile, "--runs",
+               str(runs), "--first-run", str(first), "--rounds", str(rounds), "--seed", str(seed), "--bound",
+               str(bound_s)] + (["--exercise", exercise] if exercise else [])
+        run = _spawn(cmd, timeout_s)
+        spawns += 1
+        lines = [json.loads(ln[7:]) for ln in run["text"].splitlines() if ln.startswith("MUTANT {")]
+        device = device or next((r["device"] for r in lines if r["event"] == "device"), None)
+        got = [r for r in lines if r["event"] == "run"]
+        recs += got
+        if any(r["class"] == "does not compile" for r in got):
+            break
+        if run["timed_out"]:
+            recs.append({"class": "hangs", "detail": f"no answer in {timeout_s:.0f} s: a wait the debug build does "
+                         "not bound (__syncthreads, a cluster barrier, a spin loop)", "run": first + len(got)})
+        elif not got and run["rc"] != 0:
+            recs.append({"class": "crashes", "detail": run["text"][-600:], "run": first})
+        first = 1 + max([r.get("run", first) for r in recs] or [first])
+        speed = next((r for r in lines if r["event"] == "speed"), None)
+    speed = speed if recs and all(r["class"] == "correct" for r in recs) else None
+    if any(r["class"] == "does not compile" for r in recs):
+        res = {"outcome": "does not compile", "detail": recs[-1]["detail"]}
+    else:
+        res = classify(recs, speed)
+    res.update(runs=[{k: r.get(k) for k in ("run", "class", "detail")} for r in recs], speed=speed, device=device,
+               gpu_s=round(time.perf_counter() - t0, 1))
+    cached.write_text(json.dumps(res))
+    return res
+
+
+def measure_answer(slug: str, source: str, exercise: str | None = None, *, runs: int = 3, rounds: int = 8,
+                   progress=print) -> dict:
+    """Every mutant of `source` measured: {"mutants": [mutant dict + outcome], "gpu_s"}."""
+    t0 = time.perf_counter()
+    out = []
+    ms = mutate(slug, source, exercise)
+    for i, m in enumerate(ms):
+        res = outcome(slug, exercise, m.source, source, runs=runs, rounds=rounds)
+        out.append({**m.to_dict(), **res})
+        if progress:
+            progress(f"  [{i + 1}/{len(ms)}] {m.key} (line {m.line}): {res['outcome']} — {res.get('detail', '')[:140]}"
+                     f" [{res['gpu_s']:.0f} s]")
+    return {"slug": slug, "exercise": exercise, "source_digest": hashlib.sha256(source.encode()).hexdigest()[:16],
+            "mutants": out, "gpu_s": round(time.perf_counter() - t0, 1)}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m autograder.mutants", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("slug")
+    ap.add_argument("--exercise")
+    ap.add_argument("--answer", action="append", help="a known answer (solution, correct, ...) or a .cu file")
+    ap.add_argument("--list", action="store_true", help="print the mutants (no GPU)")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--out", type=Path, help="write the outcomes (JSON) here")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--base", help=argparse.SUPPRESS)
+    ap.add_argument("--first-run", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--seed", type=int, default=7, help=argparse.SUPPRESS)
+    ap.add_argument("--bound", type=float, default=1.0, help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.child:
+        return _child(a)
+    from .known import kernel_source
+
+    results = {}
+    for ans in a.answer or ["solution"]:
+        src = Path(ans).read_text() if ans.endswith(".cu") else kernel_source(a.slug, ans)
+        if a.list:
+            for m in mutate(a.slug, src, a.exercise):
+                print(f"{ans} {m.key} line {m.line}: {m.before}  =>  {m.after}")
+            continue
+        print(f"{a.slug} {ans}:", flush=True)
+        results[ans] = measure_answer(a.slug, src, a.exercise, runs=a.runs, rounds=a.rounds,
+                                      progress=lambda s: print(s, flush=True))
+    if a.out and results:
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        a.out.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

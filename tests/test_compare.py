@@ -1,0 +1,78 @@
+"""kernels.compare: interleaved rounds with balanced positions, a median ratio with a bootstrap interval, and the
+sentence the interval supports — driven by timers that drift, as a GPU's clock does."""
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kernels.compare import bootstrap_interval, interleaved, round_orders
+
+
+@given(n=st.integers(2, 5), mult=st.integers(1, 4))
+def test_every_candidate_is_first_and_last_equally_often(n, mult):
+    names = [f"k{i}" for i in range(n)]
+    orders = round_orders(names, 2 * n * mult)
+    assert all(sorted(o) == names for o in orders)
+    assert Counter(o[0] for o in orders) == {k: 2 * mult for k in names}
+    assert Counter(o[-1] for o in orders) == {k: 2 * mult for k in names}
+
+
+def _drifting(true_ms: dict[str, float], drift: float, noise: float, seed: int):
+    """Timers whose times grow with every call made by any of them (a GPU heating up), plus noise."""
+    rng = random.Random(seed)
+    calls = [0]
+
+    def timer(name):
+        def f():
+            calls[0] += 1
+            return true_ms[name] * (1 + drift * calls[0]) * (1 + rng.gauss(0, noise))
+        return f
+
+    return {n: timer(n) for n in true_ms}
+
+
+@settings(max_examples=30, deadline=None)
+@given(speed=st.sampled_from([0.9, 0.97, 1.0, 1.03, 1.1]), seed=st.integers(0, 10**6))
+def test_the_interval_holds_the_true_ratio_under_drift_and_says_what_it_supports(speed, seed):
+    """Candidate `a` is `speed` times as fast as `b`; the clock drifts 0.5 % a call (36 calls: 18 % over the run, far
+    more than the difference). Interleaved rounds recover the ratio; the sentence follows the interval."""
+    cmp = interleaved(_drifting({"a": 1.0 / speed, "b": 1.0}, drift=0.005, noise=0.002, seed=seed), rounds=18)
+    r = cmp.ratio("a", "b")
+    assert r.lo <= r.median <= r.hi
+    assert r.lo - 0.006 <= speed <= r.hi + 0.006, (speed, r)
+    if speed > 1.02:
+        assert r.verdict == "ahead", r.says()
+    elif speed < 0.98:
+        assert r.verdict == "behind", r.says()
+    assert r.says().endswith("18 rounds)")
+
+
+def test_a_single_pass_in_one_order_would_have_misled():
+    """The same drifting timers timed in one fixed order (a then b, never reversed) see `b` slower than it is: what
+    the balanced order removes. Equal kernels: the interleaved verdict is 'within', the fixed order's ratio is off."""
+    timers = _drifting({"a": 1.0, "b": 1.0}, drift=0.01, noise=0.0, seed=1)
+    fixed = [timers["b"]() / timers["a"]() for _ in range(1)]  # a timed first: b sees a hotter GPU
+    assert fixed[0] != pytest.approx(1.0, abs=0.005)
+    r = interleaved(_drifting({"a": 1.0, "b": 1.0}, drift=0.01, noise=0.0, seed=1), rounds=18).ratio("a", "b")
+    assert r.verdict == "within", r.says()
+
+
+def test_bad_input_is_refused_with_a_reason():
+    with pytest.raises(ValueError, match="two candidates"):
+        interleaved({"a": lambda: 1.0}, rounds=4)
+    with pytest.raises(ValueError, match="single pass"):
+        interleaved({"a": lambda: 1.0, "b": lambda: 1.0}, rounds=1)
+    with pytest.raises(ValueError, match="nan"):
+        interleaved({"a": lambda: float("nan"), "b": lambda: 1.0}, rounds=2)
+    with pytest.raises(ValueError, match="no rounds"):
+        bootstrap_interval([])
+
+
+@given(xs=st.lists(st.floats(0.5, 2.0), min_size=1, max_size=40))
+def test_the_bootstrap_interval_brackets_the_median(xs):
+    lo, hi = bootstrap_interval(xs, resamples=500)
+    assert min(xs) <= lo <= hi <= max(xs)
