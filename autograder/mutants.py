@@ -203,14 +203,18 @@ def _statement(masked: str, c: Call) -> tuple[int, int]:
     """The statement holding call `c`: from after the previous ; { } to its ;. A braced `if (...) { c; }` whose
     block holds only this statement is taken whole (its guard moves with it)."""
     a = max(masked.rfind(ch, 0, c.start) for ch in ";{}") + 1
+    while a < c.start and masked[a].isspace():
+        a += 1
     b = masked.find(";", c.end)
     b = len(masked) if b < 0 else b + 1
-    head = masked[a:c.start]
-    if head.strip() == "" and masked[a - 1:a] == "{":  # alone in a block? then maybe `if (...) { c; }`
-        close = _match(masked, a - 1, "{")
+    if a == c.start:  # alone in a block? then maybe `if (...) { c; }`
+        o = max(masked.rfind(ch, 0, a) for ch in ";{}")
+        close = _match(masked, o, "{") if masked[o:o + 1] == "{" else -1
         if close > 0 and masked[b:close].strip() == "":
-            g = max(masked.rfind(ch, 0, a - 1) for ch in ";{}") + 1
-            if re.fullmatch(r"\s*if\s*\(.*\)\s*", masked[g:a - 1], re.S):
+            g = max(masked.rfind(ch, 0, o) for ch in ";{}") + 1
+            if re.fullmatch(r"\s*if\s*\(.*\)\s*", masked[g:o], re.S):
+                while masked[g].isspace():
+                    g += 1
                 return g, close + 1
     return a, b
 
@@ -248,10 +252,25 @@ def _edit(source: str, edits: list[tuple[int, int, str]]) -> str:
     return source
 
 
+def _code(line: str) -> str:
+    """A line as a question shows it: its comments left out."""
+    m = mask(line)
+    keep = "".join(c if (m[i] != " " or c.isspace() or not _in_comment(line, i)) else "" for i, c in enumerate(line))
+    return " ".join(keep.split())
+
+
+def _in_comment(line: str, i: int) -> bool:
+    """Whether line[i] is inside a comment (not a string)."""
+    for t in _TOKEN.finditer(line):
+        if t.start() <= i < t.end():
+            return t.group(0).startswith("/")
+    return False
+
+
 def _lines(text: str, a: int, b: int) -> str:
     lo = text.rfind("\n", 0, a) + 1
     hi = text.find("\n", b)
-    return " ".join(ln.strip() for ln in text[lo:len(text) if hi < 0 else hi].splitlines() if ln.strip())
+    return " ".join(c for ln in text[lo:len(text) if hi < 0 else hi].splitlines() if (c := _code(ln)))
 
 
 def _blank(text: str) -> str:
@@ -305,8 +324,8 @@ def _sites(op: Operator, source: str, masked: str) -> list[list[tuple[int, int, 
         if all(f is not None and f.targs for f in first):
             (a1, b1), (a2, b2) = first[0].targs[0], first[1].targs[0]
             sites.append([(a1, b1, source[a2:b2]), (a2, b2, source[a1:b1])])
-    if op.where:
-        sites = [s for s in sites if re.search(op.where, _lines(source, min(e[0] for e in s), max(e[1] for e in s)))]
+    if op.where:  # the site's own lines (for a move: the moved statement's)
+        sites = [s for s in sites if re.search(op.where, _lines(source, s[0][0], s[0][1]))]
     return sites
 
 
@@ -325,14 +344,13 @@ def mutate(slug: str, source: str, exercise: str | None = None, ops: list[Operat
             if op.move_after:  # (removed statement, insertion after the wait): shown at the moved statement's line
                 (a, b, _), (w, _, text) = edits
                 wa = max(masked.rfind(ch, 0, w - 1) for ch in ";{}") + 1
-                out.append(Mutant(op, n, _line(source, a), " ".join(source[a:b].split()),
-                                  f"moved up to line {_line(source, w)}, right after "
-                                  f"{' '.join(source[wa:w].split())}", new))
+                out.append(Mutant(op, n, _line(source, a), _code(source[a:b]),
+                                  f"moved up to line {_line(source, w)}, right after {_code(source[wa:w])}", new))
             else:
                 a, b = min(e[0] for e in edits), max(e[1] for e in edits)
                 lo, hi = _line(source, a), _line(source, b)
                 hi_new = hi + new.count("\n") - source.count("\n")
-                after = " ".join(ln.strip() for ln in new.splitlines()[lo - 1:max(lo, hi_new)] if ln.strip())
+                after = " ".join(c for ln in new.splitlines()[lo - 1:max(lo, hi_new)] if (c := _code(ln)))
                 out.append(Mutant(op, n, lo, _lines(source, a, b), after, new))
             if n >= op.max_sites:
                 break

@@ -1,0 +1,173 @@
+"""autograder.mutants on CPU: the day's operators find their sites by parsing (never in a comment or a string), keep
+every line number, compile with NVRTC, and a mutant's outcome is classified from its runs as the issue says (a class
+that differs between runs is never asked). The GPU outcomes themselves are `make gpu-test`'s ("understanding
+checks")."""
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from autograder import mutants
+from autograder.known import kernel_source
+from autograder.mutants import Operator, classify, mask, mutate
+from autograder.spec import SpecError, all_specs, parse
+
+SPECS_WITH_MUTANTS = [s for s in all_specs() if any(ex.mutants for ex in s.exercises.values())]
+
+
+def _ops(slug):
+    return list(next(iter(next(s for s in all_specs() if s.slug == slug).exercises.values())).mutants)
+
+
+# ------------------------------------------------------------------------------------------------ the operators
+def _spec_with(mutant: dict) -> dict:
+    import tomllib
+
+    from autograder.spec import SPECS
+
+    data = tomllib.loads((SPECS / "tma.toml").read_text())
+    data["exercises"]["tma_add"]["mutants"] = [mutant]
+    return data
+
+
+@pytest.mark.parametrize("bad, says", [
+    ({"id": "x", "change": "c", "teaches": "t", "call": "f", "define": "g", "to": "1"}, "exactly one of"),
+    ({"id": "x", "change": "c", "teaches": "t", "call": "f", "arg": 1}, "needs 'to'"),
+    ({"id": "x", "change": "c", "teaches": "t", "call": "f"}, "rewrites one of"),
+    ({"id": "x", "change": "c", "teaches": "t", "pattern": "(", "to": "1"}, "not a regular expression"),
+    ({"id": "x", "change": "c", "call": "f", "drop": True}, "missing 'teaches'"),
+    ({"id": "x", "change": "c", "teaches": "t", "call": "f", "drop": True, "colour": "red"}, "unknown field"),
+    ({"id": "x", "change": "c", "teaches": "t", "swap": ["a"]}, "swap names two calls"),
+])
+def test_a_bad_operator_is_refused_with_the_reason(bad, says):
+    with pytest.raises(SpecError, match=says):
+        parse(_spec_with(bad))
+
+
+def test_every_day_with_operators_has_a_site_for_each_in_its_course_solution():
+    assert SPECS_WITH_MUTANTS, "no spec declares mutation operators"
+    for spec in SPECS_WITH_MUTANTS:
+        src = kernel_source(spec.slug, "solution")
+        found = {m.op.id for m in mutate(spec.slug, src)}
+        missing = [o.id for o in _ops(spec.slug) if o.id not in found]
+        assert not missing, f"{spec.slug}: operators with no site in the course solution: {missing}"
+
+
+@pytest.mark.parametrize("slug", [s.slug for s in SPECS_WITH_MUTANTS])
+def test_every_mutant_keeps_the_line_numbers_and_changes_only_its_site(slug):
+    src = kernel_source(slug, "solution")
+    lines = src.splitlines()
+    for m in mutate(slug, src):
+        new = m.source.splitlines()
+        assert len(new) == len(lines), f"{m.key}: the line count changed"
+        changed = [i + 1 for i, (a, b) in enumerate(zip(lines, new)) if a != b]
+        assert changed and m.line in changed, (m.key, m.line, changed)
+        assert m.before and m.after and m.before != m.after, m.key
+        assert "//" not in m.before and "//" not in m.after, f"{m.key}: a comment in what a question shows"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("slug", [s.slug for s in SPECS_WITH_MUTANTS])
+def test_every_mutant_of_the_course_solution_compiles(slug):
+    """A mutant that does not compile would be a question about nothing: NVRTC (no GPU) compiles every one."""
+    from kernels.compile import compile_cuda
+
+    ex = next(iter(next(s for s in all_specs() if s.slug == slug).exercises.values()))
+    for m in mutate(slug, kernel_source(slug, "solution")):
+        compile_cuda(m.source, name=ex.answer_var)
+
+
+# ------------------------------------------------------------------------------------------------ parsing
+def test_a_call_in_a_comment_or_a_string_is_no_site():
+    op = Operator("drop_fence", "the fence removed", "t", call="fence_proxy_async", drop=True)
+    src = ('// fence_proxy_async(); in a comment\n/* fence_proxy_async();\n */ const char* s = "fence_proxy_async()";\n'
+           "__device__ void fence_proxy_async() { }\nvoid f() {\n  fence_proxy_async();\n}\n")
+    ms = mutate("tma", src, ops=[op])
+    assert [(m.line, m.before, m.after) for m in ms] == [(6, "fence_proxy_async();", "(void)0;")]
+
+
+def test_the_release_moves_after_the_wait_with_its_guard():
+    op = Operator("early_release", "c", "t", call="mbar_arrive", move_after="mbar_wait", where="empty")
+    src = ("for (int k = 0; k < n; ++k) {\n"
+           "  mbar_wait(full[s], ph);\n"
+           "  acc += x[k];\n"
+           "  if (lane == 0) { mbar_arrive(empty[s]); }\n"
+           "  mbar_arrive(other[s]);\n"
+           "}\n")
+    (m,) = mutate("x", src, ops=[op])
+    lines = m.source.splitlines()
+    assert len(lines) == len(src.splitlines()) and m.line == 4
+    assert lines[1].strip() == "mbar_wait(full[s], ph); if (lane == 0) { mbar_arrive(empty[s]); }"
+    assert lines[3].strip() == "" and "mbar_arrive(other[s]);" in lines[4]
+    assert m.after.startswith("moved up to line 2, right after mbar_wait(full[s], ph)")
+
+
+def test_a_swap_exchanges_the_template_arguments():
+    op = Operator("regs_swapped", "c", "t", swap=("setmaxnreg_inc", "setmaxnreg_dec"))
+    src = "if (w) { setmaxnreg_dec<40>(); } else { setmaxnreg_inc<232>(); }\n"
+    (m,) = mutate("x", src, ops=[op])
+    assert m.source == "if (w) { setmaxnreg_dec<232>(); } else { setmaxnreg_inc<40>(); }\n"
+
+
+_NOISE = st.sampled_from(["", " ", "  ", "\t", "/* c */", "// mbar_wait(x, 0);\n", "\n"])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_comments_and_spacing_do_not_change_what_is_mutated(data):
+    """The same kernel with comments and blank space added between its statements (what students do) gives the
+    same mutants: the same operators, the same code before and after each (lines shift with the added newlines)."""
+    src = kernel_source("tma", "solution")
+    noisy = re.sub(r";\n", lambda m: ";" + data.draw(_NOISE) + "\n", src)
+    plain = [(m.key, m.before, m.after) for m in mutate("tma", src)]
+    assert [(m.key, m.before, m.after) for m in mutate("tma", noisy)] == plain
+
+
+@given(text=st.text(alphabet=st.sampled_from('ab/*"\\\n \'x;'), max_size=60))
+def test_mask_keeps_the_length_and_every_newline(text):
+    m = mask(text)
+    assert len(m) == len(text)
+    assert [i for i, c in enumerate(m) if c == "\n"] == [i for i, c in enumerate(text) if c == "\n"]
+
+
+# ------------------------------------------------------------------------------------------------ outcomes
+def _run(c, detail=""):
+    return {"class": c, "detail": detail}
+
+
+def _speed(lo, med, hi):
+    return {"ratio": {"lo": lo, "median": med, "hi": hi, "says": f"{med:.3f}x"}, "outputs_ok": {"kernel": True,
+                                                                                               "mutant": True}}
+
+
+def test_outcomes_are_classified_from_every_run():
+    assert classify([_run("hangs", "full[0] parity 0")] * 3, None)["outcome"] == "hangs"
+    flaky = classify([_run("correct"), _run("wrong", "shape (64, 64)"), _run("correct")], None)
+    assert flaky["outcome"] == "not reproducible" and "wrong" in flaky["detail"]
+    slow = classify([_run("correct")] * 3, _speed(1.30, 1.41, 1.52))
+    assert slow["outcome"] == "slower" and slow["slower_pct"] == pytest.approx(41) and "41 % slower" in slow["detail"]
+    same = classify([_run("correct")] * 3, _speed(0.99, 1.0, 1.02))
+    assert same["outcome"] == "no observable change" and "race the GPU did not show" in same["detail"]
+    assert classify([_run("correct")] * 3, _speed(0.80, 0.85, 0.9))["outcome"] == "faster"
+    bad = _speed(1.5, 1.6, 1.7)
+    bad["outputs_ok"]["mutant"] = False
+    assert classify([_run("correct")] * 3, bad)["outcome"] == "wrong"
+
+
+def test_a_child_that_hung_for_good_is_killed_at_once_not_at_the_timeout():
+    """A run that hangs for good emits its record, then cannot exit (the kernel still runs): the parent kills its
+    process group within seconds of the record, not at the timeout; a child that never answers is killed at it."""
+    body = ("import json, time; print('MUTANT ' + json.dumps({'event': 'run', 'class': 'hangs', 'fatal': True}), "
+            "flush=True); time.sleep(60)")
+    t0 = time.perf_counter()
+    r = mutants._spawn([sys.executable, "-c", body], timeout_s=50)
+    assert time.perf_counter() - t0 < 10 and not r["timed_out"]
+    assert json.loads(r["text"].splitlines()[0][7:])["fatal"] is True
+    r = mutants._spawn([sys.executable, "-c", "import time; time.sleep(60)"], timeout_s=1)
+    assert r["timed_out"]
