@@ -5,6 +5,7 @@ In a notebook (the student's early verdict; the gradebook's comes from the same 
     autograder.check("naive_loads", "row_bias", ROW_BIAS_CU)          # full report: correctness, path, throughput
     autograder.grade("naive_loads", "row_bias", "path", ROW_BIAS_CU)  # a grade cell: prints why, returns points
     autograder.quiz("naive_loads", "q1", QUIZ)                         # checks the answer is one of the choices
+    autograder.what_if("tma", "tma_add", TMA_ADD_CU)                   # practice: what breaks if ... (measured)
 
 What the notebook's interpreter reports is never what the gradebook records: `nbgrader autograde` re-grades every
 answer cell (taken out by grade_id) in a separate process — see autograder.nbgrader_plugin. The gradebook reads an
@@ -90,6 +91,14 @@ def check(slug: str, exercise: str, source, *, verbose: bool = True):
         for f in res.flags:
             print(f"  FLAG: {f}")
     return res
+
+
+def what_if(slug: str, exercise: str, source) -> list:
+    """Practice after the exercise: what would break in your kernel if one thing the day teaches were changed
+    (autograder.mutants.what_if: measured on a Hopper GPU, the course solution's recorded outcomes elsewhere)."""
+    from .mutants import what_if as _what_if
+
+    return _what_if(slug, exercise, source)
 
 
 def _headline(res) -> str:

@@ -86,7 +86,8 @@ def parse_operator(d: dict, where: str) -> Operator:
     if unknown:
         raise OperatorError(f"{where}: unknown field(s) {sorted(unknown)}")
     if d.get("call"):
-        how = [k for k in ("arg", "targ", "drop", "move_after") if d.get(k) not in (None, False)]
+        how = [k for k in ("arg", "targ") if d.get(k) is not None] + ["drop"] * (d.get("drop") is True) \
+            + ["move_after"] * bool(d.get("move_after"))
         if len(how) != 1:
             raise OperatorError(f"{where}: a call operator rewrites one of arg / targ, or drops, or moves (got {how})")
         if how[0] in ("arg", "targ") and d.get("to") is None:
@@ -277,6 +278,23 @@ def _blank(text: str) -> str:
     return re.sub(r"[^\n]", " ", text)
 
 
+_DECL = re.compile(r"(?:constexpr|const)\s+(?:static\s+)?(?:unsigned\s+int|unsigned|int|long|size_t|uint32_t|int32_t)\s+")
+
+
+def _constants(masked: str) -> list[tuple[str, int, int]]:
+    """(name, value start, value end) of every `#define NAME value` and every declarator of a constexpr / const
+    integer declaration (`constexpr int K_STAGES = 3, V_STAGES = 2;` is two)."""
+    out = [(m.group(1), m.start(2), m.start(2) + len(m.group(2).rstrip()))
+           for m in re.finditer(r"#\s*define\s+(\w+)[ \t]+([^\n]+)", masked)]
+    for m in _DECL.finditer(masked):
+        end = masked.find(";", m.end())
+        for a, b in _split_args(masked, m.end(), len(masked) if end < 0 else end):
+            d = re.match(r"(\w+)\s*=\s*", masked[a:b])
+            if d:
+                out.append((d.group(1), a + d.end(), b))
+    return sorted(out, key=lambda t: t[1])
+
+
 def _sites(op: Operator, source: str, masked: str) -> list[list[tuple[int, int, str]]]:
     """The edits of each site of `op` (a site: a list of (start, end, new text))."""
     sites = []
@@ -305,17 +323,9 @@ def _sites(op: Operator, source: str, masked: str) -> list[list[tuple[int, int, 
             moved = " ".join(source[a:b].split())
             sites.append([(a, b, _blank(source[a:b])), (wb, wb, f" {moved}")])
     elif op.define:
-        rx = re.compile(rf"(#\s*define\s+(\w+)[ \t]+)([^\n]+)|((?:constexpr|const)\s+(?:static\s+)?"
-                        rf"(?:int|unsigned|unsigned int|long|size_t|uint32_t|int32_t)\s+(\w+)\s*=\s*)([^;]+)")
-        for m in rx.finditer(masked):
-            name = m.group(2) or m.group(5)
-            if not re.search(op.define, name):
-                continue
-            g = 3 if m.group(2) else 6
-            a, b = m.start(g), m.end(g)
-            while b > a and masked[b - 1].isspace():
-                b -= 1
-            sites.append([(a, b, op.to.replace("{}", source[a:b]))])
+        for name, a, b in _constants(masked):
+            if re.search(op.define, name):
+                sites.append([(a, b, op.to.replace("{}", source[a:b]))])
     elif op.pattern:
         for m in re.finditer(op.pattern, masked):
             sites.append([(m.start(), m.end(), m.expand(op.to))])
@@ -581,6 +591,83 @@ def measure_answer(slug: str, source: str, exercise: str | None = None, *, runs:
                      f" [{res['gpu_s']:.0f} s]")
     return {"slug": slug, "exercise": exercise, "source_digest": hashlib.sha256(source.encode()).hexdigest()[:16],
             "mutants": out, "gpu_s": round(time.perf_counter() - t0, 1)}
+
+
+# ------------------------------------------------------------------------------------------------ practice
+def recorded(slug: str) -> dict | None:
+    """The recorded outcomes of the course solution's mutants (kernels/<slug>/mutants_<gpu>.json, from make gpu-test's
+    "understanding checks"): this GPU's record, else the first recorded GPU's. None when no GPU recorded them."""
+    from kernels.record import device_tag
+    from kernels.device import gpu
+
+    folder = ROOT / "kernels" / slug
+    here = device_tag((gpu() or {}).get("name")) if gpu() else None
+    files = sorted(folder.glob("mutants_*.json"), key=lambda p: (p.stem != f"mutants_{here}", p.name))
+    for f in files:
+        doc = json.loads(f.read_text())
+        if (doc.get("answers") or {}).get("solution"):
+            return doc
+    return None
+
+
+def _show(rows: list[dict], head: str) -> None:
+    """The practice questions, each outcome behind a click (<details>) in a notebook, plain text elsewhere."""
+    import html
+
+    try:
+        from IPython import get_ipython
+        from IPython.display import HTML, display
+
+        rich = get_ipython() is not None
+    except ImportError:
+        rich = False
+    if not rich:
+        print(head)
+        for m in rows:
+            print(f"  line {m['line']}: {m['before']}  ->  {m['after']}\n    what happens? {m['outcome']}: "
+                  f"{m.get('detail', '')}\n    why: {m['teaches']}")
+        return
+    parts = [f"<p>{html.escape(head)}</p><ol>"]
+    for m in rows:
+        parts.append(f"<li><p>line {m['line']} ({html.escape(m['change'])}):</p><pre>{html.escape(m['before'])}\n"
+                     f"→ {html.escape(m['after'])}</pre><details><summary>What happens when it runs? (think, then "
+                     f"click)</summary><p><b>{html.escape(m['outcome'])}</b>: {html.escape(m.get('detail', ''))}</p>"
+                     f"<p>{html.escape(m['teaches'])}</p></details></li>")
+    display(HTML("".join(parts) + "</ol>"))
+
+
+def what_if(slug: str, exercise: str, source) -> list[dict]:
+    """Practice: "what would break if". On a Hopper GPU, once `source` passes the check, every mutant of YOUR kernel
+    is measured (about a minute: see measure_answer) and shown with its outcome behind a click. Without a GPU (or
+    before the kernel passes): the recorded outcomes of the course solution's mutants, and the sites the same
+    operators find in your kernel. Returns the rows shown."""
+    from kernels.device import cpu_mode_reason, is_hopper
+
+    if not isinstance(source, str) or not source.strip():
+        print(f"{slug} / {exercise}: write your kernel first: what_if measures what breaks in it")
+        return []
+    mine = mutate(slug, source, exercise)
+    if is_hopper():
+        from . import check
+
+        res = check(slug, exercise, source, verbose=False)
+        if res.parts["correctness"].points == res.parts["correctness"].max_points:
+            got = measure_answer(slug, source, exercise, progress=None)
+            _show(got["mutants"], f"Your kernel, {len(got['mutants'])} changes, each measured on this GPU "
+                                  f"({got['gpu_s']:.0f} s):")
+            return got["mutants"]
+        print("your kernel does not pass the check yet: the outcomes below are the course solution's")
+    doc = recorded(slug)
+    if doc is None:
+        print(f"{cpu_mode_reason()}, and no GPU has recorded the outcomes for {slug} yet; the changes the checks "
+              f"would measure in your kernel:")
+        for m in mine:
+            print(f"  line {m.line}: {m.before}  ->  {m.after}  ({m.op.change})")
+        return []
+    rows = doc["answers"]["solution"]["mutants"]
+    _show(rows, f"The course solution's changes, measured on the {doc['device']} ({doc['date']}); your kernel has "
+                f"{len(mine)} such sites (lines {', '.join(str(m.line) for m in mine) or 'none'}):")
+    return rows
 
 
 def main(argv=None) -> int:

@@ -171,3 +171,39 @@ def test_a_child_that_hung_for_good_is_killed_at_once_not_at_the_timeout():
     assert json.loads(r["text"].splitlines()[0][7:])["fatal"] is True
     r = mutants._spawn([sys.executable, "-c", "import time; time.sleep(60)"], timeout_s=1)
     assert r["timed_out"]
+
+
+# ------------------------------------------------------------------------------------------------ practice
+def test_what_if_without_a_gpu_shows_the_recorded_outcomes_or_the_sites(tmp_path, monkeypatch, capsys):
+    """No GPU: with no record, the sites the operators find in the student's own kernel (no outcome invented); with a
+    record of the course solution's mutants, those outcomes, the device and date named, and the student's lines."""
+    import autograder
+
+    src = kernel_source("tma", "solution")
+    monkeypatch.setattr(mutants, "ROOT", tmp_path)
+    assert autograder.what_if("tma", "tma_add", src) == []
+    out = capsys.readouterr().out
+    assert "no GPU has recorded the outcomes for tma yet" in out
+    assert out.count("\n  line ") == len(mutate("tma", src)) and "line 67: mbar_wait" in out
+    rows = [{**m.to_dict(), "outcome": "hangs", "detail": f"waits on full[0] ({m.key})"} for m in mutate("tma", src)]
+    (tmp_path / "kernels" / "tma").mkdir(parents=True)
+    (tmp_path / "kernels" / "tma" / "mutants_h200.json").write_text(json.dumps(
+        {"device": "NVIDIA H200", "date": "2026-11-28", "answers": {"solution": {"mutants": rows}}}))
+    mine = src.replace("(k / STAGES) & 1", "(k / STAGES) % 2")
+    assert autograder.what_if("tma", "tma_add", mine) == rows
+    out = capsys.readouterr().out
+    assert "measured on the NVIDIA H200 (2026-11-28)" in out and "what happens? hangs: waits on full[0]" in out
+    assert autograder.what_if("tma", "tma_add", "   ") == [] and "write your kernel first" in capsys.readouterr().out
+
+
+def test_argument_zero_and_each_declarator_of_a_declaration_are_sites():
+    """`arg = 0` / `targ = 0` are operators like any other (0 is not "unset"), and `define` reaches each declarator of
+    `constexpr int K_STAGES = 3, V_STAGES = 2;` (found by the helper writing attention's operators)."""
+    from autograder.mutants import parse_operator
+
+    op = parse_operator({"id": "w", "change": "c", "teaches": "t", "call": "wgmma_wait", "targ": 0, "to": "{} + 1"}, "x")
+    (m,) = mutate("x", "wgmma_wait<0>();\n", ops=[op])
+    assert m.source == "wgmma_wait<0 + 1>();\n"
+    v = Operator("v1", "c", "t", define="^V_STAGES$", to="1")
+    (m,) = mutate("x", "constexpr int K_STAGES = 3, V_STAGES = 2;  // rings\n", ops=[v])
+    assert m.source == "constexpr int K_STAGES = 3, V_STAGES = 1;  // rings\n" and m.before.endswith("= 2;")
