@@ -495,7 +495,7 @@ def _timed(ex, wl, cubin, seed: int, ceilings, facts: dict) -> dict:
 
 def _run(job: dict, facts: dict) -> None:
     from kernels import device
-    from kernels.compile import CompileError, ForbiddenInclude, NotAttempted, compile_cuda
+    from kernels.compile import CompileError, ForbiddenInclude, NotAttempted, advisories, compile_cuda
     from kernels.sass import path_evidence
 
     from .spec import load
@@ -524,6 +524,12 @@ def _run(job: dict, facts: dict) -> None:
         facts["compile"] = {"ok": False, "not_attempted": False, "error": str(exc)}
         return
     facts["compile"] = {"ok": True}
+    adv = advisories(cubin)
+    if adv:  # ptxas changed what the kernel does (kernels.compile.ADVISORIES): the student and the report hear it
+        facts["compile"]["advisories"] = adv
+        facts["flags"].append("ptxas-advisory: " + "; ".join(adv)[:400] + " — ptxas compiled something other than "
+                              "what the source says (e.g. C7517: a register the tensor cores still write was read "
+                              "before its wgmma_wait, so ptxas waited there and the GEMMs no longer overlap)")
     pp = ex.parts["path"]
     try:
         ev = path_evidence(cubin, ex.kernel, pp.require, pp.forbid)

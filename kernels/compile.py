@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from .paths import cache_dir, made_once
+from .paths import cache_dir, made_once, write_whole
 
 ARCH = "sm_90a"  # wgmma / setmaxnreg need the "a" target; everything else in the course runs on it too.
 STD = "c++17"  # CCCL (cuda::pipeline, cuda::barrier) needs C++17.
@@ -268,13 +268,15 @@ def compile_cuda(
     # of kernels/include) and this repository share one cubin for the same source. Headers may change under a cached
     # cubin: their text is hashed.
     dirs = ["<course headers>" if d == str(COURSE_INCLUDE) else d for d in include_dirs()]
-    key_parts = [text, name, ARCH, STD, nvrtc_version(), *dirs, *macros, str(max_registers)]
+    # "logs kept": a cubin cached before ptxas's log was kept beside it is compiled again (its advisories unknown)
+    key_parts = [text, name, ARCH, STD, nvrtc_version(), *dirs, *macros, str(max_registers), "logs kept"]
     for header in sorted(COURSE_INCLUDE.glob("*.cuh")):
         key_parts.append(header.read_text())
     key = hashlib.sha256("\0".join(key_parts).encode()).hexdigest()[:24]
     cached = cache_dir("nvrtc") / f"{key}.cubin"
+    log_file = cached.with_suffix(".log")  # ptxas's advisories of a compile that succeeded, kept beside its cubin
     if cached.exists():
-        return Cubin(cached.read_bytes(), cached, name, text, "", macros)
+        return Cubin(cached.read_bytes(), cached, name, text, _read_log(log_file), macros)
 
     def nvrtc() -> bytes:
         from cuda.core import Program, ProgramOptions
@@ -288,8 +290,14 @@ def compile_cuda(
             lineinfo=True,
             max_register_count=max_registers,
         )
+        import io
+
+        logs = io.StringIO()
         try:
-            return bytes(Program(text, "c++", options=opts).compile("cubin").code)
+            code = bytes(Program(text, "c++", options=opts).compile("cubin", logs=logs).code)
+            log = logs.getvalue().replace("\x00", "").replace("default_program", name).strip()
+            write_whole(log_file, log[:LOG_CAP])  # before the cubin: a cubin found always has its log beside it
+            return code
         except Exception as exc:  # NVRTCError carries the log in its message
             log = str(exc)
             log = log.split("compilation log:", 1)[-1]
@@ -300,7 +308,34 @@ def compile_cuda(
 
     # One compile per key among parallel test workers and grading lanes (the others wait for it).
     data = made_once(cached, lambda tmp: tmp.write_bytes(nvrtc())).read_bytes()
-    return Cubin(data, cached, name, text, "", macros)
+    return Cubin(data, cached, name, text, _read_log(log_file), macros)
+
+
+def _read_log(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:  # a cubin cached before logs were kept: no advisories known
+        return ""
+
+
+# ptxas's advisories that change what a kernel does (a compile that succeeds with them is not the kernel the source
+# describes): C7517 — ptxas injected a wgmma.wait_group before a register the tensor cores still write was read, so
+# the GEMMs meant to overlap run one after another; C7510 — a wgmma pipeline serialized (e.g. across a call); C7508 —
+# a setmaxnreg the compiler ignored.
+ADVISORIES = {"C7517": "wgmma serialized: ptxas waited for the tensor cores where the source did not",
+              "C7510": "wgmma pipeline serialized by ptxas", "C7508": "setmaxnreg ignored by ptxas"}
+
+
+def advisories(cubin_or_log) -> list[str]:
+    """The lines of a compile's log that carry a ptxas advisory code (`(C7517) wgmma.wait_group is injected ...`),
+    each as "C7517: <ptxas's words>"; the codes ADVISORIES names first."""
+    log = cubin_or_log if isinstance(cubin_or_log, str) else cubin_or_log.log
+    found = []
+    for line in log.splitlines():
+        m = re.search(r"\((C\d{4})\)\s*(.*)", line)
+        if m:
+            found.append(f"{m.group(1)}: {m.group(2).strip()}")
+    return sorted(set(found), key=lambda t: (t[:5] not in ADVISORIES, t))
 
 
 def compile_triton(fn, signature: dict, constexprs: dict, *, num_warps: int, num_stages: int | None = None,

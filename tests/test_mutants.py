@@ -207,3 +207,23 @@ def test_argument_zero_and_each_declarator_of_a_declaration_are_sites():
     v = Operator("v1", "c", "t", define="^V_STAGES$", to="1")
     (m,) = mutate("x", "constexpr int K_STAGES = 3, V_STAGES = 2;  // rings\n", ops=[v])
     assert m.source == "constexpr int K_STAGES = 3, V_STAGES = 1;  // rings\n" and m.before.endswith("= 2;")
+
+
+@pytest.mark.slow
+def test_a_ptxas_advisory_reaches_the_check_as_a_flag():
+    """A GEMM whose accumulator is read before the wgmma_wait that covers it compiles — ptxas injects the wait
+    itself (C7517) and the GEMMs meant to overlap are serialized. The compile keeps ptxas's log (also on a cache
+    hit), and the harness's verdict carries a ptxas-advisory flag; the course solution has none."""
+    from autograder.harness import run_exercise
+    from kernels.compile import advisories, compile_cuda
+
+    src = kernel_source("gemm", "solution")
+    (m,) = [m for m in mutate("gemm", src) if m.op.id == "wgmma_wait_count_raised"]
+    for _ in range(2):  # compiled, then from the cache
+        cubin = compile_cuda(m.source, name="GEMM_EPILOGUE_CU")
+        assert [a[:5] for a in advisories(cubin)] == ["C7517"], cubin.log
+    assert advisories(compile_cuda(src, name="GEMM_EPILOGUE_CU")) == []
+    facts = run_exercise("gemm", "gemm_epilogue", m.source, seed=1, gpu=False)
+    assert any(f.startswith("ptxas-advisory: C7517") for f in facts["flags"]), facts["flags"]
+    assert not any("ptxas-advisory" in f for f in run_exercise("gemm", "gemm_epilogue", src, seed=1,
+                                                                 gpu=False)["flags"])
