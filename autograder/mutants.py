@@ -502,7 +502,7 @@ def classify(runs: list[dict], speed: dict | None, tolerance: float = 0.03) -> d
                       "a race the GPU did not show stays a race"}
 
 
-def _spawn(cmd: list[str], timeout_s: float) -> dict:
+def _spawn(cmd: list[str], timeout_s: float, env: dict | None = None) -> dict:
     """Run a child in a process group of its own, reading its records as they come: a run that hung for good (a
     fatal record: the kernel still runs, the process cannot exit cleanly) or the timeout kills the group at once.
     {"rc", "timed_out", "text"}."""
@@ -512,8 +512,9 @@ def _spawn(cmd: list[str], timeout_s: float) -> dict:
     from .harness import _kill_group
 
     with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as log:
+        base = os.environ if env is None else env
         p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True,
-                             env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"})
+                             env={**base, "PYTHONPATH": f"{ROOT}{os.pathsep}{base.get('PYTHONPATH', '')}"})
         t0, timed_out, fatal_at = time.perf_counter(), False, None
         while p.poll() is None:
             time.sleep(0.1)
@@ -532,29 +533,33 @@ def _spawn(cmd: list[str], timeout_s: float) -> dict:
 
 
 def outcome(slug: str, exercise: str | None, mutant: str, base: str, *, runs: int = 3, rounds: int = 8,
-            seed: int = 7, bound_s: float = 1.0, timeout_s: float = 60) -> dict:
+            seed: int = 7, bound_s: float = 1.0, timeout_s: float = 60, env: dict | None = None,
+            device: str | None = None) -> dict:
     """One mutant (source text) measured on this GPU: `runs` runs of every test shape (debug build, fresh inputs),
     then its speed against `base` if it stayed correct. A process of its own per stretch of runs (a hang or a fault
     ends one; the next run starts a new one). Cached by (mutant, base, GPU, settings)."""
-    from kernels.device import gpu
     from kernels.paths import cache_dir
 
-    key = hashlib.sha256(json.dumps([mutant, base, (gpu() or {}).get("name"), runs, rounds, seed, bound_s,
+    if device is None:
+        from kernels.device import gpu
+
+        device = (gpu() or {}).get("name")
+    key = hashlib.sha256(json.dumps([mutant, base, device, runs, rounds, seed, bound_s,
                                      slug, exercise]).encode()).hexdigest()[:24]
     cached = cache_dir("mutants") / f"outcome_{key}.json"
     if cached.exists():
         return {**json.loads(cached.read_text()), "cached": True}
     t0 = time.perf_counter()
     mfile, bfile = _as_file(mutant), _as_file(base)
-    recs, device, first, spawns = [], None, 0, 0
+    recs, seen, first, spawns = [], None, 0, 0
     while first < runs and spawns < runs:
         cmd = [sys.executable, "-m", "autograder.mutants", slug, "--child", mfile, "--base", bfile, "--runs",
                str(runs), "--first-run", str(first), "--rounds", str(rounds), "--seed", str(seed), "--bound",
                str(bound_s)] + (["--exercise", exercise] if exercise else [])
-        run = _spawn(cmd, timeout_s)
+        run = _spawn(cmd, timeout_s, env)
         spawns += 1
         lines = [json.loads(ln[7:]) for ln in run["text"].splitlines() if ln.startswith("MUTANT {")]
-        device = device or next((r["device"] for r in lines if r["event"] == "device"), None)
+        seen = seen or next((r["device"] for r in lines if r["event"] == "device"), None)
         got = [r for r in lines if r["event"] == "run"]
         recs += got
         if any(r["class"] == "does not compile" for r in got):
@@ -571,26 +576,103 @@ def outcome(slug: str, exercise: str | None, mutant: str, base: str, *, runs: in
         res = {"outcome": "does not compile", "detail": recs[-1]["detail"]}
     else:
         res = classify(recs, speed)
-    res.update(runs=[{k: r.get(k) for k in ("run", "class", "detail")} for r in recs], speed=speed, device=device,
+    res.update(runs=[{k: r.get(k) for k in ("run", "class", "detail")} for r in recs], speed=speed, device=seen,
                gpu_s=round(time.perf_counter() - t0, 1))
     cached.write_text(json.dumps(res))
     return res
 
 
 def measure_answer(slug: str, source: str, exercise: str | None = None, *, runs: int = 3, rounds: int = 8,
-                   progress=print) -> dict:
-    """Every mutant of `source` measured: {"mutants": [mutant dict + outcome], "gpu_s"}."""
+                   progress=print, env: dict | None = None, device: str | None = None) -> dict:
+    """Every mutant of `source` measured: {"mutants": [mutant dict + outcome], "gpu_s"}. `env`: the environment of
+    the measuring processes (a lane's CUDA_VISIBLE_DEVICES); `device`: that GPU's name (the cache's key)."""
     t0 = time.perf_counter()
     out = []
     ms = mutate(slug, source, exercise)
     for i, m in enumerate(ms):
-        res = outcome(slug, exercise, m.source, source, runs=runs, rounds=rounds)
+        res = outcome(slug, exercise, m.source, source, runs=runs, rounds=rounds, env=env, device=device)
         out.append({**m.to_dict(), **res})
         if progress:
             progress(f"  [{i + 1}/{len(ms)}] {m.key} (line {m.line}): {res['outcome']} — {res.get('detail', '')[:140]}"
                      f" [{res['gpu_s']:.0f} s]")
     return {"slug": slug, "exercise": exercise, "source_digest": hashlib.sha256(source.encode()).hexdigest()[:16],
             "mutants": out, "gpu_s": round(time.perf_counter() - t0, 1)}
+
+
+# ------------------------------------------------------------------------------------------------ a class
+def student_answers(submitted: Path, student: str, week: str) -> dict[str, str]:
+    """{slug: kernel source} of the days of `week` whose exercise answer the grader reads from the student's
+    notebook (autograder.answers.read_answer; a day with no notebook, an unreadable answer or the release's stub —
+    not attempted — is left out)."""
+    from kernels.compile import NotAttempted, clean_source
+
+    from .answers import _source, cells_by_grade_id, read_answer
+    from .spec import all_specs
+    from .students import submission_folder
+
+    folder = submission_folder(submitted, student, week)
+    out = {}
+    for spec in all_specs():
+        if spec.assignment != week or not any(ex.mutants for ex in spec.exercises.values()):
+            continue
+        ex = next(iter(spec.exercises.values()))
+        try:
+            nb = json.loads((folder / spec.notebook).read_text(encoding="utf-8"))
+            cell = cells_by_grade_id(nb).get(ex.answer_cell)
+        except (OSError, ValueError, AttributeError):
+            continue
+        ans = read_answer(_source(cell), ex.answer_var, ex.answer_cell) if cell else None
+        if ans is not None and isinstance(ans.value, str) and ans.value.strip():
+            try:
+                clean_source(ans.value)
+            except NotAttempted:
+                continue
+            out[spec.slug] = ans.value
+    return out
+
+
+def measure_class(grading: Path, week: str, students: list[str], lanes: list, *, runs: int = 3, rounds: int = 8,
+                  out: Path | None = None, progress=print) -> dict:
+    """Every student's mutants of every day of `week`, measured on every GPU lane of the host at once (one thread a
+    lane takes the next (student, day) job; its processes see only its GPU). Writes <out>/<student>/<slug>.json (the
+    measured dicts autograder.understanding's sheets read) and returns {"jobs", "gpu_s" per (student, slug),
+    "wall_s"}. A job whose kernel the grader cannot read is left out (named)."""
+    import queue
+    import threading
+
+    from kernels.paths import write_whole
+
+    out = Path(out or grading / "understanding" / week / "measured")
+    jobs: queue.Queue = queue.Queue()
+    for s in students:
+        for slug, src in student_answers(grading / "submitted", s, week).items():
+            jobs.put((s, slug, src))
+    total, done, lock, spent = jobs.qsize(), [0], threading.Lock(), {}
+    t0 = time.perf_counter()
+
+    def lane_worker(lane) -> None:
+        while True:
+            try:
+                s, slug, src = jobs.get_nowait()
+            except queue.Empty:
+                return
+            res = measure_answer(slug, src, runs=runs, rounds=rounds, progress=None, env=lane.env)
+            path = out / s / f"{slug}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_whole(path, json.dumps({**res, "student": s, "lane": lane.label}, indent=1))
+            with lock:
+                done[0] += 1
+                spent[f"{s}/{slug}"] = res["gpu_s"]
+                if progress:
+                    progress(f"[{lane.label}] {s} {slug}: {len(res['mutants'])} mutants in {res['gpu_s']:.0f} s "
+                             f"({done[0]}/{total})")
+
+    threads = [threading.Thread(target=lane_worker, args=(lane,), daemon=True) for lane in lanes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return {"jobs": total, "gpu_s": spent, "wall_s": round(time.perf_counter() - t0, 1), "out": str(out)}
 
 
 # ------------------------------------------------------------------------------------------------ practice

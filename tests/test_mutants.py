@@ -227,3 +227,36 @@ def test_a_ptxas_advisory_reaches_the_check_as_a_flag():
     assert any(f.startswith("ptxas-advisory: C7517") for f in facts["flags"]), facts["flags"]
     assert not any("ptxas-advisory" in f for f in run_exercise("gemm", "gemm_epilogue", src, seed=1,
                                                                  gpu=False)["flags"])
+
+
+def test_a_class_is_measured_on_every_lane_from_each_students_own_notebook(tmp_path, monkeypatch):
+    """measure_class: each student's kernel of each day is read from their notebook as the grader reads it (a blank
+    release and a malformed notebook have none), every job is measured once, the lanes share the jobs (each job's
+    processes see only its lane's GPU), and one file per (student, day) is written whole."""
+    import threading
+
+    from autograder.cohort import build
+    from autograder.pool import Lane
+
+    grading = tmp_path / "grading"
+    build(grading / "submitted", "week1", ["good", "blank", "malformed", "tma-wrong_expect_tx"])
+    seen, lock = [], threading.Lock()
+
+    def fake_measure(slug, src, exercise=None, **kw):
+        time.sleep(0.05)
+        with lock:
+            seen.append((slug, kw["env"]["CUDA_VISIBLE_DEVICES"], mutants.hashlib.sha256(src.encode()).hexdigest()))
+        return {"slug": slug, "mutants": [m.to_dict() for m in mutate(slug, src)], "gpu_s": 1.0}
+
+    monkeypatch.setattr(mutants, "measure_answer", fake_measure)
+    lanes = [Lane(str(i), {"CUDA_VISIBLE_DEVICES": str(4 + i)}, f"GPU {i}") for i in range(2)]
+    res = mutants.measure_class(grading, "week1", ["good", "blank", "malformed", "tma-wrong-expect-tx"], lanes,
+                                progress=None)
+    days = [s.slug for s in SPECS_WITH_MUTANTS if s.assignment == "week1"]
+    assert res["jobs"] == 2 * len(days) == len(seen), (res, seen)
+    assert {lane for _, lane, _ in seen} == {"4", "5"}
+    out = grading / "understanding" / "week1" / "measured"
+    assert sorted(p.parent.name for p in out.glob("*/*.json")) == sorted(["good", "tma-wrong-expect-tx"] * len(days))
+    good = json.loads((out / "good" / "tma.json").read_text())
+    wrong = json.loads((out / "tma-wrong-expect-tx" / "tma.json").read_text())
+    assert good["student"] == "good" and good["mutants"] and good["mutants"] != wrong["mutants"]
