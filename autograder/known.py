@@ -237,8 +237,19 @@ def answer_text(slug: str, ka: KnownAnswer) -> str | None:
     return (SUBMISSIONS / slug / ka.source).read_text()
 
 
+def course_solution(slug: str, exercise: str | None = None) -> str:
+    """The course solution of a day's exercise: the answer cell of its solutions notebook (whatever its known answer
+    is called: "solution" on most days, "correct" on day 1)."""
+    spec = load(slug)
+    ex = spec.exercises[exercise] if exercise else next(iter(spec.exercises.values()))
+    return solution_literal(spec, ex.answer_cell, ex.answer_var)
+
+
 def kernel_source(slug: str, name: str) -> str:
-    """The CUDA source of a known answer given as a kernel (a `.cu` file or a base with changes)."""
+    """The CUDA source of a known answer given as a kernel (a `.cu` file or a base with changes); "solution": the
+    course solution (course_solution), on every day."""
+    if name == "solution":
+        return course_solution(slug)
     ka = known_answer(slug, name)
     if ka.base is None and ka.source == "solution":  # the solutions notebook's answer cell
         spec = load(slug)

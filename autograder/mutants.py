@@ -326,9 +326,13 @@ def _sites(op: Operator, source: str, masked: str) -> list[list[tuple[int, int, 
         for name, a, b in _constants(masked):
             if re.search(op.define, name):
                 sites.append([(a, b, op.to.replace("{}", source[a:b]))])
-    elif op.pattern:
+    elif op.pattern:  # the groups' text is the source's (the match is found on the masked text: comments kept)
         for m in re.finditer(op.pattern, masked):
-            sites.append([(m.start(), m.end(), m.expand(op.to))])
+            def group(r, m=m):
+                g = r.group(1) or r.group(2)
+                g = int(g) if g.isdigit() else g
+                return source[m.start(g):m.end(g)] if m.start(g) >= 0 else ""
+            sites.append([(m.start(), m.end(), re.sub(r"\\(\d+)|\\g<(\w+)>", group, op.to))])
     elif op.swap:
         first = [next(iter(calls(masked, n)), None) for n in op.swap]
         if all(f is not None and f.targs for f in first):
@@ -356,12 +360,12 @@ def mutate(slug: str, source: str, exercise: str | None = None, ops: list[Operat
                 wa = max(masked.rfind(ch, 0, w - 1) for ch in ";{}") + 1
                 out.append(Mutant(op, n, _line(source, a), _code(source[a:b]),
                                   f"moved up to line {_line(source, w)}, right after {_code(source[wa:w])}", new))
-            else:
-                a, b = min(e[0] for e in edits), max(e[1] for e in edits)
-                lo, hi = _line(source, a), _line(source, b)
-                hi_new = hi + new.count("\n") - source.count("\n")
-                after = " ".join(c for ln in new.splitlines()[lo - 1:max(lo, hi_new)] if (c := _code(ln)))
-                out.append(Mutant(op, n, lo, _lines(source, a, b), after, new))
+            else:  # shown by the lines that differ (a pattern may match more than it changes)
+                old_l, new_l = source.splitlines(), new.splitlines()
+                diff = [i for i, (x, y) in enumerate(zip(old_l, new_l)) if x != y] or [len(old_l) - 1]
+                lo, hi = diff[0], diff[-1] + 1
+                show = lambda ls: " ".join(c for ln in ls[lo:hi] if (c := _code(ln)))  # noqa: E731
+                out.append(Mutant(op, n, lo + 1, show(old_l), show(new_l), new))
             if n >= op.max_sites:
                 break
     return out

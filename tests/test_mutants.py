@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from autograder import mutants
-from autograder.known import kernel_source
+from autograder.known import course_solution, kernel_source
 from autograder.mutants import Operator, classify, mask, mutate
 from autograder.spec import SpecError, all_specs, parse
 
@@ -53,7 +53,7 @@ def test_a_bad_operator_is_refused_with_the_reason(bad, says):
 def test_every_day_with_operators_has_a_site_for_each_in_its_course_solution():
     assert SPECS_WITH_MUTANTS, "no spec declares mutation operators"
     for spec in SPECS_WITH_MUTANTS:
-        src = kernel_source(spec.slug, "solution")
+        src = course_solution(spec.slug)
         found = {m.op.id for m in mutate(spec.slug, src)}
         missing = [o.id for o in _ops(spec.slug) if o.id not in found]
         assert not missing, f"{spec.slug}: operators with no site in the course solution: {missing}"
@@ -61,7 +61,7 @@ def test_every_day_with_operators_has_a_site_for_each_in_its_course_solution():
 
 @pytest.mark.parametrize("slug", [s.slug for s in SPECS_WITH_MUTANTS])
 def test_every_mutant_keeps_the_line_numbers_and_changes_only_its_site(slug):
-    src = kernel_source(slug, "solution")
+    src = course_solution(slug)
     lines = src.splitlines()
     for m in mutate(slug, src):
         new = m.source.splitlines()
@@ -79,7 +79,7 @@ def test_every_mutant_of_the_course_solution_compiles(slug):
     from kernels.compile import compile_cuda
 
     ex = next(iter(next(s for s in all_specs() if s.slug == slug).exercises.values()))
-    for m in mutate(slug, kernel_source(slug, "solution")):
+    for m in mutate(slug, course_solution(slug)):
         compile_cuda(m.source, name=ex.answer_var)
 
 
@@ -253,10 +253,13 @@ def test_a_class_is_measured_on_every_lane_from_each_students_own_notebook(tmp_p
     res = mutants.measure_class(grading, "week1", ["good", "blank", "malformed", "tma-wrong-expect-tx"], lanes,
                                 progress=None)
     days = [s.slug for s in SPECS_WITH_MUTANTS if s.assignment == "week1"]
-    assert res["jobs"] == 2 * len(days) == len(seen), (res, seen)
+    wants = {s: mutants.student_answers(grading / "submitted", s, "week1") for s in ("good", "tma-wrong-expect-tx")}
+    assert sorted(wants["good"]) == sorted(days) and "tma" in wants["tma-wrong-expect-tx"]
+    assert res["jobs"] == sum(map(len, wants.values())) == len(seen), (res, seen)
     assert {lane for _, lane, _ in seen} == {"4", "5"}
     out = grading / "understanding" / "week1" / "measured"
-    assert sorted(p.parent.name for p in out.glob("*/*.json")) == sorted(["good", "tma-wrong-expect-tx"] * len(days))
+    assert sorted(str(p.relative_to(out)) for p in out.glob("*/*.json")) == \
+        sorted(f"{s}/{d}.json" for s, ds in wants.items() for d in ds)
     good = json.loads((out / "good" / "tma.json").read_text())
     wrong = json.loads((out / "tma-wrong-expect-tx" / "tma.json").read_text())
     assert good["student"] == "good" and good["mutants"] and good["mutants"] != wrong["mutants"]
