@@ -456,7 +456,7 @@ def cmd_understanding(args) -> int:
     if not cohort:
         print(f"no measured dicts of {args.week} under {args.measured}/<student>/<slug>.json", *notes, sep="\n")
         return 1
-    res = u.write_sheets(args.week, cohort, _secret(args), out, args.per_day)
+    res = u.write_sheets(args.week, cohort, _secret(args), out, args.per_day, practice=args.practice)
     for line in notes + res["notes"]:
         print(line)
     print(f"{len(cohort)} sheet(s): {res['sheets']}/; Moodle: {res['moodle']}; key (keep it from students): "
@@ -531,6 +531,8 @@ def parser() -> argparse.ArgumentParser:
     u.add_argument("--measured", help="sheets: the folder of <student>/<slug>.json (mutants.measure_answer)")
     u.add_argument("--per-day", type=int, default=3, help="sheets: multiple-choice questions a day (default 3)")
     u.add_argument("--out", help="sheets and key folder (default: <grading dir>/understanding)")
+    u.add_argument("--practice", action="store_true", help="sheets: also <out>/practice_<week>/, keys and feedback "
+                   "shown (practice mode, or to hand back after grading)")
     u.add_argument("--key", help="import: the key CSV (default: <out>/key_<week>.csv)")
     u.add_argument("--weight", type=float, default=1.0, help="import: the checks' weight beside the kernel's points")
     u.add_argument("--seed", type=int)

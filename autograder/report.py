@@ -490,9 +490,8 @@ def collect(week: str, grading: Path) -> tuple[dict, list[str], list[ExerciseInf
             # a folder of the week that is no student's (hidden): named here, so no folder goes without a word
             "left_out": [n for n in folder_notes if n not in {mapped_note(f, i) for i, f in folders.items()}],
             "batch_error": err, "has_gradebook": bool(gradebook), "has_book": bool(book), "book_error": book_err,
-            "secrets": secrets, "lanes": lanes,
-            "where": batch.get("where"), "seed_source": batch.get("seed_source"),
-            "understanding": _understanding(grading, week)}
+            "secrets": secrets, "lanes": lanes, "understanding": _understanding(grading, week),
+            "where": batch.get("where"), "seed_source": batch.get("seed_source")}
     return meta, notebooks, exercises, roster
 
 

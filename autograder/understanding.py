@@ -13,8 +13,8 @@
    as handed in, each mutant run on a Hopper GPU): "In your kernel, line 67: `before` becomes `after` (the change).
    What happens when it runs?" Its key is the measured outcome class, worded for students (WORDING); a mutant that
    did not compile or whose runs disagreed ("not reproducible") is never asked. Three distractors are drawn first
-   from the classes the same day's mutants produced in the cohort (the plausible ones), then from the rest; the
-   four options are shuffled per (secret seed, student, question). A mutant measured "slower" is followed by a
+   from the classes the same day's mutants produced in the cohort (the plausible ones; weighted by how often each
+   was produced), then from the rest; the four options are shuffled per (secret seed, student, question). A mutant measured "slower" is followed by a
    numerical question (by how much, in percent) accepted within the measured bootstrap interval widened to a
    symmetric band of at least +-MIN_TOLERANCE_PCT percentage points around the median.
 2. A sheet holds `per_day` multiple-choice questions of each day (a "slower" one brings its numerical follow-up),
@@ -22,8 +22,10 @@
    pool allows it (an exact max-flow allocation; the smallest reachable cap otherwise, and the sheet says so);
    deterministic from (secret seed, student).
 3. The feedback of a question (the operator's `teaches` and the measured `detail`) and its key appear only in the
-   key CSV, in Moodle's answer feedback and in a sheet rendered with reveal=True (practice mode), never in a sheet
-   printed for a test.
+   key CSV, in the Moodle XML (its general feedback: shown once answered) and in a sheet rendered with reveal=True
+   (practice mode, or handed back after grading), never in a sheet printed for a test. A numerical follow-up tells
+   its multichoice question's key ("it runs correctly, but slower"), so it is printed on a part 2 page of its own,
+   handed out once part 1 is in; in the Moodle XML its name starts with "2-" (put it on a later page of the quiz).
 """
 
 from __future__ import annotations
@@ -99,21 +101,25 @@ class Question:
                 "What happens when it runs?")
 
 
-def day_classes(cohort: dict) -> dict[str, set[str]]:
-    """Per day (slug), the askable classes its mutants produced for any student of the cohort."""
-    out: dict[str, set[str]] = {}
+def day_classes(cohort: dict) -> dict[str, Counter]:
+    """Per day (slug), how many of its mutants produced each askable class, over every student of the cohort."""
+    out: dict[str, Counter] = {}
     for by_slug in cohort.values():
         for slug, measured in by_slug.items():
-            out.setdefault(slug, set()).update(m.get("outcome") for m in measured.get("mutants") or []
-                                               if askable(m.get("outcome")))
+            out.setdefault(slug, Counter()).update(m.get("outcome") for m in measured.get("mutants") or []
+                                                   if askable(m.get("outcome")))
     return out
 
 
-def _options(outcome: str, produced: set[str], rng: random.Random) -> tuple[str, ...]:
-    """The key and three distractors (first the day's produced classes, then the rest), shuffled."""
-    first = sorted(produced - {outcome})
-    rest = sorted(set(WORDING) - produced - {outcome})
-    rng.shuffle(first)
+def _options(outcome: str, produced: Counter, rng: random.Random) -> tuple[str, ...]:
+    """The key and three distractors, shuffled. The distractors come first from the classes the day produced, drawn
+    without replacement with weights their counts (Efraimidis-Spirakis), then from the rest: a class keys questions
+    about as often as it is offered, so "pick that class whenever offered" (or an option's length, which picks one
+    class) gains little over chance. Uniform draws offered a common class ("hangs" on a synchronisation day) too
+    seldom as a distractor: a generated cohort had "most words" (= hangs, else no change) at chance + 18 %."""
+    first = sorted((c for c in produced if c != outcome and produced[c] > 0),
+                   key=lambda c: rng.random() ** (1 / produced[c]), reverse=True)
+    rest = sorted(set(WORDING) - set(first) - {outcome})
     rng.shuffle(rest)
     opts = [outcome] + (first + rest)[:len(LETTERS) - 1]
     rng.shuffle(opts)
@@ -127,13 +133,13 @@ def _tolerance(m: dict) -> float:
     return round(max(MIN_TOLERANCE_PCT, med - float(lo), float(hi) - med), 1)
 
 
-def questions(measured: dict, student: str, seed, produced: set[str] | None = None) -> list[Question]:
+def questions(measured: dict, student: str, seed, produced: Counter | None = None) -> list[Question]:
     """Every question one measured dict (mutants.measure_answer) asks a student: one multichoice per askable mutant,
-    a numerical one after each "slower". `produced`: the classes the day's mutants produced in the cohort (default:
-    this student's)."""
+    a numerical one after each "slower". `produced`: how often the day's mutants produced each class in the cohort
+    (day_classes; default: in this student's kernel; a set counts each class once)."""
     slug = measured.get("slug") or "?"
     ms = [m for m in measured.get("mutants") or [] if askable(m.get("outcome"))]
-    produced = set(produced) if produced is not None else {m["outcome"] for m in ms}
+    produced = Counter(produced if produced is not None else [m["outcome"] for m in ms])
     out = []
     for m in ms:
         qid = f"{slug}.{m['key']}"
@@ -219,7 +225,7 @@ def _order(slugs) -> list[str]:
 
 
 def build_sheet(student: str, week: str, measured: dict[str, dict], seed, per_day: int = 3,
-                produced: dict[str, set[str]] | None = None) -> Sheet:
+                produced: dict[str, Counter] | None = None) -> Sheet:
     """One student's sheet from their measured dicts of the week ({slug: measure_answer(...)}): per_day multichoice
     questions a day (fewer where the pool is smaller), key classes capped at MAX_SHARE where the pool allows."""
     rng = _rng(seed, student, week, "sheet")
@@ -322,14 +328,14 @@ def _question_html(n: int, q: Question, reveal: bool) -> str:
     return f"<section class='q'><h3>{n}. <span class='muted'>({e(q.qid)})</span></h3>{body}</section>"
 
 
-def sheet_html(sheet: Sheet, part: int = 1, reveal: bool = False) -> str:
+def sheet_html(sheet: Sheet, part: int | None = 1, reveal: bool = False) -> str:
     """A printable page of one student's sheet (self-contained). Part 1: the multichoice questions; part 2: the
     numerical follow-ups ("by how much slower?"), handed out once part 1 is in (a follow-up says its multichoice
-    question's key). reveal=True (practice mode, or after grading) adds each question's key and feedback; without
-    it the page holds neither."""
+    question's key); None: both. reveal=True (practice mode, or after grading) adds each question's key and
+    feedback; without it the page holds neither."""
     e = html.escape
     title = f"Understanding check {sheet.week}: {sheet.student}" + (" (part 2)" if part == 2 else "")
-    qs = [q for q in sheet.questions if (q.kind == "numerical") == (part == 2)]
+    qs = [q for q in sheet.questions if part is None or (q.kind == "numerical") == (part == 2)]
     body = "\n".join(_question_html(i + 1, q, reveal) for i, q in enumerate(qs))
     return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{e(title)}</title>"
             f"<style>{_STYLE}</style></head><body><h1>{e(title)}</h1>"
@@ -426,8 +432,8 @@ def guessing_rates(sheets) -> dict[str, dict]:
 def _rows(path) -> list[list[str]]:
     with open(path, newline="", encoding="utf-8-sig", errors="surrogateescape") as f:
         rows = [r for r in csv.reader(f) if any(c.strip() for c in r)]
-    if rows and rows[0] and rows[0][0].strip().lower() == "student":
-        rows = rows[1:]  # the header
+    if rows and len(rows[0]) > 1 and rows[0][0].strip().lower() == "student" and "question" in rows[0][1].lower():
+        rows = rows[1:]  # the header (a student named "student" still has their rows)
     return rows
 
 
@@ -452,10 +458,10 @@ def score_answers(answers_csv, key_csv) -> dict[str, dict]:
     any case and with white space or parentheses around it; a number with or without "%" (its band is the key's
     tolerance). When a student answered one question twice, the last row counts. Answers of unkeyed questions are
     ignored."""
-    answers = {(r[0], r[1].strip()): r[2] for r in _rows(answers_csv) if len(r) >= 3}
+    answers = {(r[0].strip(), r[1].strip()): r[2] for r in _rows(answers_csv) if len(r) >= 3}
     out: dict[str, dict] = {}
     for r in _rows(key_csv):
-        student, qid, kind, key, tol, pts = r[:6]
+        student, qid, kind, key, tol, pts = r[0].strip(), *r[1:6]  # ids: students.student_id's, no end spaces
         s = out.setdefault(student, {"score": 0.0, "max": 0.0, "questions": {}})
         got = float(pts) if _right(kind, key, tol, answers.get((student, qid), "")) else 0.0
         s["questions"][qid] = got
@@ -465,10 +471,11 @@ def score_answers(answers_csv, key_csv) -> dict[str, dict]:
 
 
 # ------------------------------------------------------------------------------------------------ files
-def write_sheets(week: str, cohort: dict, seed, out: Path, per_day: int = 3) -> dict:
+def write_sheets(week: str, cohort: dict, seed, out: Path, per_day: int = 3, practice: bool = False) -> dict:
     """<out>/sheets_<week>/<student>.html (one a student, no key; the follow-ups of its "slower" questions in
     sheets_<week>/part2/<student>.html), <out>/moodle_<week>.xml (every sheet, keyed) and
-    <out>/key_<week>.csv (beside the sheets' folder, never in it), each written whole. Returns {"sheets", "moodle",
+    <out>/key_<week>.csv (beside the sheets' folder, never in it), each written whole; with practice=True also
+    <out>/practice_<week>/<student>.html (both parts, keys and feedback shown). Returns {"sheets", "moodle",
     "key", "rates", "notes"}."""
     out = Path(out)
     sheets = build_sheets(week, cohort, seed, per_day)
@@ -480,6 +487,10 @@ def write_sheets(week: str, cohort: dict, seed, out: Path, per_day: int = 3) -> 
             write_whole(folder / "part2" / f"{s.student}.html", sheet_html(s, part=2))
     moodle = write_whole(out / f"moodle_{week}.xml", moodle_xml(sheets.values()))
     key = write_key_csv(out / f"key_{week}.csv", sheets.values())
+    if practice:  # keyed, with the feedback: for practice, or to hand back after grading (never with the sheets)
+        (out / f"practice_{week}").mkdir(exist_ok=True)
+        for s in sheets.values():
+            write_whole(out / f"practice_{week}" / f"{s.student}.html", sheet_html(s, part=None, reveal=True))
     notes = [f"{s.student}: {n}" for s in sheets.values() for n in s.notes]
     return {"sheets": folder, "moodle": moodle, "key": key, "rates": guessing_rates(sheets.values()), "notes": notes}
 

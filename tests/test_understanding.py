@@ -16,7 +16,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from autograder import understanding as u
@@ -253,10 +253,14 @@ def test_score_answers_missing_wrong_and_tolerance(tmp_path):
     assert s["smith, john"]["score"] == 0 and s["smith, john"]["max"] == 1
     ans.write_text("ana,tma.b#1.pct,47.9\n")
     assert u.score_answers(ans, key)["ana"]["questions"]["tma.b#1.pct"] == 0.0
+    key.write_text("student,tma.a#1,multichoice,c,,1,tma,a#1,3\n")  # a student named "student": no header here
+    ans.write_text("student,question id,answer\n student ,tma.a#1,c\n")
+    assert u.score_answers(ans, key) == {"student": {"score": 1.0, "max": 1.0, "questions": {"tma.a#1": 1.0}}}
 
 
 # ------------------------------------------------------------------------------------------------ guessing
 @given(st.integers(0, 10**6))
+@example(4249)  # uniform distractor draws: "most words" (= hangs, else no change) at 43 %
 @settings(max_examples=5, deadline=None)
 def test_no_content_free_strategy_beats_chance_by_more_than_15_percent(seed):
     cohort = _cohort(random.Random(seed), 40)
@@ -290,13 +294,16 @@ def test_cli_writes_sheets_moodle_and_key_apart_and_imports_answers(tmp_path, mo
     (tmp_path / "m" / "s001" / "swizzle.json").write_text(json.dumps({"slug": "swizzle", "mutants": []}))
     out = tmp_path / "out"
     assert main(["understanding", "sheets", "week1", "--measured", str(tmp_path / "m"), "--out", str(out),
-                 "--seed", "7", "--per-day", "2"]) == 0
+                 "--seed", "7", "--per-day", "2", "--practice"]) == 0
     said = capsys.readouterr().out
     assert "always 'hangs'" in said and "swizzle is not a day of week1" in said
     sheets = sorted(p.name for p in (out / "sheets_week1").glob("*.html"))
     assert sheets == sorted(f"{s}.html" for s in cohort)
     assert not any("key" in p.name for p in (out / "sheets_week1").rglob("*"))
     ET.parse(out / "moodle_week1.xml")
+    practice = (out / "practice_week1" / "s001.html").read_text(encoding="utf-8")
+    assert "Key: " in practice and "TEACHES-" in practice and "DETAIL-" in practice
+    assert all("Key: " not in p.read_text(encoding="utf-8") for p in (out / "sheets_week1").rglob("*.html"))
     rows = list(csv.reader(io.StringIO((out / "key_week1.csv").read_text(encoding="utf-8"))))[1:]
     assert {r[0] for r in rows} == set(cohort) and all(sum(r[0] == s and r[2] == "multichoice" for r in rows) == 6
                                                        for s in cohort)
