@@ -14,12 +14,14 @@
    What happens when it runs?" Its key is the measured outcome class, worded for students (WORDING); a mutant that
    did not compile or whose runs disagreed ("not reproducible") is never asked. Three distractors are drawn first
    from the classes the same day's mutants produced in the cohort (the plausible ones; weighted by how often each
-   was produced), then from the rest; the four options are shuffled per (secret seed, student, question). A mutant measured "slower" is followed by a
-   numerical question (by how much, in percent) accepted within the measured bootstrap interval widened to a
-   symmetric band of at least +-MIN_TOLERANCE_PCT percentage points around the median.
+   was produced), then from the rest; the four options are shuffled per (secret seed, student, question). A mutant
+   measured "slower" is followed by a numerical question (by how much, in percent) accepted within the measured
+   bootstrap interval widened to a symmetric band of at least +-MIN_TOLERANCE_PCT percentage points around the
+   median.
 2. A sheet holds `per_day` multiple-choice questions of each day (a "slower" one brings its numerical follow-up),
    chosen so that no key class exceeds MAX_SHARE of the sheet's multiple-choice questions where the student's
-   pool allows it (an exact max-flow allocation; the smallest reachable cap otherwise, and the sheet says so);
+   pool allows it (an exact max-flow allocation with the smallest cap on a class's count that the pool can meet:
+   the most even keys; a sheet whose pool cannot be kept under MAX_SHARE says so in its notes);
    deterministic from (secret seed, student).
 3. The feedback of a question (the operator's `teaches` and the measured `detail`) and its key appear only in the
    key CSV, in the Moodle XML (its general feedback: shown once answered) and in a sheet rendered with reveal=True
@@ -237,7 +239,10 @@ def build_sheet(student: str, week: str, measured: dict[str, dict], seed, per_da
     classes = sorted(WORDING)
     rng.shuffle(classes)
     avail = {d: Counter(q.outcome for q in qs) for d, qs in mc.items()}
-    cap = max(1, math.floor(MAX_SHARE * total + 1e-9))
+    # the most even sheet the pool allows: the smallest cap on any class's count that a choice meets (so at most
+    # MAX_SHARE wherever the pool allows it; content-free strategies gain least on even keys)
+    present = {c for d in avail for c in avail[d] if avail[d][c]}
+    cap = max(1, math.ceil(total / max(1, len(present))))
     alloc = None
     while alloc is None and total:
         alloc = _flow(avail, need, cap, classes)
