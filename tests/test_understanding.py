@@ -141,6 +141,16 @@ def test_a_sheet_has_the_most_even_keys_its_pool_allows_so_no_class_over_40_perc
             assert sheet.questions[i + 1].kind == "numerical" and sheet.questions[i + 1].mutant == q.mutant
 
 
+def test_a_sheet_spreads_its_keys_evenly_not_merely_under_40_percent():
+    """Three days of two mutants of each of four classes, four questions a day: 3 of each class is reachable (40 %
+    would let one class have 4 of 12)."""
+    day = {"mutants": [_mutant(i, ASKABLE[i % 4], 10 + i, "a", "b") for i in range(8)]}
+    for student in ("ana", "ben", "cy", "dee"):
+        sheet = u.build_sheet(student, "week1", {d: {**day, "slug": d} for d in DAYS}, "s", per_day=4)
+        assert Counter(q.outcome for q in sheet.multichoice) == Counter({c: 3 for c in ASKABLE[:4]})
+        assert not sheet.notes
+
+
 def test_sheets_are_deterministic_per_seed_and_student_and_differ_between_kernels():
     cohort = _cohort(random.Random(3), 6)
     a, b = u.build_sheets("week1", cohort, "seed-1"), u.build_sheets("week1", cohort, "seed-1")
