@@ -302,7 +302,8 @@ def test_cli_writes_sheets_moodle_and_key_apart_and_imports_answers(tmp_path, mo
     for s, days in cohort.items():
         for d, m in days.items():
             (tmp_path / "m" / s).mkdir(parents=True, exist_ok=True)
-            (tmp_path / "m" / s / f"{d}.json").write_text(json.dumps(m))
+            doc = {"solution": m} if s == "s002" else m  # as `python -m autograder.mutants --out` writes it
+            (tmp_path / "m" / s / f"{d}.json").write_text(json.dumps(doc))
     (tmp_path / "m" / "s001" / "swizzle.json").write_text(json.dumps({"slug": "swizzle", "mutants": []}))
     out = tmp_path / "out"
     assert main(["understanding", "sheets", "week1", "--measured", str(tmp_path / "m"), "--out", str(out),
@@ -326,3 +327,25 @@ def test_cli_writes_sheets_moodle_and_key_apart_and_imports_answers(tmp_path, mo
     assert doc["weight"] == 0.25
     assert doc["students"]["s001"]["score"] == doc["students"]["s001"]["max"] > 0
     assert doc["students"]["smith, zoë"]["score"] == 0
+
+
+@given(st.lists(st.sampled_from(ASKABLE + NEVER), min_size=7, max_size=7), st.integers(0, 99))
+@settings(max_examples=10, deadline=None)
+def test_questions_quote_the_students_own_lines_as_mutants_shows_them(outcomes, seed):
+    """The course's TMA solution as a student's hand-in, mutated by the spec's operators (no GPU); outcomes made up
+    (of measure_answer's shape): each question shows its mutant's line and the code before and after, escaped."""
+    from autograder import mutants
+    from autograder.known import kernel_source
+
+    ms = mutants.mutate("tma", kernel_source("tma", "solution"))
+    measured = {"slug": "tma", "exercise": None, "source_digest": "x", "gpu_s": 0.0,
+                "mutants": [{**m.to_dict(), "outcome": o, "detail": "made up", "slower_pct": 20.0,
+                             "interval_pct": [18.0, 23.0]} for m, o in zip(ms, outcomes)]}
+    sheet = u.build_sheet("ana", "week1", {"tma": measured}, seed, per_day=7)
+    page = u.sheet_html(sheet)
+    assert len(sheet.multichoice) == sum(o in WORDING for o in outcomes[:len(ms)])
+    for q in sheet.multichoice:
+        m = next(m for m in ms if m.key == q.mutant)
+        assert (q.line, q.before, q.after) == (m.line, m.before, m.after)
+        assert f"line {m.line}:</p><pre>{html.escape(m.before)}</pre><p>becomes</p><pre>{html.escape(m.after)}</pre>" \
+            in page
