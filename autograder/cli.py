@@ -8,6 +8,8 @@
     autograder known [naive_loads ...] [--cpu]           known answers vs their expected scores (table)
     autograder calibrate naive_loads [--write]           per-GPU bars from the topic's records (or --measure here)
     autograder release [week1]                           weeks/ from solutions/ (nbgrader generate_assignment)
+    autograder understanding sheets week1 --measured DIR [--per-day N] [--out DIR]   understanding checks, keyed
+    autograder understanding import week1 answers.csv --weight W      scored into <grading>/understanding_week1.json
 
 The secret seed is read from --seed-file (default: $COURSE_SECRET_SEED_FILE) or --seed, given at grading time and
 never stored in the course (an empty or unreadable seed is refused; the batch record says where it came from).
@@ -432,6 +434,38 @@ def cmd_release(args) -> int:
     return 0
 
 
+def cmd_understanding(args) -> int:
+    """Understanding checks (autograder.understanding). `sheets`: each student's sheet from <measured>/<student>/
+    <slug>.json, the Moodle XML and the key CSV, then the guessing rates; `import`: an answers CSV scored against the
+    key into <grading>/understanding_<week>.json."""
+    from . import understanding as u
+
+    out = Path(args.out) if args.out else grading_dir() / "understanding"
+    if (args.action == "import") != bool(args.answers) or (args.action == "sheets") != bool(args.measured):
+        print("autograder understanding sheets WEEK --measured DIR | import WEEK ANSWERS.csv --weight W")
+        return 1
+    if args.action == "import":
+        key = Path(args.key) if args.key else out / f"key_{args.week}.csv"
+        if not key.is_file() or not Path(args.answers).is_file():
+            print(f"no {'key' if not key.is_file() else 'answers'} at {key if not key.is_file() else args.answers}")
+            return 1
+        path = u.import_answers(args.week, args.answers, key, args.weight, grading_dir())
+        print(f"understanding scores of {args.week} (weight {args.weight:g}): {path}")
+        return 0
+    cohort, notes = u.read_measured(Path(args.measured), args.week)
+    if not cohort:
+        print(f"no measured dicts of {args.week} under {args.measured}/<student>/<slug>.json", *notes, sep="\n")
+        return 1
+    res = u.write_sheets(args.week, cohort, _secret(args), out, args.per_day, practice=args.practice)
+    for line in notes + res["notes"]:
+        print(line)
+    print(f"{len(cohort)} sheet(s): {res['sheets']}/; Moodle: {res['moodle']}; key (keep it from students): "
+          f"{res['key']}\nguessing (multichoice, {next(iter(res['rates'].values()), {}).get('n', 0)} questions):")
+    for name, r in res["rates"].items():
+        print(f"  {name:32s} {r['rate']:6.1%}  (chance {r['chance']:.1%})")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     """The command line (main's; tests parse the commands the course prints with it)."""
     ap = argparse.ArgumentParser(prog="autograder", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
@@ -490,6 +524,20 @@ def parser() -> argparse.ArgumentParser:
     r = sub.add_parser("release", help="generate weeks/ from solutions/")
     r.add_argument("weeks", nargs="*")
     r.set_defaults(fn=cmd_release)
+    u = sub.add_parser("understanding", help="understanding checks from each student's measured mutants")
+    u.add_argument("action", choices=("sheets", "import"))
+    u.add_argument("week")
+    u.add_argument("answers", nargs="?", help="import: the answers CSV (student, question id, answer)")
+    u.add_argument("--measured", help="sheets: the folder of <student>/<slug>.json (mutants.measure_answer)")
+    u.add_argument("--per-day", type=int, default=3, help="sheets: multiple-choice questions a day (default 3)")
+    u.add_argument("--out", help="sheets and key folder (default: <grading dir>/understanding)")
+    u.add_argument("--practice", action="store_true", help="sheets: also <out>/practice_<week>/, keys and feedback "
+                   "shown (practice mode, or to hand back after grading)")
+    u.add_argument("--key", help="import: the key CSV (default: <out>/key_<week>.csv)")
+    u.add_argument("--weight", type=float, default=1.0, help="import: the checks' weight beside the kernel's points")
+    u.add_argument("--seed", type=int)
+    u.add_argument("--seed-file")
+    u.set_defaults(fn=cmd_understanding)
     return ap
 
 

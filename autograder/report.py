@@ -16,6 +16,8 @@ It reads what grading left in the grading folder (default: autograder.release.gr
                                                 run, and per student the newest run's entry (return code, notes,
                                                 start time, which GPU lane or Slurm task graded them, CPU or GPU),
                                                 each lane's ceilings, where the seed came from (never the seed)
+    understanding_<week>.json                   the understanding checks' scores (autograder understanding import),
+                                                if present: a column beside the total, with the weight given
 
 The page (self-contained: CSS inline, plots inline as base64 PNG drawn with matplotlib's Agg canvas) has a summary,
 per exercise a score histogram, a throughput distribution against the spec's bar and a leaderboard (correct
@@ -488,9 +490,23 @@ def collect(week: str, grading: Path) -> tuple[dict, list[str], list[ExerciseInf
             # a folder of the week that is no student's (hidden): named here, so no folder goes without a word
             "left_out": [n for n in folder_notes if n not in {mapped_note(f, i) for i, f in folders.items()}],
             "batch_error": err, "has_gradebook": bool(gradebook), "has_book": bool(book), "book_error": book_err,
-            "secrets": secrets, "lanes": lanes,
+            "secrets": secrets, "lanes": lanes, "understanding": _understanding(grading, week),
             "where": batch.get("where"), "seed_source": batch.get("seed_source")}
     return meta, notebooks, exercises, roster
+
+
+def _understanding(grading: Path, week: str) -> dict | None:
+    """<grading>/understanding_<week>.json (`autograder understanding import`: each student's score on their
+    understanding check and the weight the instructor gave it), when present and readable; else None."""
+    f = grading / f"understanding_{week}.json"
+    data, _ = _read_json(f) if f.is_file() else (None, None)
+    return data if data is not None and isinstance(data.get("students"), dict) else None
+
+
+def understanding_of(meta: dict, student: str) -> tuple[float, float] | None:
+    """(score, max) of a student's understanding check, None where none was imported for them."""
+    got = ((meta.get("understanding") or {}).get("students") or {}).get(student)
+    return (_num(got.get("score")), _num(got.get("max"))) if isinstance(got, dict) else None
 
 
 def status_of(s: Student, notebooks: list[str]) -> str:
@@ -808,13 +824,19 @@ def _students_html(meta: dict, notebooks: list[str], roster: list[Student], top:
     """The table of every student: status, total, points per notebook (linked to the student's feedback page for it;
     or malformed, or none), flags, lane, notes (each once, with its count). The points per notebook and the total
     come from one source (Student.notebook_points, Student.total): with a gradebook, they add up."""
-    head = ["student", "status", "total"] + notebooks + ["flags", "wall (s)", "graded on", "notes"]
+    und = meta.get("understanding")  # beside the kernel's points, when imported (autograder understanding import)
+    k = 1 if und else 0
+    head = (["student", "status", "total"] + ([f"understanding (weight {_num(und.get('weight')):g})"] if und else [])
+            + notebooks + ["flags", "wall (s)", "graded on", "notes"])
     srows = []
     for s in roster:
         st = status_of(s, notebooks)
         cls = "ok" if st == "graded" else "bad"
         late = f" <span class='muted'>(late: −{s.penalty:g})</span>" if s.penalty else ""
         cells = [_e(s.name), f"<span class='{cls}'>{_e(st)}</span>", f"{s.total:g} / {top:g}{late}"]
+        if und:
+            u = understanding_of(meta, s.name)
+            cells.append(f"{u[0]:g} / {u[1]:g}" if u else "—")
         bad = s.malformed
         for nb in notebooks:
             pts = s.notebook_points(nb)
@@ -825,8 +847,8 @@ def _students_html(meta: dict, notebooks: list[str], roster: list[Student], top:
         cells += [str(len(s.flags)), _fmt(s.wall_s, 3), _e(s.lane) or "—",
                   "<br>".join(_e(n) for n in _counted(_clean(n, meta["secrets"]) for n in s.notes))]
         srows.append(cells)
-    return "<div class='wide'>" + _table(head, srows, {2, *range(3, 3 + len(notebooks)), 3 + len(notebooks),
-                                                      4 + len(notebooks)}) + "</div>"
+    n = k + len(notebooks)
+    return "<div class='wide'>" + _table(head, srows, {2, *range(3, 3 + n), 3 + n, 4 + n}) + "</div>"
 
 
 def _feedback_href(meta: dict, student: str, nb: str) -> str | None:
@@ -901,17 +923,23 @@ def lanes_html(lanes: dict, where: str | None = None) -> str:
 
 def write_csv(path: Path, meta: dict, notebooks: list[str], exercises: list[ExerciseInfo],
               roster: list[Student]) -> None:
-    """One row per student: status, total, points per notebook (empty: no verdict), flags, wall time, notes."""
+    """One row per student: status, total, (the understanding check's score, max and weight, where imported),
+    points per notebook (empty: no verdict), flags, wall time, notes."""
     secrets = meta["secrets"]
     top = max_total(exercises, roster)
+    und = ["understanding", "understanding_max", "understanding_weight"] if meta.get("understanding") else []
 
     def make(tmp: Path) -> None:
         with tmp.open("w", newline="", encoding="utf-8", errors="backslashreplace") as f:
             w = csv.writer(f)
-            w.writerow(["student", "status", "total", "max_total", *notebooks, "flags", "wall_s", "graded_on",
+            w.writerow(["student", "status", "total", "max_total", *und, *notebooks, "flags", "wall_s", "graded_on",
                         "notes"])
             for s in roster:
                 row = [s.name, status_of(s, notebooks), f"{s.total:g}", f"{top:g}"]
+                if und:  # empty where no answer sheet of the student was imported
+                    u = understanding_of(meta, s.name)
+                    row += [f"{u[0]:g}", f"{u[1]:g}"] if u else ["", ""]
+                    row.append(f"{_num(meta['understanding'].get('weight')):g}")
                 row += ["" if (p := s.notebook_points(nb)) is None or nb not in s.verdicts and nb in s.malformed
                         else f"{p[0]:g}" for nb in notebooks]  # the total's source (Student.notebook_points)
                 row += [len(s.flags), "" if s.wall_s is None else f"{s.wall_s:.1f}", s.lane,

@@ -391,3 +391,29 @@ def test_after_a_manual_score_the_total_is_the_sum_of_the_columns(graded):
     row = re.search(r"<tr><td>bob</td>(.*?)</tr>", parts, re.S).group(1)
     first = re.findall(r"<td class='num[^']*' title='([\d.]+) of ([\d.]+)'>", row)[:3]  # day 1's exercise comes first
     assert [tuple(map(float, t)) for t in first] == [(3.0, 3.0), (2.0, 2.0), (0.0, 2.0)], first
+
+
+def test_the_understanding_checks_show_beside_the_total_once_imported(graded, tmp_path):
+    """`autograder understanding import` writes understanding_<week>.json; the report then shows each student's score
+    on their check (and its weight) beside the kernel's points, in the page and the CSV; without it, no column."""
+    from autograder.understanding import import_answers
+
+    grading, expected = graded
+    html = write_report(WEEK, grading).read_text()
+    assert "understanding" not in _section(html, "id='students'", "<h2")
+    key, answers = tmp_path / "key.csv", tmp_path / "answers.csv"
+    key.write_text("student,question_id,type,key,tolerance,points,slug,mutant,line\n"
+                   "alice,tma.a#1,multichoice,b,,1,tma,a#1,3\nalice,tma.a#1.pct,numerical,40,5,1,tma,a#1,3\n"
+                   "bob,tma.c#1,multichoice,d,,1,tma,c#1,8\n")
+    answers.write_text("alice,tma.a#1,B\nalice,tma.a#1.pct,52%\nbob,tma.c#1,d\n")
+    import_answers(WEEK, answers, key, 0.25, grading)
+    html = write_report(WEEK, grading).read_text()
+    assert "<th>understanding (weight 0.25)</th>" in _section(html, "id='students'", "<h2")
+    assert re.search(r"<td>alice</td><td><span class='ok'>graded</span></td><td class=\"num\">[^<]*</td>"
+                     r"<td class=\"num\">1 / 2</td>", _student_row(html, "alice")), _student_row(html, "alice")
+    assert "<td class=\"num\">1 / 1</td>" in _student_row(html, "bob")
+    assert "<td class=\"num\">—</td>" in _student_row(html, "mallory")
+    rows = {r["student"]: r for r in csv.DictReader((grading / f"report_{WEEK}.csv").open())}
+    assert (rows["alice"]["understanding"], rows["alice"]["understanding_max"]) == ("1", "2")
+    assert rows["mallory"]["understanding"] == "" and rows["bob"]["understanding_weight"] == "0.25"
+    assert float(rows["alice"]["total"]) == pytest.approx(expected["totals"]["alice"])  # the kernel's points apart
