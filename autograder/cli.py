@@ -8,7 +8,8 @@
     autograder known [naive_loads ...] [--cpu]           known answers vs their expected scores (table)
     autograder calibrate naive_loads [--write]           per-GPU bars from the topic's records (or --measure here)
     autograder release [week1]                           weeks/ from solutions/ (nbgrader generate_assignment)
-    autograder understanding sheets week1 --measured DIR [--per-day N] [--out DIR]   understanding checks, keyed
+    autograder understanding measure week1 [--gpus all]   each student's mutants measured on the GPUs (the keys)
+    autograder understanding sheets week1 [--measured DIR] [--per-day N] [--out DIR]  understanding checks, keyed
     autograder understanding import week1 answers.csv --weight W      scored into <grading>/understanding_week1.json
 
 The secret seed is read from --seed-file (default: $COURSE_SECRET_SEED_FILE) or --seed, given at grading time and
@@ -434,6 +435,31 @@ def cmd_release(args) -> int:
     return 0
 
 
+def _measure_understanding(args, measured: Path) -> int:
+    """Every student's mutants of the week measured on the GPU lanes (mutants.measure_class); CPU: refused (the
+    outcomes are what the GPU does)."""
+    from .mutants import measure_class
+    from .pool import lanes_for
+
+    if args.gpus == "none":
+        print("understanding checks are measured on a Hopper GPU: their keys are what the GPU does (--gpus all)")
+        return 1
+    lanes = lanes_for(args.gpus)
+    submitted = grading_dir() / "submitted"
+    students = _roster(args, submitted, args.week)
+    if not students:
+        print(f"no submissions of {args.week} under {submitted}")
+        return 1
+    print(f"measuring the mutants of {len(students)} student(s)' kernels of {args.week} on {len(lanes)} lane(s) ...",
+          flush=True)
+    res = measure_class(grading_dir(), args.week, students, lanes, runs=args.runs, rounds=args.rounds, out=measured)
+    per = sorted(res["gpu_s"].values())
+    print(f"measured {res['jobs']} kernel(s) in {res['wall_s']:.0f} s; GPU seconds per student and day: median "
+          f"{per[len(per) // 2] if per else 0:.0f}, max {per[-1] if per else 0:.0f}; into {res['out']}; then: "
+          f"autograder understanding sheets {args.week}")
+    return 0
+
+
 def cmd_understanding(args) -> int:
     """Understanding checks (autograder.understanding). `sheets`: each student's sheet from <measured>/<student>/
     <slug>.json, the Moodle XML and the key CSV, then the guessing rates; `import`: an answers CSV scored against the
@@ -441,9 +467,13 @@ def cmd_understanding(args) -> int:
     from . import understanding as u
 
     out = Path(args.out) if args.out else grading_dir() / "understanding"
-    if (args.action == "import") != bool(args.answers) or (args.action == "sheets") != bool(args.measured):
-        print("autograder understanding sheets WEEK --measured DIR | import WEEK ANSWERS.csv --weight W")
+    measured = Path(args.measured) if args.measured else out / args.week / "measured"  # where `measure` writes
+    if (args.action == "import") != bool(args.answers):
+        print("autograder understanding measure WEEK [--gpus all] | sheets WEEK [--measured DIR] | import WEEK "
+              "ANSWERS.csv --weight W")
         return 1
+    if args.action == "measure":
+        return _measure_understanding(args, measured)
     if args.action == "import":
         key = Path(args.key) if args.key else out / f"key_{args.week}.csv"
         if not key.is_file() or not Path(args.answers).is_file():
@@ -452,9 +482,10 @@ def cmd_understanding(args) -> int:
         path = u.import_answers(args.week, args.answers, key, args.weight, grading_dir())
         print(f"understanding scores of {args.week} (weight {args.weight:g}): {path}")
         return 0
-    cohort, notes = u.read_measured(Path(args.measured), args.week)
+    cohort, notes = u.read_measured(measured, args.week)
     if not cohort:
-        print(f"no measured dicts of {args.week} under {args.measured}/<student>/<slug>.json", *notes, sep="\n")
+        print(f"no measured dicts of {args.week} under {measured}/<student>/<slug>.json (autograder understanding "
+              f"measure {args.week} on a GPU machine writes them)", *notes, sep="\n")
         return 1
     res = u.write_sheets(args.week, cohort, _secret(args), out, args.per_day, practice=args.practice)
     for line in notes + res["notes"]:
@@ -525,10 +556,18 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("weeks", nargs="*")
     r.set_defaults(fn=cmd_release)
     u = sub.add_parser("understanding", help="understanding checks from each student's measured mutants")
-    u.add_argument("action", choices=("sheets", "import"))
+    u.add_argument("action", choices=("measure", "sheets", "import"))
     u.add_argument("week")
     u.add_argument("answers", nargs="?", help="import: the answers CSV (student, question id, answer)")
-    u.add_argument("--measured", help="sheets: the folder of <student>/<slug>.json (mutants.measure_answer)")
+    u.add_argument("--measured", help="the folder of <student>/<slug>.json (default: <out>/<week>/measured, where "
+                   "measure writes them)")
+    u.add_argument("--gpus", default="all", help="measure: all, or GPU ids like 0,1 (one lane each)")
+    u.add_argument("--runs", type=int, default=3, help="measure: runs of each mutant (a class that differs between "
+                   "runs is not asked)")
+    u.add_argument("--rounds", type=int, default=8, help="measure: interleaved rounds of a correct mutant's timing")
+    u.add_argument("--students", help="measure: only these students (comma-separated plain ids)")
+    u.add_argument("--student", action="append", help="measure: only this student (any id; repeatable)")
+    u.add_argument("--students-file", help="measure: only the students of this file")
     u.add_argument("--per-day", type=int, default=3, help="sheets: multiple-choice questions a day (default 3)")
     u.add_argument("--out", help="sheets and key folder (default: <grading dir>/understanding)")
     u.add_argument("--practice", action="store_true", help="sheets: also <out>/practice_<week>/, keys and feedback "

@@ -313,7 +313,7 @@ def _counted(q: str | None, executed: tuple, where: str) -> str | None:
 
 
 def _mutants(e: dict, where: str) -> tuple:
-    from .mutants import OperatorError, parse_operator
+    from .operators import OperatorError, parse_operator
 
     ops = []
     for i, m in enumerate(e.get("mutants", ())):

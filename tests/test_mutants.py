@@ -263,3 +263,34 @@ def test_a_class_is_measured_on_every_lane_from_each_students_own_notebook(tmp_p
     good = json.loads((out / "good" / "tma.json").read_text())
     wrong = json.loads((out / "tma-wrong-expect-tx" / "tma.json").read_text())
     assert good["student"] == "good" and good["mutants"] and good["mutants"] != wrong["mutants"]
+
+
+def test_the_class_commands_measure_on_the_lanes_then_write_sheets(tmp_path, monkeypatch, capsys):
+    """`autograder understanding measure week1 --gpus 0,1` (the lanes; here the measurement of each kernel is a
+    stand-in with the real mutants of the student's kernel) writes where `sheets` reads by default; `sheets` then
+    writes a sheet per student, the Moodle XML and the key. `--gpus none` is refused: the keys are what a GPU does."""
+    from autograder import cli
+    from autograder.cohort import build
+
+    grading = tmp_path / "grading"
+    build(grading / "submitted", "week1", ["good", "tma-wrong_expect_tx"])
+    monkeypatch.setenv("COURSE_GRADING_DIR", str(grading))
+    monkeypatch.setenv("COURSE_FORCE_CPU", "1")
+    outcomes = ["hangs", "wrong", "slower", "no observable change"]
+
+    def fake_measure(slug, src, exercise=None, **kw):
+        ms = [{**m.to_dict(), "outcome": outcomes[i % 4], "detail": "d", "slower_pct": 20.0,
+               "interval_pct": [15.0, 25.0]} for i, m in enumerate(mutate(slug, src))]
+        return {"slug": slug, "mutants": ms, "gpu_s": 2.0}
+
+    monkeypatch.setattr(mutants, "measure_answer", fake_measure)
+    assert cli.main(["understanding", "measure", "week1", "--gpus", "none"]) == 1
+    assert "measured on a Hopper GPU" in capsys.readouterr().out
+    assert cli.main(["understanding", "measure", "week1", "--gpus", "0,1"]) == 0
+    out = capsys.readouterr().out
+    assert "GPU seconds per student and day: median 2, max 2" in out, out
+    assert cli.main(["understanding", "sheets", "week1", "--seed", "7"]) == 0, capsys.readouterr().out
+    u = grading / "understanding"
+    sheets = sorted(p.name for p in (u / "sheets_week1").glob("*.html"))
+    assert sheets == ["good.html", "tma-wrong-expect-tx.html"], sheets
+    assert (u / "moodle_week1.xml").exists() and (u / "key_week1.csv").exists()
