@@ -294,3 +294,16 @@ def test_the_class_commands_measure_on_the_lanes_then_write_sheets(tmp_path, mon
     sheets = sorted(p.name for p in (u / "sheets_week1").glob("*.html"))
     assert sheets == ["good.html", "tma-wrong-expect-tx.html"], sheets
     assert (u / "moodle_week1.xml").exists() and (u / "key_week1.csv").exists()
+
+
+def test_the_gpu_steps_answers_each_have_mutants():
+    """make gpu-test's understanding-checks step measures, per day, the course solution, a known slow answer and the
+    answer a coding assistant wrote from the release (kept verbatim): each has sites for the day's operators (a slow
+    answer that never uses the mechanism would measure nothing)."""
+    sys.path.insert(0, str(mutants.ROOT / "tools"))
+    import gpu_check
+
+    for spec in SPECS_WITH_MUTANTS:
+        for ans in ("solution", "slow", "assistant"):
+            name, src = gpu_check._mutant_answer(spec.slug, ans)
+            assert mutate(spec.slug, src), f"{spec.slug} {name}: no mutant"

@@ -528,12 +528,33 @@ def record_regrade(cohort: str, res: dict, device: dict | None = None, date: str
     return path
 
 
+# Per topic, a known answer that is correct but below the bar (the issue's "known slow answer") — `--mutant-answers
+# slow`; `assistant`: autograder/submissions/<slug>/assistant.cu, the answer a coding assistant wrote from the student
+# release alone (full marks on an H100, 2026-11-28), kept verbatim as handed in (not a known answer: the cohort record
+# would have to grade it first).
+SLOW_ANSWER = {"naive_loads": "scalar_loads", "smem_tiling": "unpadded", "ldgsts": "plain_loads",
+               "pipeline": "reads_twice", "tma": "missing_fence", "swizzle": "plain_loads",
+               "warp_specialization": "all_threads", "multicast": "per_cta", "gemm": "one_stage",
+               "attention": "one_stage"}
+
+
+def _mutant_answer(slug: str, ans: str) -> tuple[str, str]:
+    """(name, source) of an answer whose mutants are measured: a known answer, `slow`, `assistant` or a .cu path."""
+    from autograder.known import kernel_source
+
+    if ans.endswith(".cu"):
+        return Path(ans).stem, Path(ans).read_text()
+    if ans == "assistant":
+        return ans, (ROOT / "autograder" / "submissions" / slug / "assistant.cu").read_text()
+    name = SLOW_ANSWER[slug] if ans == "slow" else ans
+    return name, kernel_source(slug, name)
+
+
 def understanding_checks(out: Path, slugs: list[str], answers: list[str], runs: int, rounds: int) -> dict:
     """Every mutant of each answer of each topic measured on this GPU (autograder.mutants): its outcome over `runs`
     runs (debug barrier build, every test shape) and, when it stays correct, its speed against the unmutated kernel
     (kernels.compare, `rounds` interleaved rounds). kernels/<slug>/mutants_<gpu>.json (COURSE_RECORD=1) and under
     out/mutants/; GPU seconds per answer."""
-    from autograder.known import kernel_source
     from autograder.mutants import measure_answer
     from kernels.device import gpu
     from kernels.record import device_tag
@@ -545,8 +566,7 @@ def understanding_checks(out: Path, slugs: list[str], answers: list[str], runs: 
         doc = {"device": g.get("name"), "driver": g.get("driver"), "date": time.strftime("%Y-%m-%d"),
                "runs": runs, "rounds": rounds, "answers": {}}
         for ans in answers:
-            src = Path(ans).read_text() if ans.endswith(".cu") else kernel_source(slug, ans)
-            name = Path(ans).stem if ans.endswith(".cu") else ans
+            name, src = _mutant_answer(slug, ans)
             print(f"{slug} {name}:", flush=True)
             res = measure_answer(slug, src, runs=runs, rounds=rounds, progress=lambda t: print(t, flush=True))
             doc["answers"][name] = res
@@ -577,7 +597,8 @@ def main() -> int:
     ap.add_argument("--mutants", nargs="*", default=[],
                     help="step 'understanding checks': every mutant of these topics' answers measured")
     ap.add_argument("--mutant-answers", nargs="*", default=["solution"],
-                    help="known answers (solution, correct, ...) or .cu files whose mutants are measured")
+                    help="known answers (solution, ...), slow (SLOW_ANSWER), assistant, or .cu files whose mutants "
+                         "are measured")
     ap.add_argument("--mutant-runs", type=int, default=3)
     ap.add_argument("--mutant-rounds", type=int, default=8)
     args = ap.parse_args()
