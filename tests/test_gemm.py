@@ -647,7 +647,10 @@ def test_parity_summary_judges_the_median_of_the_rounds():
     assert "no parity rounds" in bench.parity_line({**base, "rows": []})
     # the record's own rounds: six, every run of bench.PARITY in each, the ratios those rows give
     s = bench.parity_summary(doc["rows"])
-    assert s["rounds"] == bench.PARITY_ROUNDS and set(s["tflops"]) == set(bench.PARITY)
+    assert s["rounds"] == 6 and set(s["tflops"]) == set(bench.PARITY)  # recorded before the 18-round default
+    from kernels.compare import ROUNDS, bootstrap_interval
+
+    assert bench.PARITY_ROUNDS == ROUNDS
     tf = {(r["rung"], r["round"]): r["tflops"] for r in doc["rows"] if r.get("lesson") == "parity"}
     for v in set(bench.PARITY) - {"cublas"}:
         assert s["over_cublas"][v]["per_round"] == pytest.approx([tf[(v, k)] / tf[("cublas", k)] for k in range(6)])
@@ -656,6 +659,11 @@ def test_parity_summary_judges_the_median_of_the_rounds():
     assert doc["device"] in line and f"median {med:.3f}x" in line and f"{s['rounds']} interleaved rounds" in line
     assert f"min {s['over_cublas']['store_warp']['min']:.3f}x" in line
     assert ("not reached" in line) == (med < bench.PARITY_GOAL)
+    # the claim is what the interval supports: the record's 6 rounds' bootstrap interval, in the line
+    r6 = s["over_cublas"]["store_warp"]
+    assert (r6["lo"], r6["hi"]) == bootstrap_interval(r6["per_round"]) and r6["lo"] <= med <= r6["hi"]
+    verdict = "ahead" if r6["lo"] > 1 else "behind" if r6["hi"] < 1 else "within"
+    assert f"95 % interval {r6['lo']:.3f}-{r6['hi']:.3f}x: {verdict}" in line, line
     # a record before the rounds (the H200's)
     assert "no parity rounds" in bench.parity_line(_record("h200"))
 

@@ -154,7 +154,7 @@ def data_effect(rows: list[dict], clock=None, reps: int = 10, seed: int = 0, sha
 
 
 PARITY = ("store_warp", "cublas", "triton", "cluster")  # the rows of the parity rounds, in a round's forward order
-PARITY_ROUNDS = 6
+PARITY_ROUNDS = 18  # kernels.compare.ROUNDS: every run first and last equally often (the H100 record holds 6)
 PARITY_GOAL = 1.00  # issue of the capstone: rung 6 >= 1.00 x cuBLAS at 8192^3, same run, same data
 
 
@@ -168,10 +168,12 @@ def parity_rounds(clock=None, reps: int = 10, seed: int = 0, shape=SHAPES[0], ro
     the reason for the rounds; the parity goal is judged on their median (parity_line)."""
     import torch
 
+    from ..compare import round_orders
+
     pool = [make_inputs(shape, seed + k) for k in range(2)]
     out = []
-    for k in range(rounds):
-        for variant in (runs if k % 2 == 0 else runs[::-1]):
+    for k, order in enumerate(round_orders(list(runs), rounds)):  # rotated each pair of rounds, reversed every other
+        for variant in order:
             res, mhz = _time_rung(variant, None, shape, "exercise", pool, clock, reps, seed + 700 + k)
             out.append(row(f"{variant} (parity round {k})", shape_name(shape), res, None, variant=variant,
                            stages=None, config_name=f"{variant} (parity round {k})", data="exercise",
@@ -184,9 +186,11 @@ def parity_rounds(clock=None, reps: int = 10, seed: int = 0, shape=SHAPES[0], ro
 
 def parity_summary(rows: list[dict]) -> dict:
     """The parity rounds of a record: per run its TFLOPS per round; per run but cuBLAS its ratio to cuBLAS of the same
-    round (median, min, max); and whether rung 6's median ratio reaches PARITY_GOAL. {} for a record without
-    rounds."""
+    round (median, min, max, the bootstrap 95 % interval of the median and what it supports: kernels.compare); and
+    whether rung 6's median ratio reaches PARITY_GOAL. {} for a record without rounds."""
     import statistics
+
+    from ..compare import Ratio, bootstrap_interval
 
     per: dict = {}
     for r in rows:
@@ -200,8 +204,10 @@ def parity_summary(rows: list[dict]) -> dict:
         if v == "cublas":
             continue
         ratios = [t[k] / cub[k] for k in sorted(t) if k in cub]
+        lo, hi = bootstrap_interval(ratios)
+        says = Ratio(v, "cublas", tuple(ratios), statistics.median(ratios), lo, hi).says()
         out["over_cublas"][v] = {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios),
-                                 "per_round": ratios}
+                                 "lo": lo, "hi": hi, "says": says, "per_round": ratios}
     r6 = out["over_cublas"].get("store_warp")
     out["goal"] = PARITY_GOAL
     out["goal_met"] = None if r6 is None else r6["median"] >= PARITY_GOAL
@@ -217,9 +223,9 @@ def parity_line(doc: dict | None) -> str:
         return ("no parity rounds of rung 6 and cuBLAS in this record (the full benchmark, "
                 "`python -m kernels.gemm.bench`, writes them)")
     return (f"rung 6 (store_warp) / cuBLAS at {shape_name(SHAPES[0])}, {par['rounds']} interleaved rounds on "
-            f"{doc['device']} ({doc['date']}): median {r6['median']:.3f}x (min {r6['min']:.3f}x, max "
-            f"{r6['max']:.3f}x; goal: the median >= {PARITY_GOAL:.2f}x: "
-            f"{'reached' if r6['median'] >= PARITY_GOAL else 'not reached'})")
+            f"{doc['device']} ({doc['date']}): median {r6['median']:.3f}x (95 % interval {r6['lo']:.3f}-"
+            f"{r6['hi']:.3f}x: {r6['says'].split(':')[0]}; min {r6['min']:.3f}x, max {r6['max']:.3f}x; goal: the "
+            f"median >= {PARITY_GOAL:.2f}x: {'reached' if r6['median'] >= PARITY_GOAL else 'not reached'})")
 
 
 def rung6_lines(doc: dict | None) -> str:
