@@ -295,11 +295,74 @@ def goals(rows: list[dict]) -> dict:
     return out
 
 
+ROUND_RUNS = ("overlap", "cudnn")  # the runs of one round at a GOALS shape: the default overlap entry, cuDNN
+
+
+def overlap_rounds(clock=None, reps: int = 10, seed: int = 0, rounds: int | None = None) -> list[dict]:
+    """The overlap rung's default entry against cuDNN at each GOALS shape in interleaved rounds (kernels.compare: the
+    same inputs, the order rotated and reversed so each is first and last equally often): rows `lesson` "rounds",
+    `round` k, `rung` overlap / cudnn. One pass is no claim: rounds_summary reads these rows."""
+    import torch
+
+    from ..compare import ROUNDS, round_orders
+
+    out = []
+    for tag, shape in SHAPES.items():
+        entry = DEFAULT_OVERLAP[shape[3]]
+        pool = _pool(shape, seed)
+        for k, order in enumerate(round_orders(list(ROUND_RUNS), rounds or ROUNDS)):
+            for run in order:
+                res, mhz = _time(run, None, shape, "exercise", pool, clock, reps, seed + 900 + k,
+                                 entry if run == "overlap" else None)
+                name = overlap_name(shape[3], entry, shape[4]) if run == "overlap" else \
+                    f"cudnn d{shape[3]}" + (" causal" if shape[4] else "")
+                out.append(row(f"{name} (round {k})", shape_name(shape), res, None, variant=run, stages=None,
+                               data="exercise", lesson="rounds", round=k, rung=run, goal_shape=tag, sm_mhz=mhz,
+                               clock_source=getattr(clock, "source", None)))
+        del pool
+        torch.cuda.empty_cache()
+    return out
+
+
+def rounds_summary(rows: list[dict]) -> dict:
+    """Per GOALS shape with rounds in `rows`: the overlap entry over cuDNN per round, the median, its bootstrap 95 %
+    interval and what it supports (kernels.compare), and the mean SM clock of each side. {} without rounds."""
+    import statistics
+
+    from ..compare import Ratio, bootstrap_interval
+
+    per: dict = {}
+    for r in rows:
+        if r.get("lesson") == "rounds" and r.get("tflops"):
+            per.setdefault(r["goal_shape"], {}).setdefault(r["rung"], {})[r["round"]] = r
+    out = {}
+    for tag, runs in per.items():
+        ours, cud = runs.get("overlap", {}), runs.get("cudnn", {})
+        ks = sorted(set(ours) & set(cud))
+        if len(ks) < 2:
+            continue
+        ratios = [ours[k]["tflops"] / cud[k]["tflops"] for k in ks]
+        lo, hi = bootstrap_interval(ratios)
+        med = statistics.median(ratios)
+        mhz = {n: statistics.mean([r["sm_mhz"] for r in side.values() if r.get("sm_mhz")] or [0]) or None
+               for n, side in (("overlap", ours), ("cudnn", cud))}
+        out[tag] = {"rounds": len(ks), "median": med, "lo": lo, "hi": hi, "per_round": ratios, "sm_mhz": mhz,
+                    "says": Ratio("overlap", "cudnn", tuple(ratios), med, lo, hi).says(), "goal": GOALS.get(tag)}
+    return out
+
+
 def goal_line(doc: dict | None) -> str:
-    """The overlap rung's goals against a record, one line: per shape its default entry over cuDNN of the same run
-    (goal, reached or not; D 64 reported), the GPU named."""
+    """The overlap rung's goals against a record, one line: per shape its default entry over cuDNN — from the
+    record's interleaved rounds where it has them (median, 95 % interval, what it supports), else the one pass of
+    the ladder, said to be one pass (no claim) — the GPU named."""
     if not doc or not doc.get("rows"):
         return "no recorded run yet"
+    rs = rounds_summary(doc["rows"])
+    if rs:
+        parts = [f"{tag}: {v['says']}" + ("" if v["goal"] is None else
+                                           f" (goal >= {v['goal']:.2f}x: the interval {'clears' if v['lo'] >= v['goal'] else 'does not clear'} it)")
+                 for tag, v in rs.items()]
+        return f"overlap rung over cuDNN, interleaved rounds on {doc['device']} ({doc['date']}): " + "; ".join(parts)
     g = goals(doc["rows"])
     if all(v["over_cudnn"] is None for v in g.values()):
         return f"the overlap rung is not in the record of {doc['device']} ({doc['date']}): no goal to check"
@@ -308,11 +371,11 @@ def goal_line(doc: dict | None) -> str:
         if v["over_cudnn"] is None:
             parts.append(f"{tag}: not measured")
             continue
-        verdict = "reported" if v["goal"] is None else \
-            f"goal >= {v['goal']:.2f}x {'reached' if v['met'] else 'NOT reached'}"
-        parts.append(f"{tag} {v['overlap_tflops']:.1f} / {v['cudnn_tflops']:.1f} = {v['over_cudnn']:.3f}x ({verdict})")
-    return (f"overlap rung ({', '.join(sorted({DEFAULT_OVERLAP[d] for d in DEFAULT_OVERLAP}))}) over cuDNN, same run "
-            f"on {doc['device']} ({doc['date']}): " + "; ".join(parts))
+        parts.append(f"{tag} {v['overlap_tflops']:.1f} / {v['cudnn_tflops']:.1f} = {v['over_cudnn']:.3f}x")
+    return (f"overlap rung ({', '.join(sorted({DEFAULT_OVERLAP[d] for d in DEFAULT_OVERLAP}))}) over cuDNN in ONE "
+            f"pass of the ladder on {doc['device']} ({doc['date']}): " + "; ".join(parts) + " — one pass is no claim "
+            "(runs move by more than these differences): the goals are judged on interleaved rounds, which this "
+            "record does not hold (python -m kernels.attention.bench --overlap writes them)")
 
 
 LADDER = ("cuda", "overlap", "cudnn", "flash", "triton")
@@ -350,10 +413,14 @@ def _extra(rows: list[dict], ceilings: dict, checked: dict | None = None) -> dic
     g = goals(rows)
     over = ({"overlap_model": model.OVERLAP_CHECK.facts({"rows": rows, "ceilings": ceilings})}
             if any(r.get("variant") == "overlap" for r in rows) else {})
+    rs = rounds_summary(rows)
+    judged = [v for v in rs.values() if v["goal"] is not None]
     return {"vs_cudnn": vs_cudnn(rows),
-            "overlap_goals": g,
-            "overlap_goals_met": None if any(v["met"] is None for v in g.values() if v["goal"] is not None)
-            else all(v["met"] for v in g.values() if v["goal"] is not None),
+            "overlap_goals": g,  # one pass: what the ladder saw, no claim
+            "overlap_rounds": rs,  # the goals' evidence: interleaved rounds with an interval (kernels.compare)
+            # met: the interval's low end clears the goal at every goal shape; None without rounds (no claim)
+            "overlap_goals_met": all(v["lo"] >= v["goal"] for v in judged) if judged and
+            len(judged) == sum(v is not None for v in GOALS.values()) else None,
             **over,
             "data_effect": data_effect_summary(rows),
             "inputs": "every row but the data-effect lesson's 'normal' ones: the exercise's make_inputs (odd heads "
@@ -471,6 +538,8 @@ def compare_overlap(reps: int = 10, seed: int = 0, out: str | None = "build/gpu/
                                 variant=cfg["variant"], stages=cfg["stages"], data="exercise", sm_mhz=mhz,
                                 clock_source=clock.source, **({"entry": cfg["entry"]} if cfg.get("entry") else {})))
             del pool
+    with SmClock() as clock:  # the goals' evidence: interleaved rounds, not the pass above
+        rows += overlap_rounds(clock, reps=reps, seed=seed)
     dev = torch.cuda.get_device_name()
     ratio = vs_cudnn(rows)
     print(f"\n{dev}, B4 H32 S4096, TFLOPS = 4 B H S^2 D (halved causal); x cuDNN = same shape, same run")
