@@ -1286,22 +1286,21 @@ def test_notebook_statements_hold_on_every_record(tag):
 
 def test_notebook_text_states_what_the_records_show():
     """The notebook's text: no "two thirds" (the records say 0.69-0.75 of cuBLAS) and a qualitative heading that
-    test_notebook_statements_hold_on_every_record backs; the wait<1> claims as that test checks them; the one ratio
-    typed in prose is the goal, bench.GOAL; the fit printed as kernels.topic.fit_table, not raw dicts."""
-    from kernels.gemm import bench
-
+    test_notebook_statements_hold_on_every_record backs; the wait<1> comparison said to be confounded (the exercise
+    differs from rungs 4 and 5 in its epilogue too), not a result; no ratio of cuBLAS typed in prose (the targets
+    are printed: tests/test_course_claims.py); the fit printed as kernels.topic.fit_table, not raw dicts."""
     text = _notebook_text()
     assert "two thirds" not in text and "0.955" not in text and "794" not in text
     head = next(ln for ln in text.splitlines() if ln.startswith("## 2. The Challenge"))
     assert "well short of cuBLAS" in head
     flat = " ".join(text.split())
-    for claim in ("ran *faster* than rung 4 and than rung 5 (both `wait<1>`) on every recorded GPU",
-                  "the overlap `wgmma_wait<1>` buys is not what makes rung 4 faster than rung 3",
-                  "made no kernel of the records faster than the `wait<0>` one",
-                  "ran faster than rung 4's `wait<1>` on every recorded GPU"):
+    for claim in ("it differs in two things at once", "The comparison is confounded",
+                  "What `wgmma_wait<1>` buys by itself was not measured", "not measured unconfounded"):
         assert claim in flat, claim
-    typed = re.findall(r"(\d+\.\d+)\s*×\s*of cuBLAS", text)
-    assert typed and all(float(x) == bench.GOAL for x in typed)
+    for old in ("ran faster than rung 4's `wait<1>` on every recorded GPU", "is not the win",
+                "the overlap `wgmma_wait<1>` buys is not what makes rung 4 faster than rung 3"):
+        assert old not in flat, old
+    assert not re.findall(r"(\d+\.\d+)\s*×\s*of cuBLAS", text) and "bench.GOAL" in text
     assert "kernels.topic.fit_table(model.FIT, model.CONSTANTS, fit_rows=model.FIT_ROWS, held_out=model.HELD_OUT)" \
         in text and 'print("constants:", model.CONSTANTS)' not in text
     for call in ("pictures.plot_sw128_tile()", "pictures.plot_drain_timeline()", "pictures.challenge_line(recorded)",

@@ -132,8 +132,9 @@ __device__ __forceinline__ void mbar_arrive_cluster(unsigned remote_bar) {
 }
 
 // The same arrival with the default semantics (.release at CTA scope), the form CUTLASS's ClusterBarrier uses for a
-// consumer's "buffer free" signal: the arriving CTA only READ the buffer, so no cluster-scope release fence is
-// needed (the release.cluster form above makes ptxas emit MEMBAR.ALL.GPU before the arrive: ~1 us per call).
+// consumer's "buffer free" signal when the arriving CTA only READ the buffer. Practice, not derived: the PTX memory
+// model does not promise that a CTA-scope release orders this CTA's reads before a peer's later write of the buffer
+// (the release.cluster form above is the one it covers, and makes ptxas emit MEMBAR.ALL.GPU before the arrive).
 //   mbarrier.arrive.shared::cluster.b64 _, [remote_bar];     SASS: SYNCS.ARRIVE.TRANS64.RED.A1T0
 __device__ __forceinline__ void mbar_arrive_remote(unsigned remote_bar) {
 #ifdef COURSE_DEBUG_BARRIERS

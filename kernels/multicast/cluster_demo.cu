@@ -167,8 +167,10 @@ broadcast_sum(const __grid_constant__ CUtensorMap table, float* __restrict__ out
         __syncthreads();  // every thread of this CTA done with stage s
         if (tid == 0 && k + stages < k_tiles) {
             mbar_arrive_expect_tx(smem_addr(&full[s]), TILE_BYTES);       // arm my stage s for tile k + stages
-            // Tell rank 0 "my stage s is free". This CTA only READ the stage: the plain (CTA-scope release) remote
-            // arrive suffices; the .release.cluster form would put a MEMBAR.ALL.GPU (~1 us) on every tile.
+            // Tell rank 0 "my stage s is free" with the plain remote arrive (release at CTA scope), as CUTLASS's
+            // ClusterBarrier does for a buffer the arriving CTA only READ: practice, not derived from the PTX memory
+            // model (a CTA-scope release does not order this CTA's reads before a peer's multicast into the stage).
+            // The .release.cluster form the model covers would put a MEMBAR.ALL.GPU (~1 us) on every tile.
             mbar_arrive_remote(mapa_shared(smem_addr(&empty[s]), 0));
             if (rank == 0) {
                 mbar_wait(smem_addr(&empty[s]), (k / stages) & 1);  // all N CTAs freed stage s
