@@ -331,9 +331,9 @@ def test_known_answers_are_what_they_claim():
     names = {ka.name for ka in known_answers(SLUG)}
     assert names == {"correct", "solution", "plain_stores", "missing_proxy_fence", "no_read_wait", "wrong_box_origin",
                      "unswizzled_staging", "serial_epilogue", "one_stage", "torch_matmul", "stub", "dead_branch",
-                     "watched_only"}
+                     "watched_only", "reads_before_wait"}
     kernels = ("correct", "plain_stores", "missing_proxy_fence", "no_read_wait", "wrong_box_origin",
-               "unswizzled_staging", "serial_epilogue", "one_stage", "dead_branch", "watched_only")
+               "unswizzled_staging", "serial_epilogue", "one_stage", "dead_branch", "watched_only", "reads_before_wait")
     ops = {n: _ops(_exercise_cubin(n), "gemm_epilogue") for n in kernels}
     for n, o in ops.items():  # the given mainloop in every one of them, and no spill
         assert _n(o, "UTMALDG") == 3 and _n(o, "HGMMA.64x256x16") >= 4 and _n(o, "LDG") == 0, n
