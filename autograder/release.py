@@ -111,6 +111,8 @@ def release(week: str) -> Path:
 # What a student release leaves out, and why: everything here exists only where grading reads it.
 INSTRUCTOR_ONLY = {
     "autograder/submissions": "the known answers, among them the exercises' course solutions and their mutations",
+    "autograder/assistant_answers": "full-marks answers of every exercise (written by a coding assistant from the "
+                                    "release), whose mutants the understanding checks measure",
     "autograder/recorded_cohort_h100.json": "the grades of the synthetic cohorts on an H100",
     "autograder/recorded_cohort_h200.json": "the grades of the synthetic cohorts on an H200",
     "autograder/cohort.py": "the synthetic cohorts, built from known answers",

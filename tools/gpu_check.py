@@ -529,7 +529,7 @@ def record_regrade(cohort: str, res: dict, device: dict | None = None, date: str
 
 
 # Per topic, a known answer that is correct but below the bar (the "known slow answer") — `--mutant-answers
-# slow`; `assistant`: autograder/submissions/<slug>/assistant.cu, the answer a coding assistant wrote from the student
+# slow`; `assistant`: autograder/assistant_answers/<slug>.cu, the answer a coding assistant wrote from the student
 # release alone (full marks on an H100, 2026-11-28), kept verbatim as handed in (not a known answer: the cohort record
 # would have to grade it first).
 SLOW_ANSWER = {"naive_loads": "scalar_loads", "smem_tiling": "unpadded", "ldgsts": "plain_loads",
@@ -545,7 +545,7 @@ def _mutant_answer(slug: str, ans: str) -> tuple[str, str]:
     if ans.endswith(".cu"):
         return Path(ans).stem, Path(ans).read_text()
     if ans == "assistant":
-        return ans, (ROOT / "autograder" / "submissions" / slug / "assistant.cu").read_text()
+        return ans, (ROOT / "autograder" / "assistant_answers" / f"{slug}.cu").read_text()
     name = SLOW_ANSWER[slug] if ans == "slow" else ans
     return name, kernel_source(slug, name)
 
