@@ -59,7 +59,7 @@ from ..sim import H100
 from ..topic import HeldOut
 
 __all__ = ["LATENCY_NS", "IDLE_LATENCY_NS", "LATENCY_SLOPE_NS_PER_TBPS", "FIT", "FIT_ROWS", "HELD_OUT",
-           "HELD_OUT_BAND", "HELD_OUT_CHECK", "held_out_report", "Config", "MODELLED",
+           "HELD_OUT_BAND", "RECORD_CHECK", "held_out_report", "Config", "MODELLED",
            "requests_in_flight", "bytes_per_request", "round_trip_ns", "predict", "predict_config",
            "bytes_in_flight_for", "fit", "parity_schedule", "explain", "resident_tile_blocks"]
 
@@ -197,11 +197,12 @@ def _predict_row(row: dict, record: dict, constants: dict | None = None) -> floa
     return predict_config(Config(**row["config"]), record["ceilings"]["copy_tbps"], latency_ns=lat)
 
 
-# The held-out check (kernels.topic.HeldOut): the record's held-out rows with its own run's copy ceiling.
-HELD_OUT_CHECK = HeldOut(FIT, FIT_ROWS, HELD_OUT, band=HELD_OUT_BAND, predict=_predict_row, unit="TB/s", width=26,
+# The held-out check (kernels.topic.HeldOut): the record's held-out rows with its own run's copy ceiling (kernels.models
+# reads it; not the scaffold's HELD_OUT_CHECK: the recorded run predates it and carries no extra["model"]).
+RECORD_CHECK = HeldOut(FIT, FIT_ROWS, HELD_OUT, band=HELD_OUT_BAND, predict=_predict_row, unit="TB/s", width=26,
                          refit=lambda rec: fit(rec["rows"], rec["ceilings"]["copy_tbps"], names=FIT_ROWS),
                          constants={"LATENCY_NS": LATENCY_NS})
-held_out_report = HELD_OUT_CHECK.report
+held_out_report = RECORD_CHECK.report
 
 
 def resident_tile_blocks(box_bytes: int, threads: int = 32, static_smem: int = 8) -> int:
