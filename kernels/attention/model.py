@@ -108,7 +108,8 @@ FIT.update(constants={
     "LOAD_NS": {"kind": "fitted", "from": "kernels.tma.model (week 1 day 5, an H100's copies)"},
     "P_SM_TFLOPS": {"kind": "physics", "source": "989 TFLOP/s dense BF16 / 132 SMs (H100 datasheet; the H200 is the "
                                                  "same GH100 die and clocks)"},
-    "BM, BN": {"kind": "physics", "source": "the kernel's tiles (128 query rows, 128 keys): kernels.attention.workload"}},
+    "BM, BN": {"kind": "physics", "source": "the kernel's tiles (128 query rows, 128 keys): "
+                                            "kernels.attention.workload"}},
     held_out_regime="the causal row: another shape class (1 .. S/BN tiles a block, the diagonal tile masked)",
     misses={"h100": {}, "h200": {}})
 

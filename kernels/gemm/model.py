@@ -115,7 +115,8 @@ HELD_OUT = ("triton 8192x8192x8192", "pipelined 2048x2048x2048", "cluster 2048x2
 # Fit by model.fit(rows, copy ceiling, FIT_ROWS, iters=3000, peak_floor=cuBLAS ceiling) to the record of an H100 run
 # (kernels/gemm/recorded_h100.json, every row on the exercise's inputs; tests/test_gemm.py refits it): worst error on
 # the fit rows 5.2 %; a refit started from these constants returns them. PEAK_TFLOPS is the same run's cuBLAS (the
-# tensor core sustains at least what cuBLAS reached; a fitted peak ran to it every time): measured, not fitted. EPILOGUE_NS and START_NS trade against each other where a CTA has one tile (2048^3);
+# tensor core sustains at least what cuBLAS reached; a fitted peak ran to it every time): measured, not fitted.
+# EPILOGUE_NS and START_NS trade against each other where a CTA has one tile (2048^3);
 # the 8192^3 rows of rungs 4 and 5 (sixteen tiles a CTA) pin EPILOGUE_NS. DRAM is not a constant: every prediction
 # takes the copy ceiling of its own run (dram_tbps; DRAM_TBPS, the fit run's, where none is given).
 FIT = {"source": "kernels/gemm/recorded_h100.json: NVIDIA H100 80GB HBM3, driver 580.159.04, 2026-11-26, "
@@ -150,8 +151,8 @@ FIT.update(constants={
     "PEAK_TFLOPS": {"kind": "physics", "source": "cuBLAS bf16 GEMM measured in the same run (the record's "
                                                  "ceilings.cublas_bf16_tflops): the tensor core's sustained rate"},
     "SMS": {"kind": "physics", "source": "132 SMs (H100 datasheet; the H200 is the same GH100 die)"},
-    "resident_ctas": {"kind": "physics", "source": "228 KiB shared memory and 64K registers per SM (CUDA guide, cc 9.0) "
-                                                   "against the kernel's SASS and launch"},
+    "resident_ctas": {"kind": "physics", "source": "228 KiB shared memory and 64K registers per SM (CUDA guide, "
+                                                   "cc 9.0) against the kernel's SASS and launch"},
     "L2_BYTES": {"kind": "physics", "source": "50 MB L2 (H100 whitepaper)"},
     "copy_tbps": {"kind": "physics", "source": "the copy ceiling measured in the same run as each record (DRAM)"}},
     held_out_regime="rungs at shapes or depths never fitted: the skinny shape (all but rung 3), six stages, Triton, "

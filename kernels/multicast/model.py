@@ -40,7 +40,8 @@ __all__ = ["L2_TBPS", "SUM_T0_NS", "EX_LATENCY_NS", "FIT", "FIT_ROWS", "HELD_OUT
 # Fitted by fit() on kernels/multicast/recorded_h100.json (NVIDIA H100 80GB HBM3, driver 580.159.04, 2026-11-25,
 # make gpu-test; copy ceiling 3.00 TB/s).
 # On that run, as on the H200's, cluster 4 was no faster than cluster 1 (4.67 vs 5.00 TB/s delivered), so the model
-# has no L2 term: L2_TBPS = None (no L2 term, no L2 bound; not a constant: fit() fits none) — the time of broadcast_sum was set
+# has no L2 term: L2_TBPS = None (no L2 term, no L2 bound; not a constant: fit() fits none) — the time of
+# broadcast_sum was set
 # by the ring's turnaround, not by L2's reads, although the counters show every multicast launch reading exactly the
 # model's L2 bytes (section 4 of the notebook; unicast cluster 1 read fewer: bench.l2_read_summary).
 L2_TBPS: float | None = None  # rate at which L2 serves reads queued ahead of a tile, TB/s (None: no L2 term)
@@ -57,9 +58,9 @@ FIT = {"source": "kernels/multicast/recorded_h100.json: NVIDIA H100 80GB HBM3, d
                      "SMS": {"kind": "physics", "source": "H100 datasheet: 132 SMs (kernels.sim.H100.sm_count; the "
                                                           "H200 is the same GH100 die, 132 SMs)"},
                      "copy_tbps": {"kind": "physics", "source": "the copy ceiling measured in the same run as each "
-                                                                "record (its DRAM: HBM3 on the H100, HBM3e on the H200)"},
-                     "EX_CTAS_PER_SM": {"kind": "physics", "source": "228 KiB shared memory per SM (CUDA guide, cc 9.0) "
-                                                                     "/ (33 KiB + 1 KiB reserved) per CTA"}},
+                                                                "record (HBM3 on the H100, HBM3e on the H200)"},
+                     "EX_CTAS_PER_SM": {"kind": "physics", "source": "228 KiB shared memory per SM (CUDA guide, "
+                                                                     "cc 9.0) / (33 KiB + 1 KiB reserved) per CTA"}},
        "held_out_regime": "the exercise (bcast_add) at cluster 4: its fit rows are cluster 2 only",
        # GPU -> row -> why, for each row of FIT_ROWS + HELD_OUT outside +-10 % (kernels.models checks them)
        "misses": {"h100": {}, "h200": {

@@ -111,7 +111,8 @@ FIT.update(constants={
     "WAVEFRONTS_PER_NS": {"kind": "fitted", "rows": FIT_SMEM_ROWS},
     "TMA_LATENCY_NS": {"kind": "fitted", "rows": FIT_LATENCY_ROWS},
     "ROW32_EFFICIENCY": {"kind": "fitted", "rows": FIT_ROW32_ROWS},
-    "DRAM_FRACTION_OF_COPY": {"kind": "fitted", "from": "kernels.smem_tiling.model (week 1 day 2, an H100's transpose)"},
+    "DRAM_FRACTION_OF_COPY": {"kind": "fitted", "from": "kernels.smem_tiling.model (week 1 day 2, an H100's "
+                                                        "transpose)"},
     "TMA_FILL_WAVEFRONTS": {"kind": "physics", "source": "8 KiB tile / 128 B per shared-memory wavefront (32 banks x "
                                                          "4 B, CUDA guide)"},
     "lds_wavefronts": {"kind": "physics", "source": "the bank-conflict counter on the kernel's addresses (CUDA guide's "
