@@ -42,6 +42,7 @@ class Model:
 
 
 MODELS = (
+    Model("smem_tiling", "smem_tiling", "copy ceiling of the run", check="RECORD_CHECK"),
     Model("tma", "tma", "copy ceiling of the run", check="RECORD_CHECK"),
     Model("swizzle", "swizzle", "copy ceiling of the run"),
     Model("warp_specialization", "warp_specialization", "copy ceiling of the run"),
