@@ -289,7 +289,7 @@ def test_record_held_out_rows_and_margin(tag):
     assert set(errs) == set(model.HELD_OUT)
     # the demo kernel's held-out rows hold the +-10 % band (the exercise's kernel, two rings of their own depths, is
     # not the model's combined ring: its rows carry no prediction and are not held out)
-    for name in ("attn_fwd d128 s3", "attn_fwd d64 s1", "attn_fwd d64 s4"):
+    for name in model.HELD_OUT:  # the causal row: a shape class none of the fit rows has
         assert abs(errs[name]) <= model.HELD_OUT_BAND, (name, errs[name])
     assert not any(k.startswith(exercise.NAME) for k in model.HELD_OUT)
     assert set(model.FIT["held_out_outside_band"][tag]) == {k for k, v in errs.items()
@@ -561,7 +561,10 @@ def test_model_models_the_chain_and_the_shared_tensor_core():
         no = model.per_tile_overlap(d, 128, 3, 2, 0)
         assert pp["chain"] == pytest.approx(pp["t_mma"] / 2 + pp["t_softmax"]) and pp["t_wait"] == 0
         assert no["chain"] == pytest.approx(pp["chain"] + model.OVERLAP_CONSTANTS["CONTENTION"] * no["t_mma"])
-        assert pp["compute_period"] <= no["compute_period"] < pt["compute_period"]
+        assert pp["compute_period"] <= no["compute_period"]
+        # without ping-pong the overlap beats the serial chain at D 128; at D 64 the H100 record ran it slower than the
+        # serial chain's two-stage ring, and the refit on nine overlap rows (issue 40) puts it there too
+        assert (no["compute_period"] < pt["compute_period"]) == (d == 128)
     assert model.per_tile(128, 8, contention=0.0, softmax_ns=100.0)["bound"] == "tensor core"
     assert model.per_tile(64, 8)["bound"] == "one warpgroup's chain"
     assert model.per_tile_overlap(128, 128, 3, 2, 1)["bound"] == "tensor core"  # ping-pong at D 128: tensor-bound
@@ -859,8 +862,8 @@ def test_overlap_model_fits_and_checks_held_out_rows_on_synthetic_rows():
     errs = model.overlap_errors(rows, fit)
     assert list(errs) == list(model.OVERLAP_HELD_OUT)
     assert all(abs(e) < 0.02 for e in errs.values()), errs
-    bad = model.overlap_errors(_synthetic(true, {"attn_overlap d128 n128 k2v2": 1.25}), fit)
-    assert abs(bad["attn_overlap d128 n128 k2v2"]) > model.OVERLAP_BAND
+    bad = model.overlap_errors(_synthetic(true, {model.OVERLAP_HELD_OUT[0]: 1.25}), fit)
+    assert abs(bad[model.OVERLAP_HELD_OUT[0]]) > model.OVERLAP_BAND
     assert not model.fit_overlap(rows[:3])["fitted"]
     assert not model.fit_overlap([r for r in rows if r["config"]["pingpong"]])["fitted"]
     # the two rungs differ where the model says they do: ping-pong removes the contention term
