@@ -84,10 +84,20 @@ def test_model_within_band_of_measurement(path):
 
 def test_every_week1_record_was_written_by_todays_model():
     """The week-1 records come from the H100 run of the course as it is: their stored predictions are checked
-    above, not skipped."""
+    above, not skipped — or the model was refit on that very record since (issue 40: constants reproducible from
+    a record in the repository), and its fit on the record gives today's constants (kernels.models)."""
+    from kernels.models import MODELS, check_of
+
     for slug in ("naive_loads", "smem_tiling", "ldgsts", "pipeline", "tma"):
         doc = record.load(slug, "h100")
-        assert _same(doc["model_constants"], _topic(slug).constants()), slug
+        if _same(doc["model_constants"], _topic(slug).constants()):
+            continue
+        m = next((m for m in MODELS if m.slug == slug), None)
+        assert m is not None, f"{slug}: the record's constants are not today's, and no refit on it explains why"
+        check = check_of(m)
+        refit = check.refit(doc)
+        for k, v in check.constants.items():
+            assert (refit[k] is None) if v is None else refit[k] == pytest.approx(v, rel=1e-3), (slug, k)
 
 
 def test_day1_sixteen_byte_copy_reaches_the_copy_ceiling():
