@@ -433,12 +433,46 @@ def _emit(rec: dict) -> None:
     print("HANGS " + json.dumps(rec, default=str), flush=True)
 
 
+def launch_shape(ex, wl, cubin, shape, seed: int, deadline: float | None, names: dict | None = None,
+                 bound_s: float = DEFAULT_BOUND_S) -> dict:
+    """One checked launch (kernels.runner.checked_launch) at `shape` on fresh inputs drawn from `seed`: {"shape",
+    "status": ok | wrong | hung | error | wait ran out, "check", "wall_s"}; with `names` (a debug build: debug_cubin)
+    the trace is reset before and read after — "trace", "lines" (describe) and "diagnosis". After "hung" or "error"
+    this process's context cannot launch again (a kernel still runs, or faulted)."""
+    from kernels.runner import KernelHang, checked_launch
+
+    inputs = wl.make_inputs(list(shape), seed, device="cuda")
+    ref = wl.reference(inputs)
+    if names is not None:
+        reset_trace(cubin, bound_s)
+    rec, t0 = {"shape": list(shape)}, time.perf_counter()
+    try:
+        _, rep = checked_launch(ex, wl, cubin, inputs, ref, f"{ex.kernel} on shape {tuple(shape)}",
+                                deadline_s=deadline)
+        rec.update(status="ok" if rep.ok else "wrong", check="" if rep.ok else rep.message.splitlines()[0])
+    except KernelHang as exc:
+        rec.update(status="hung", check=str(exc))
+    except Exception as exc:  # noqa: BLE001 - a fault: reported, and this process ends
+        rec.update(status="error", check=f"{type(exc).__name__}: {exc}"[:2000])
+    rec["wall_s"] = round(time.perf_counter() - t0, 3)
+    if names is not None:
+        raw = read_trace(cubin)
+        if raw is None:
+            rec["trace"] = None
+        else:
+            tr = decode_trace(raw, names, keep_blocks={0})
+            if tr.stuck and rec["status"] != "hung":
+                rec["status"] = "wait ran out" if rec["status"] != "error" else rec["status"]
+            rec.update(trace=tr.to_dict(), lines=describe(tr), diagnosis=diagnose(tr, rec["status"] == "hung"))
+    return rec
+
+
 def _child(a) -> int:
     """One process: compile (debug or plain), then each shape through kernels.runner.checked_launch until one is not
     right. Prints a `HANGS {json}` line per event; ends itself (os._exit) after a hang or a fault."""
     from kernels.compile import compile_cuda
     from kernels.launch import get_kernel
-    from kernels.runner import KernelHang, checked_launch, derive
+    from kernels.runner import derive
 
     t = resolve(a.child, a.exercise)
     ex = t.exercise
@@ -455,29 +489,8 @@ def _child(a) -> int:
     deadline = a.deadline if a.deadline is not None else (
         max(ex.launch_timeout_s, 2 * a.bound + 3) if a.mode == "debug" else None)
     for i, shape in enumerate(shapes):
-        inputs = wl.make_inputs(shape, derive(a.seed, "hangs", i), device="cuda")
-        ref = wl.reference(inputs)
-        if a.mode == "debug":
-            reset_trace(cubin, a.bound)
-        rec, t0 = {"event": "launch", "shape": shape}, time.perf_counter()
-        try:
-            _, rep = checked_launch(ex, wl, cubin, inputs, ref, f"{ex.kernel} on shape {tuple(shape)}",
-                                    deadline_s=deadline)
-            rec.update(status="ok" if rep.ok else "wrong", check="" if rep.ok else rep.message.splitlines()[0])
-        except KernelHang as exc:
-            rec.update(status="hung", check=str(exc))
-        except Exception as exc:  # noqa: BLE001 - a fault: reported, and this process ends
-            rec.update(status="error", check=f"{type(exc).__name__}: {exc}"[:2000])
-        rec["wall_s"] = round(time.perf_counter() - t0, 3)
-        if a.mode == "debug":
-            raw = read_trace(cubin)
-            if raw is None:
-                rec["trace"] = None
-            else:
-                tr = decode_trace(raw, names, keep_blocks={0})
-                if tr.stuck and rec["status"] != "hung":
-                    rec["status"] = "wait ran out" if rec["status"] != "error" else rec["status"]
-                rec.update(trace=tr.to_dict(), lines=describe(tr), diagnosis=diagnose(tr, rec["status"] == "hung"))
+        rec = {"event": "launch", **launch_shape(ex, wl, cubin, shape, derive(a.seed, "hangs", i), deadline,
+                                                 names if a.mode == "debug" else None, a.bound)}
         _emit(rec)
         if rec["status"] in ("hung", "error"):
             sys.stdout.flush()
@@ -488,20 +501,29 @@ def _child(a) -> int:
 
 
 # ------------------------------------------------------------------------------------------ on the GPU (parent)
-def _spawn(cmd: list[str], timeout_s: float) -> dict:
-    """Run `cmd` in a process group of its own; kill the group at the timeout. Output kept in a file (it survives the
-    kill). {"rc", "timed_out", "wall_s", "text", "records"}."""
+def _spawn(cmd: list[str], timeout_s: float, *, env: dict | None = None, stop_on: str | None = None) -> dict:
+    """Run `cmd` in a process group of its own; kill the group at the timeout, or 2 s after `stop_on` appears in its
+    output (a child that reported a hang for good cannot exit while its kernel runs: autograder.mutants). Output kept
+    in a file (it survives the kill). `env`: the child's environment (default: this one), the course root on its
+    PYTHONPATH. {"rc", "timed_out", "wall_s", "text", "records"}."""
+    base = os.environ if env is None else env
     with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as log:
         t0 = time.perf_counter()
         p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True,
-                             env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"})
-        timed_out = False
-        try:
-            rc = p.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(p)  # the grader's: the whole process group, whatever the child forked
-            rc = p.wait()
+                             env={**base, "PYTHONPATH": f"{ROOT}{os.pathsep}{base.get('PYTHONPATH', '')}"})
+        timed_out, seen_at = False, None
+        while p.poll() is None:
+            time.sleep(0.1)
+            if stop_on is not None and seen_at is None:
+                log.seek(0)
+                if stop_on in log.read():
+                    seen_at = time.perf_counter()
+            if seen_at is not None and time.perf_counter() - seen_at > 2:
+                _kill_group(p)
+            elif time.perf_counter() - t0 > timeout_s:
+                timed_out = True
+                _kill_group(p)  # the grader's: the whole process group, whatever the child forked
+        rc = p.wait()
         wall = time.perf_counter() - t0
         log.seek(0)
         text = log.read()

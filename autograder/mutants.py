@@ -316,35 +316,23 @@ def _emit(rec: dict) -> None:
 
 
 def _run_once(ex, wl, cubin, names, seed: int, bound_s: float) -> dict:
-    """Every test shape once on fresh inputs (debug build): {"class", "detail", "lines"}; the first shape that is
-    not right decides."""
-    from kernels.runner import KernelHang, checked_launch, derive
+    """Every test shape once on fresh inputs (debug build, autograder.hangs.launch_shape): {"class", "detail",
+    "lines"}; the first shape that is not right decides."""
+    from kernels.runner import derive
 
-    from .hangs import decode_trace, describe, diagnose, read_trace, reset_trace
+    from .hangs import launch_shape
 
     for i, shape in enumerate(ex.test_shapes):
-        inputs = wl.make_inputs(list(shape), derive(seed, "mutant", i), device="cuda")
-        ref = wl.reference(inputs)
-        reset_trace(cubin, bound_s)
-        status, check = "ok", ""
-        try:
-            _, rep = checked_launch(ex, wl, cubin, inputs, ref, f"{ex.kernel} on shape {tuple(shape)}",
-                                    deadline_s=2 * bound_s + 3)
-            if not rep.ok:
-                status, check = "wrong", rep.message.splitlines()[0]
-        except KernelHang as exc:
-            status, check = "hung", str(exc)
-        except Exception as exc:  # noqa: BLE001 - a fault: this process's context is gone
-            return {"class": "crashes", "detail": f"shape {tuple(shape)}: {type(exc).__name__}: {exc}"[:600],
-                    "fatal": True}
-        raw = read_trace(cubin)
-        tr = decode_trace(raw, names, keep_blocks={0}) if raw is not None else None
-        if status == "hung" or (tr is not None and tr.stuck):
-            lines = (describe(tr, 4) + diagnose(tr, status == "hung")) if tr is not None else []
-            return {"class": "hangs", "detail": f"shape {tuple(shape)}: " + (lines[0] if lines else check),
-                    "lines": lines, "fatal": status == "hung"}
-        if status == "wrong":
-            return {"class": "wrong", "detail": f"shape {tuple(shape)}: {check}"[:600]}
+        rec = launch_shape(ex, wl, cubin, shape, derive(seed, "mutant", i), 2 * bound_s + 3, names, bound_s)
+        where = f"shape {tuple(shape)}: "
+        if rec["status"] == "error":  # a fault: this process's context is gone
+            return {"class": "crashes", "detail": (where + rec["check"])[:600], "fatal": True}
+        if rec["status"] in ("hung", "wait ran out"):
+            lines = (rec.get("lines") or []) + (rec.get("diagnosis") or [])
+            return {"class": "hangs", "detail": where + (lines[0] if lines else rec["check"]), "lines": lines,
+                    "fatal": rec["status"] == "hung"}
+        if rec["status"] == "wrong":
+            return {"class": "wrong", "detail": (where + rec["check"])[:600]}
     return {"class": "correct", "detail": ""}
 
 
@@ -410,15 +398,6 @@ def _child(a) -> int:
 
 
 # ------------------------------------------------------------------------------------------------ on the GPU (parent)
-def _as_file(text: str) -> str:
-    from kernels.paths import cache_dir
-
-    path = cache_dir("mutants") / f"src_{hashlib.sha256(text.encode()).hexdigest()[:16]}.cu"
-    if not path.exists():
-        path.write_text(text)
-    return str(path)
-
-
 def classify(runs: list[dict], speed: dict | None, tolerance: float = 0.03) -> dict:
     """The outcome of a mutant from its runs and (when every run was correct) its speed: one of OUTCOMES, with the
     detail a question shows. Runs of different classes: "not reproducible" (never asked)."""
@@ -445,36 +424,6 @@ def classify(runs: list[dict], speed: dict | None, tolerance: float = 0.03) -> d
                       "a race the GPU did not show stays a race"}
 
 
-def _spawn(cmd: list[str], timeout_s: float, env: dict | None = None) -> dict:
-    """Run a child in a process group of its own, reading its records as they come: a run that hung for good (a
-    fatal record: the kernel still runs, the process cannot exit cleanly) or the timeout kills the group at once.
-    {"rc", "timed_out", "text"}."""
-    import subprocess
-    import tempfile
-
-    from .harness import _kill_group
-
-    with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as log:
-        base = os.environ if env is None else env
-        p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True,
-                             env={**base, "PYTHONPATH": f"{ROOT}{os.pathsep}{base.get('PYTHONPATH', '')}"})
-        t0, timed_out, fatal_at = time.perf_counter(), False, None
-        while p.poll() is None:
-            time.sleep(0.1)
-            if fatal_at is None:
-                log.seek(0)
-                if '"fatal": true' in log.read():
-                    fatal_at = time.perf_counter()
-            if fatal_at is not None and time.perf_counter() - fatal_at > 2:
-                _kill_group(p)
-            elif time.perf_counter() - t0 > timeout_s:
-                timed_out = True
-                _kill_group(p)
-        rc = p.wait()
-        log.seek(0)
-        return {"rc": rc, "timed_out": timed_out, "text": log.read()}
-
-
 def outcome(slug: str, exercise: str | None, mutant: str, base: str, *, runs: int = 3, rounds: int = 8,
             seed: int = 7, bound_s: float = 1.0, timeout_s: float = 60, env: dict | None = None,
             device: str | None = None) -> dict:
@@ -482,6 +431,8 @@ def outcome(slug: str, exercise: str | None, mutant: str, base: str, *, runs: in
     then its speed against `base` if it stayed correct. A process of its own per stretch of runs (a hang or a fault
     ends one; the next run starts a new one). Cached by (mutant, base, GPU, settings)."""
     from kernels.paths import cache_dir
+
+    from .hangs import _as_file, _spawn
 
     if device is None:
         from kernels.device import gpu
@@ -499,7 +450,7 @@ def outcome(slug: str, exercise: str | None, mutant: str, base: str, *, runs: in
         cmd = [sys.executable, "-m", "autograder.mutants", slug, "--child", mfile, "--base", bfile, "--runs",
                str(runs), "--first-run", str(first), "--rounds", str(rounds), "--seed", str(seed), "--bound",
                str(bound_s)] + (["--exercise", exercise] if exercise else [])
-        run = _spawn(cmd, timeout_s, env)
+        run = _spawn(cmd, timeout_s, env=env, stop_on='"fatal": true')
         spawns += 1
         lines = [json.loads(ln[7:]) for ln in run["text"].splitlines() if ln.startswith("MUTANT {")]
         seen = seen or next((r["device"] for r in lines if r["event"] == "device"), None)

@@ -52,6 +52,13 @@ class Ratio:
     hi: float
     level: float = LEVEL
 
+    @classmethod
+    def of(cls, a: str, b: str, per_round, *, level: float = LEVEL) -> "Ratio":
+        """The summary of per-round ratios (a's speed over b's, each within one round): median, bootstrap interval."""
+        per = tuple(per_round)
+        lo, hi = bootstrap_interval(list(per), level=level)
+        return cls(a, b, per, statistics.median(per), lo, hi, level)
+
     def says(self, tolerance: float = 0.0) -> str:
         """What the interval supports: "ahead" (the whole interval above 1 + tolerance), "behind" (below 1 -
         tolerance), else "within +-x %" (x: the interval's farther end from 1)."""
@@ -96,8 +103,7 @@ class Comparison:
         per = [tb / ta for ta, tb in zip(self.times[a], self.times[b]) if ta > 0]
         if not per:
             raise ValueError(f"no round timed both {a} and {b}")
-        lo, hi = bootstrap_interval(per, level=level)
-        return Ratio(a, b, tuple(per), statistics.median(per), lo, hi, level)
+        return Ratio.of(a, b, per, level=level)
 
     def median_ms(self, name: str) -> float:
         return statistics.median(self.times[name])

@@ -166,10 +166,12 @@ def test_a_child_that_hung_for_good_is_killed_at_once_not_at_the_timeout():
     body = ("import json, time; print('MUTANT ' + json.dumps({'event': 'run', 'class': 'hangs', 'fatal': True}), "
             "flush=True); time.sleep(60)")
     t0 = time.perf_counter()
-    r = mutants._spawn([sys.executable, "-c", body], timeout_s=50)
+    from autograder.hangs import _spawn
+
+    r = _spawn([sys.executable, "-c", body], timeout_s=50, stop_on='"fatal": true')
     assert time.perf_counter() - t0 < 10 and not r["timed_out"]
     assert json.loads(r["text"].splitlines()[0][7:])["fatal"] is True
-    r = mutants._spawn([sys.executable, "-c", "import time; time.sleep(60)"], timeout_s=1)
+    r = _spawn([sys.executable, "-c", "import time; time.sleep(60)"], timeout_s=1)
     assert r["timed_out"]
 
 

@@ -329,7 +329,7 @@ def rounds_summary(rows: list[dict]) -> dict:
     interval and what it supports (kernels.compare), and the mean SM clock of each side. {} without rounds."""
     import statistics
 
-    from ..compare import Ratio, bootstrap_interval
+    from ..compare import Ratio
 
     per: dict = {}
     for r in rows:
@@ -341,13 +341,11 @@ def rounds_summary(rows: list[dict]) -> dict:
         ks = sorted(set(ours) & set(cud))
         if len(ks) < 2:
             continue
-        ratios = [ours[k]["tflops"] / cud[k]["tflops"] for k in ks]
-        lo, hi = bootstrap_interval(ratios)
-        med = statistics.median(ratios)
+        r = Ratio.of("overlap", "cudnn", [ours[k]["tflops"] / cud[k]["tflops"] for k in ks])
         mhz = {n: statistics.mean([r["sm_mhz"] for r in side.values() if r.get("sm_mhz")] or [0]) or None
                for n, side in (("overlap", ours), ("cudnn", cud))}
-        out[tag] = {"rounds": len(ks), "median": med, "lo": lo, "hi": hi, "per_round": ratios, "sm_mhz": mhz,
-                    "says": Ratio("overlap", "cudnn", tuple(ratios), med, lo, hi).says(), "goal": GOALS.get(tag)}
+        out[tag] = {"rounds": len(ks), "median": r.median, "lo": r.lo, "hi": r.hi, "per_round": list(r.per_round),
+                    "sm_mhz": mhz, "says": r.says(), "goal": GOALS.get(tag)}
     return out
 
 

@@ -188,9 +188,7 @@ def parity_summary(rows: list[dict]) -> dict:
     """The parity rounds of a record: per run its TFLOPS per round; per run but cuBLAS its ratio to cuBLAS of the same
     round (median, min, max, the bootstrap 95 % interval of the median and what it supports: kernels.compare); and
     whether rung 6's median ratio reaches PARITY_GOAL. {} for a record without rounds."""
-    import statistics
-
-    from ..compare import Ratio, bootstrap_interval
+    from ..compare import Ratio
 
     per: dict = {}
     for r in rows:
@@ -204,10 +202,9 @@ def parity_summary(rows: list[dict]) -> dict:
         if v == "cublas":
             continue
         ratios = [t[k] / cub[k] for k in sorted(t) if k in cub]
-        lo, hi = bootstrap_interval(ratios)
-        says = Ratio(v, "cublas", tuple(ratios), statistics.median(ratios), lo, hi).says()
-        out["over_cublas"][v] = {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios),
-                                 "lo": lo, "hi": hi, "says": says, "per_round": ratios}
+        r = Ratio.of(v, "cublas", ratios)
+        out["over_cublas"][v] = {"median": r.median, "min": min(ratios), "max": max(ratios),
+                                 "lo": r.lo, "hi": r.hi, "says": r.says(), "per_round": ratios}
     r6 = out["over_cublas"].get("store_warp")
     out["goal"] = PARITY_GOAL
     out["goal_met"] = None if r6 is None else r6["median"] >= PARITY_GOAL
