@@ -331,7 +331,7 @@ def test_known_answers_are_what_they_claim():
     names = {ka.name for ka in known_answers(SLUG)}
     assert names == {"correct", "solution", "plain_stores", "missing_proxy_fence", "no_read_wait", "wrong_box_origin",
                      "unswizzled_staging", "serial_epilogue", "one_stage", "torch_matmul", "stub", "dead_branch",
-                     "watched_only", "reads_before_wait"}
+                     "watched_only", "reads_before_wait", "forged_advisory"}
     kernels = ("correct", "plain_stores", "missing_proxy_fence", "no_read_wait", "wrong_box_origin",
                "unswizzled_staging", "serial_epilogue", "one_stage", "dead_branch", "watched_only", "reads_before_wait")
     ops = {n: _ops(_exercise_cubin(n), "gemm_epilogue") for n in kernels}
