@@ -269,7 +269,8 @@ def compile_cuda(
     # cubin: their text is hashed.
     dirs = ["<course headers>" if d == str(COURSE_INCLUDE) else d for d in include_dirs()]
     # "logs kept": a cubin cached before ptxas's log was kept beside it is compiled again (its advisories unknown)
-    key_parts = [text, name, ARCH, STD, nvrtc_version(), *dirs, *macros, str(max_registers), "logs kept"]
+    key_parts = [text, name, ARCH, STD, nvrtc_version(), *dirs, *macros, str(max_registers), "logs kept",
+                 "front-end diagnostics off"]
     for header in sorted(COURSE_INCLUDE.glob("*.cuh")):
         key_parts.append(header.read_text())
     key = hashlib.sha256("\0".join(key_parts).encode()).hexdigest()[:24]
@@ -289,6 +290,11 @@ def compile_cuda(
             define_macro=list(macros) or None,
             lineinfo=True,
             max_register_count=max_registers,
+            # The log of a compile that succeeds is read for ptxas's advisories (`advisories`): the front end's
+            # warnings and remarks are off, so no text the source writes (#pragma message, #warning, a deprecated
+            # attribute's message) reaches it. Errors still do (CompileError). The cubin is the same either way.
+            disable_warnings=True,
+            diag_suppress=[20200, 1105],  # #pragma message's remark, #warning's warning
         )
         import io
 
