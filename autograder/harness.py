@@ -181,40 +181,66 @@ def baseline(slug: str, exercise: str, reference_source: str | None, *, seed: in
     timed with the same timer, measured in a process that loads no student code. Kept for the grading batch
     (COURSE_BATCH_DIR) or for this process."""
     key = _baseline_key(slug, exercise, reference_source)
-    d = os.environ.get("COURSE_BATCH_DIR")
-    f = Path(d) / f"{key}.json" if d else None
-    if key in _baselines:
-        return _baselines[key]
-    if f is not None and f.exists():
+    got = _kept_baseline(key)
+    if got is not None:
+        return got
+    _measure_baselines([(slug, exercise, reference_source)], seed)
+    return _baselines[key]
+
+
+def _kept_baseline(key: str) -> dict | None:
+    f = _baseline_file(key)
+    if key not in _baselines and f is not None and f.exists():
         _baselines[key] = json.loads(f.read_text())
-        return _baselines[key]
+    return _baselines.get(key)
+
+
+def _baseline_file(key: str) -> Path | None:
+    d = os.environ.get("COURSE_BATCH_DIR")
+    return Path(d) / f"{key}.json" if d else None
+
+
+def _measure_baselines(items, seed: int = 0, progress=None) -> None:
+    """Every (slug, exercise, reference source) of `items` measured in ONE process that loads no student code: one
+    CUDA context and one measurement of the ceilings for all of them (a lane's fixed cost: the issue-38 class-scale
+    runs paid a process and the ceilings per exercise, about 4 s each). Each result is kept as it arrives; a failure
+    names the exercise it stopped at."""
     from .spec import load
 
-    ex = load(slug).exercises[exercise]
+    timeout = sum(load(s).exercises[e].timeout_s for s, e, _ in items)
+    job = {"items": [{"slug": s, "exercise": e, "reference_source": r} for s, e, r in items], "seed": int(seed)}
     with tempfile.TemporaryDirectory(prefix="course-baseline-") as tmp:
-        r = _spawn("baseline", {"slug": slug, "exercise": exercise, "reference_source": reference_source,
-                                "seed": int(seed)}, ex.timeout_s, Path(tmp))
-    res = next((body for kind, body in r["records"] if kind == "BASELINE"), None)
-    if res is None:
-        raise RuntimeError(f"the baseline of {slug}.{exercise} (ceilings, course reference) failed: "
+        r = _spawn("baseline", job, timeout, Path(tmp))
+    done = 0
+    for kind, body in r["records"]:
+        if kind != "BASELINE" or body.get("key") not in {_baseline_key(*it) for it in items}:
+            continue
+        key = body.pop("key")
+        body["measured_at"] = time.time()
+        _baselines[key] = body
+        f = _baseline_file(key)
+        if f is not None:
+            f.parent.mkdir(parents=True, exist_ok=True)
+            write_whole(f, json.dumps(body))
+        done += 1
+        if progress:
+            progress(f"baseline {key}")
+    if done < len(items):
+        s, e, _ = items[done]
+        raise RuntimeError(f"the baseline of {s}.{e} (ceilings, course reference) failed: "
                            + ("timeout" if r["timed_out"] else f"exit {r['returncode']}") + ": " + r["stderr"][-1500:])
-    res["measured_at"] = time.time()
-    _baselines[key] = res
-    if f is not None:
-        f.parent.mkdir(parents=True, exist_ok=True)
-        write_whole(f, json.dumps(res))
-    return res
 
 
 def prepare_batch(items, progress=None) -> dict:
     """Measure the baseline of every (slug, exercise, reference source) of a grading batch before any student's
-    code runs. Returns {key: baseline}."""
-    out = {}
-    for slug, exercise, ref in items:
+    code runs, all in one process (_measure_baselines). Returns {key: baseline}."""
+    items = list(items)
+    todo = [it for it in items if _kept_baseline(_baseline_key(*it)) is None]
+    if todo:
         if progress:
-            progress(f"baseline {slug}.{exercise}")
-        out[_baseline_key(slug, exercise, ref)] = baseline(slug, exercise, ref)
-    return out
+            progress(f"baselines of {len(todo)} exercise(s), one process")
+        _measure_baselines(todo, progress=progress)
+    return {_baseline_key(*it): _baselines[_baseline_key(*it)] for it in items}
 
 
 def run_exercise(slug: str, exercise: str, source: str | None, *, seed: int, reference_source: str | None = None,
@@ -386,7 +412,7 @@ def main(argv=None) -> int:
     facts: dict = {"status": "ok", "flags": [], "device": None}
     try:
         if mode == "baseline":
-            _emit("BASELINE", _baseline_child(job))
+            _baseline_child(job)
             os._exit(0)
         _run(job, facts)
     except KernelHang as exc:
@@ -408,8 +434,9 @@ def main(argv=None) -> int:
     os._exit(0)  # a corrupted CUDA context must not hang the exit
 
 
-def _baseline_child(job: dict) -> dict:
-    """Trusted figures only: no student source is ever given to this process."""
+def _baseline_child(job: dict) -> None:
+    """Trusted figures only: no student source is ever given to this process. One BASELINE record per item (in
+    order, each as soon as it is measured); the ceilings measured once for all of them."""
     from kernels import device
     from kernels.bench import ceilings
     from kernels.compile import compile_cuda
@@ -417,16 +444,18 @@ def _baseline_child(job: dict) -> dict:
     from .spec import load
 
     g = device.gpu() or {}
-    ex = load(job["slug"]).exercises[job["exercise"]]
-    out = {"device": g.get("name"), "ceilings": ceilings(), "reference": None,
-           "baseline": exercise_baseline(ex, ex.workload(), int(job.get("seed", 0)))}
-    if job.get("reference_source"):
-        cubin = compile_cuda(job["reference_source"], name=f"{ex.name}_reference")
-        ref = time_exercise(ex, ex.workload(), cubin, int(job.get("seed", 0)), "reference", out["ceilings"])
-        if not ref["output_ok"]:
-            raise RuntimeError(f"the course reference of {ex.name} failed its own verification: {ref['problems']}")
-        out["reference"] = ref
-    return out
+    seed = int(job.get("seed", 0))
+    for it in job["items"]:
+        ex = load(it["slug"]).exercises[it["exercise"]]
+        out = {"device": g.get("name"), "ceilings": ceilings(), "reference": None,
+               "baseline": exercise_baseline(ex, ex.workload(), seed)}
+        if it.get("reference_source"):
+            cubin = compile_cuda(it["reference_source"], name=f"{ex.name}_reference")
+            ref = time_exercise(ex, ex.workload(), cubin, seed, "reference", out["ceilings"])
+            if not ref["output_ok"]:
+                raise RuntimeError(f"the course reference of {ex.name} failed its own verification: {ref['problems']}")
+            out["reference"] = ref
+        _emit("BASELINE", {"key": _baseline_key(it["slug"], it["exercise"], it.get("reference_source")), **out})
 
 
 def _probe_child(job: dict) -> None:

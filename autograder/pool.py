@@ -909,6 +909,7 @@ class Lane:
     students: list[str] = field(default_factory=list)
     figures: dict = field(default_factory=dict)
     wall_s: float = 0.0
+    ready_s: float = 0.0  # seconds from the lane's start until its GPU answered and its baselines were measured
     died_for: list = field(default_factory=list)  # the students whose task process died since its last success
     spare: object = None  # the lane's next task process, started ahead (_spare_task); None until the first task
 
@@ -1137,7 +1138,7 @@ def _lanes_summary(lanes: list[Lane]) -> dict:
     return {lane.label: {"gpu": lane.id, "cuda_visible_devices": lane.env.get("CUDA_VISIBLE_DEVICES"),
                          "state": lane.state, "why": lane.why, "students": lane.students,
                          "device": lane.figures.get("device"), "ceilings": lane.figures.get("ceilings"),
-                         "wall_s": lane.wall_s} for lane in lanes}
+                         "wall_s": lane.wall_s, "ready_s": round(lane.ready_s, 1)} for lane in lanes}
 
 
 def _work(lane: Lane, week: str, todo: _Queue, events, *, grading: Path, batch: Path, template: Path,
@@ -1147,6 +1148,7 @@ def _work(lane: Lane, week: str, todo: _Queue, events, *, grading: Path, batch: 
     t0 = time.perf_counter()
     lane_dir = batch / (f"gpu{lane.id}" if lane.id is not None else "lane")
     ok, why = _lane_ready(week, lane, lane_dir)
+    lane.ready_s = time.perf_counter() - t0
     if not ok:
         lane.state, lane.why = "wedged", why
         todo.retire(lane)

@@ -334,7 +334,10 @@ def test_the_baseline_is_measured_before_and_apart_from_student_code(monkeypatch
     def fake_spawn(mode, job, timeout, workdir):
         calls.append((mode, job))
         if mode == "baseline":
-            return {"records": [("BASELINE", {"ceilings": {"copy_tbps": 3.0}, "reference": {"value": 2.9}})],
+            return {"records": [("BASELINE", {"key": harness._baseline_key(it["slug"], it["exercise"],
+                                                                           it["reference_source"]),
+                                              "ceilings": {"copy_tbps": 3.0}, "reference": {"value": 2.9}})
+                                for it in job["items"]],
                     "timed_out": False, "returncode": 0, "stdout": "", "stderr": ""}
         return {"records": [("VERDICT", {"status": "ok", "flags": [], "compile": {"ok": True}})],
                 "timed_out": False, "returncode": 0, "stdout": "", "stderr": ""}
@@ -348,9 +351,43 @@ def test_the_baseline_is_measured_before_and_apart_from_student_code(monkeypatch
     modes = [m for m, _ in calls]
     assert modes == ["baseline", "grade", "grade"]  # once per batch, before the first student
     base_job = calls[0][1]
-    assert base_job["reference_source"] == "REF" and "source" not in base_job  # no student code in that process
+    assert [it["reference_source"] for it in base_job["items"]] == ["REF"]
+    assert "kernel A" not in json.dumps(base_job) and all(set(it) == {"slug", "exercise", "reference_source"}
+                                                          for it in base_job["items"])  # no student code there
     assert all(job["baseline"]["reference"]["value"] == 2.9 for m, job in calls if m == "grade")
     assert len(list(tmp_path.glob("baseline_naive_loads_row_bias_*.json"))) == 1  # the batch's copy, for others
+
+
+def test_a_batch_measures_every_baseline_in_one_process_and_names_the_one_that_failed(monkeypatch, tmp_path):
+    """A lane's fixed cost: the baselines of a week's exercises are one child process (one CUDA context, the ceilings
+    once), not one each. A child that dies after the first item keeps that item and names the second."""
+    calls = []
+    fail_after = [None]
+
+    def fake_spawn(mode, job, timeout, workdir):
+        calls.append((mode, job))
+        items = job["items"][:fail_after[0]] if fail_after[0] is not None else job["items"]
+        return {"records": [("BASELINE", {"key": harness._baseline_key(it["slug"], it["exercise"],
+                                                                       it["reference_source"]), "ceilings": {}})
+                            for it in items], "timed_out": False, "returncode": 0 if fail_after[0] is None else 1,
+                "stdout": "", "stderr": "boom"}
+
+    monkeypatch.setattr(harness, "_spawn", fake_spawn)
+    monkeypatch.setattr(harness, "_baselines", {})
+    monkeypatch.setenv("COURSE_BATCH_DIR", str(tmp_path))
+    items = [("naive_loads", "row_bias", "A"), ("ldgsts", next(iter(spec.load("ldgsts").exercises)), "B"),
+             ("pipeline", next(iter(spec.load("pipeline").exercises)), "C")]
+    got = harness.prepare_batch(items)
+    assert [m for m, _ in calls] == ["baseline"] and len(calls[0][1]["items"]) == 3
+    assert set(got) == {harness._baseline_key(*it) for it in items} and len(list(tmp_path.glob("*.json"))) == 3
+    harness.prepare_batch(items)  # kept: nothing measured again
+    assert len(calls) == 1
+    monkeypatch.setattr(harness, "_baselines", {})
+    monkeypatch.setenv("COURSE_BATCH_DIR", str(tmp_path / "other"))
+    fail_after[0] = 1
+    with pytest.raises(RuntimeError, match=r"baseline of ldgsts\."):
+        harness.prepare_batch(items)
+    assert len(list((tmp_path / "other").glob("*.json"))) == 1
 
 
 def test_a_kernel_that_rewrites_its_inputs_is_checked_against_the_inputs_as_drawn(monkeypatch):

@@ -420,6 +420,8 @@ def class_scale(out: Path, week="week1", members="gpu20", gpus=None, only=None):
            "busiest_lane_s": round(max(busy.values(), default=0.0), 1),
            "outside_grading_s": round(res["wall_s"] - max(busy.values(), default=0.0), 1),
            "lane_busy_s": {str(k): round(v, 1) for k, v in busy.items()},
+           # each lane's set-up (GPU check, trusted baselines): the part of the fixed cost paid per lane
+           "lane_ready_s": {str(v.get("gpu")): v.get("ready_s") for v in (res["batch"].get("lanes") or {}).values()},
            "gradebook": {r["student"]: r["got"] for r in res["rows"]}, "ok": res["ok"],
            "device": _device_line()}
     (out / f"scale_{n}gpu{'_' + str(len(only)) if only else ''}.json").write_text(json.dumps(doc, indent=1) + "\n")
