@@ -552,34 +552,78 @@ def _mutant_answer(slug: str, ans: str) -> tuple[str, str]:
     return name, kernel_source(slug, name)
 
 
-def understanding_checks(out: Path, slugs: list[str], answers: list[str], runs: int, rounds: int) -> dict:
-    """Every mutant of each answer of each topic measured on this GPU (autograder.mutants): its outcome over `runs`
-    runs (debug barrier build, every test shape) and, when it stays correct, its speed against the unmutated kernel
-    (kernels.compare, `rounds` interleaved rounds). kernels/<slug>/mutants_<gpu>.json (COURSE_RECORD=1) and under
-    out/mutants/; GPU seconds per answer."""
+def understanding_checks(out: Path, slugs: list[str], answers: list[str], runs: int, rounds: int,
+                         deadline_s: float | None = None) -> dict:
+    """Every mutant of each answer of each topic measured on this machine's GPUs (autograder.mutants): its outcome
+    over `runs` runs (debug barrier build, every test shape) and, when it stays correct, its speed against the
+    unmutated kernel (kernels.compare, `rounds` interleaved rounds). One worker per GPU, each (topic, answer) on one
+    GPU (its processes see only that GPU, so no other answer's runs share it while it is timed). An answer not
+    started `deadline_s` after the step began is written as not measured. kernels/<slug>/mutants_<gpu>.json
+    (COURSE_RECORD=1) and out/mutants/<slug>.json, each written whole as soon as its topic is done; GPU seconds per
+    answer."""
+    import queue
+    import threading
+
+    import torch
+
     from autograder.mutants import measure_answer
     from kernels.device import gpu
     from kernels.record import device_tag
 
     g = gpu() or {}
     tag = device_tag(g.get("name"))
-    rows = {}
+    t0 = time.perf_counter()
+    visible = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()] or \
+        [str(i) for i in range(torch.cuda.device_count())]
+    work: queue.Queue = queue.Queue()
     for slug in slugs:
-        doc = {"device": g.get("name"), "driver": g.get("driver"), "date": time.strftime("%Y-%m-%d"),
-               "runs": runs, "rounds": rounds, "answers": {}}
         for ans in answers:
-            name, src = _mutant_answer(slug, ans)
-            print(f"{slug} {name}:", flush=True)
-            res = measure_answer(slug, src, runs=runs, rounds=rounds, progress=lambda t: print(t, flush=True))
-            doc["answers"][name] = res
-            rows[f"{slug}.{name}"] = {"gpu_s": res["gpu_s"], "outcomes": {m["key"]: m["outcome"]
-                                                                          for m in res["mutants"]}}
+            work.put((slug, ans))
+    docs = {slug: {"device": g.get("name"), "driver": g.get("driver"), "date": time.strftime("%Y-%m-%d"),
+                   "runs": runs, "rounds": rounds, "gpus": len(visible), "answers": {}, "not_measured": []}
+            for slug in slugs}
+    left = {slug: len(answers) for slug in slugs}
+    lock = threading.Lock()
+    rows = {}
+
+    def write(slug: str) -> None:
         (out / "mutants").mkdir(exist_ok=True)
-        text = json.dumps(doc, indent=1) + "\n"
+        text = json.dumps(docs[slug], indent=1) + "\n"
         (out / "mutants" / f"{slug}.json").write_text(text)
-        if os.environ.get("COURSE_RECORD") == "1" and tag:
+        if os.environ.get("COURSE_RECORD") == "1" and tag and docs[slug]["answers"]:
             (ROOT / "kernels" / slug / f"mutants_{tag}.json").write_text(text)
-    return {"ok": True, "rows": rows}
+
+    def worker(dev: str) -> None:
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES=dev)
+        while True:
+            try:
+                slug, ans = work.get_nowait()
+            except queue.Empty:
+                return
+            name, src = _mutant_answer(slug, ans)
+            if deadline_s is not None and time.perf_counter() - t0 > deadline_s:
+                res = None
+            else:
+                res = measure_answer(slug, src, runs=runs, rounds=rounds, env=env, device=g.get("name"),
+                                     progress=lambda t, w=f"[gpu {dev}] {slug} {name}": print(w + t, flush=True))
+            with lock:
+                if res is None:
+                    docs[slug]["not_measured"].append({"answer": name, "why": f"the step's {deadline_s:.0f} s ran out"})
+                else:
+                    docs[slug]["answers"][name] = dict(res, gpu=dev)
+                    rows[f"{slug}.{name}"] = {"gpu_s": res["gpu_s"], "gpu": dev,
+                                              "outcomes": {m["key"]: m["outcome"] for m in res["mutants"]}}
+                left[slug] -= 1
+                if left[slug] == 0:
+                    write(slug)
+
+    threads = [threading.Thread(target=worker, args=(d,)) for d in visible]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    missing = [f"{s}.{m['answer']}" for s in slugs for m in docs[s]["not_measured"]]
+    return {"ok": not missing, "rows": rows, "not_measured": missing, "wall_s": round(time.perf_counter() - t0, 1)}
 
 
 def main() -> int:
@@ -603,6 +647,8 @@ def main() -> int:
                          "are measured")
     ap.add_argument("--mutant-runs", type=int, default=3)
     ap.add_argument("--mutant-rounds", type=int, default=8)
+    ap.add_argument("--mutant-deadline", type=float, default=None,
+                    help="seconds after which no further answer's mutants are started (written as not measured)")
     args = ap.parse_args()
     if args.compare_scale:
         return 0 if compare_scale(*map(Path, args.compare_scale))["ok"] else 1
@@ -651,7 +697,7 @@ def main() -> int:
                  args.cohort if week == "week1" else "all", args.members if week == "week1" else None)
     if args.mutants:
         step("understanding checks (mutants)", understanding_checks, summary, out, args.mutants, args.mutant_answers,
-             args.mutant_runs, args.mutant_rounds)
+             args.mutant_runs, args.mutant_rounds, args.mutant_deadline)
     for n in args.scale_gpus:  # class scale: the cohort on n GPUs (0: all of them)
         step(f"class scale, {n or 'all'} GPUs", class_scale, summary, out, "week1", args.cohort, n or None,
              args.members)
