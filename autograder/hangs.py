@@ -443,6 +443,8 @@ def launch_shape(ex, wl, cubin, shape, seed: int, deadline: float | None, names:
 
     inputs = wl.make_inputs(list(shape), seed, device="cuda")
     ref = wl.reference(inputs)
+    if names is not None and not names:  # nothing instrumented (a kernel with no mbarrier wait: week 1's days 1-4):
+        names = None  # the build has no trace to reset or read; the host's deadline alone bounds the launch
     if names is not None:
         reset_trace(cubin, bound_s)
     rec, t0 = {"shape": list(shape)}, time.perf_counter()

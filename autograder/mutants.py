@@ -37,7 +37,7 @@ from .operators import MAX_SITES, Operator, OperatorError, parse_operator  # noq
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTCOMES = ("hangs", "wrong", "crashes", "slower", "faster", "no observable change", "does not compile",
-            "not reproducible")
+            "not reproducible", "not measured")
 
 
 # ------------------------------------------------------------------------------------------------ the operators
@@ -424,9 +424,22 @@ def classify(runs: list[dict], speed: dict | None, tolerance: float = 0.03) -> d
                       "a race the GPU did not show stays a race"}
 
 
+def _course_failed(text: str) -> bool:
+    """A Python traceback whose last frame is the course's code (autograder/, kernels/) and whose error is not the
+    GPU's: the measuring failed, the mutant did not crash. A CUDA error (a fault, a launch failure) is the kernel's."""
+    if "Traceback (most recent call last)" not in text and "\n  File \"" not in text:
+        return False
+    frames = re.findall(r'File "([^"]+)"', text)
+    last = text.strip().splitlines()[-1] if text.strip() else ""
+    gpu = re.search(r"CUDA_ERROR_(ILLEGAL|LAUNCH|MISALIGNED|HARDWARE|ASSERT|UNKNOWN|INVALID_PC|EXCEPTION)|"
+                    r"illegal (memory|address|instruction)|launch failure|misaligned|unspecified|trap|segmentation fault|"
+                    r"core dumped|abort", last, re.I)
+    return bool(frames) and any(f"/{d}/" in frames[-1] for d in ("autograder", "kernels")) and not gpu
+
+
 def outcome(slug: str, exercise: str | None, mutant: str, base: str, *, runs: int = 3, rounds: int = 8,
             seed: int = 7, bound_s: float = 1.0, timeout_s: float = 60, env: dict | None = None,
-            device: str | None = None) -> dict:
+            device: str | None = None, cached_only: bool = False) -> dict:
     """One mutant (source text) measured on this GPU: `runs` runs of every test shape (debug build, fresh inputs),
     then its speed against `base` if it stayed correct. A process of its own per stretch of runs (a hang or a fault
     ends one; the next run starts a new one). Cached by (mutant, base, GPU, settings)."""
@@ -443,6 +456,8 @@ def outcome(slug: str, exercise: str | None, mutant: str, base: str, *, runs: in
     cached = cache_dir("mutants") / f"outcome_{key}.json"
     if cached.exists():
         return {**json.loads(cached.read_text()), "cached": True}
+    if cached_only:
+        raise LookupError(f"{slug}: no outcome of this mutant measured on {device} in {cached.parent}")
     t0 = time.perf_counter()
     mfile, bfile = _as_file(mutant), _as_file(base)
     recs, seen, first, spawns = [], None, 0, 0
@@ -461,6 +476,10 @@ def outcome(slug: str, exercise: str | None, mutant: str, base: str, *, runs: in
         if run["timed_out"]:
             recs.append({"class": "hangs", "detail": f"no answer in {timeout_s:.0f} s: a wait the debug build does "
                          "not bound (__syncthreads, a cluster barrier, a spin loop)", "run": first + len(got)})
+        elif not got and run["rc"] != 0 and _course_failed(run["text"]):
+            # the measuring process died in the course's own code before any run: no outcome of the mutant's
+            recs.append({"class": "not measured", "detail": run["text"][-600:], "run": first})
+            break
         elif not got and run["rc"] != 0:
             recs.append({"class": "crashes", "detail": run["text"][-600:], "run": first})
         first = 1 + max([r.get("run", first) for r in recs] or [first])
@@ -468,6 +487,9 @@ def outcome(slug: str, exercise: str | None, mutant: str, base: str, *, runs: in
     speed = speed if recs and all(r["class"] == "correct" for r in recs) else None
     if any(r["class"] == "does not compile" for r in recs):
         res = {"outcome": "does not compile", "detail": recs[-1]["detail"]}
+    elif any(r["class"] == "not measured" for r in recs):
+        res = {"outcome": "not measured", "detail": "the measuring process failed in the course's code: "
+               + recs[-1]["detail"][-400:]}
     else:
         res = classify(recs, speed)
     res.update(runs=[{k: r.get(k) for k in ("run", "class", "detail")} for r in recs], speed=speed, device=seen,
@@ -477,20 +499,23 @@ def outcome(slug: str, exercise: str | None, mutant: str, base: str, *, runs: in
 
 
 def measure_answer(slug: str, source: str, exercise: str | None = None, *, runs: int = 3, rounds: int = 8,
-                   progress=print, env: dict | None = None, device: str | None = None) -> dict:
-    """Every mutant of `source` measured: {"mutants": [mutant dict + outcome], "gpu_s"}. `env`: the environment of
-    the measuring processes (a lane's CUDA_VISIBLE_DEVICES); `device`: that GPU's name (the cache's key)."""
-    t0 = time.perf_counter()
+                   progress=print, env: dict | None = None, device: str | None = None,
+                   cached_only: bool = False) -> dict:
+    """Every mutant of `source` measured: {"mutants": [mutant dict + outcome], "gpu_s": the seconds their
+    measurements took on the GPU (each kept with its outcome, so a table rebuilt from the cache keeps them)}. `env`:
+    the environment of the measuring processes (a lane's CUDA_VISIBLE_DEVICES); `device`: that GPU's name (the
+    cache's key); `cached_only`: read outcomes measured earlier, LookupError for one that was not (no GPU here)."""
     out = []
     ms = mutate(slug, source, exercise)
     for i, m in enumerate(ms):
-        res = outcome(slug, exercise, m.source, source, runs=runs, rounds=rounds, env=env, device=device)
+        res = outcome(slug, exercise, m.source, source, runs=runs, rounds=rounds, env=env, device=device,
+                      cached_only=cached_only)
         out.append({**m.to_dict(), **res})
         if progress:
             progress(f"  [{i + 1}/{len(ms)}] {m.key} (line {m.line}): {res['outcome']} — {res.get('detail', '')[:140]}"
                      f" [{res['gpu_s']:.0f} s]")
     return {"slug": slug, "exercise": exercise, "source_digest": hashlib.sha256(source.encode()).hexdigest()[:16],
-            "mutants": out, "gpu_s": round(time.perf_counter() - t0, 1)}
+            "mutants": out, "gpu_s": round(sum(r.get("gpu_s") or 0.0 for r in out), 1)}
 
 
 # ------------------------------------------------------------------------------------------------ a class

@@ -129,6 +129,12 @@ INSTRUCTOR_ONLY = {
                                        "staging -> TMA store overlapped with the next tile) is week 2 day 4's "
                                        "exercise answered",
 }
+# The understanding checks' outcome tables (make gpu-test): each mutant's line as written and as changed, in the
+# course solution, the known slow answer and the assistant's full-marks answer — answer lines; kept out like the rest.
+INSTRUCTOR_ONLY.update({f"kernels/{d.name}/{f.name}": "the understanding checks' outcomes, with the lines of the "
+                        "answers they were drawn from (the course solution's among them)"
+                        for d in sorted((ROOT / "kernels").iterdir()) if d.is_dir()
+                        for f in sorted(d.glob("mutants_*.json"))})
 # What it carries: the notebooks of the week come from weeks/<week>/.
 SHIPPED = ("kernels", "autograder", "pyproject.toml", "environment.yml")
 SKIP_NAMES = ("__pycache__", ".ipynb_checkpoints")

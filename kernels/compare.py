@@ -131,3 +131,54 @@ def interleaved(measure: dict[str, Callable[[], float]], rounds: int = ROUNDS,
         if progress:
             progress(r + 1, rounds)
     return cmp
+
+
+# ------------------------------------------------------------------------------------------ the recorded claims
+def claims_table() -> list[dict]:
+    """Every claim against a baseline that recorded rounds support (kernels/<slug>/rounds_<gpu>.json), one row each:
+    the GPU, driver and date, the claim, the rounds, the median ratio, its 95 % interval, what the interval supports,
+    and each side's mean SM clock where the rounds sampled it. Read with the topic's own summary (the GEMM's
+    parity_summary, attention's rounds_summary), so the table and the notebooks agree."""
+    import statistics
+
+    from .record import rounds_records
+
+    out = []
+    for slug, tag, doc in rounds_records():
+        where = {"device": doc["device"], "driver": doc.get("driver"), "date": doc.get("date")}
+        if slug == "gemm":
+            from .gemm.bench import parity_summary
+
+            s = parity_summary(doc["rows"])
+            mhz = {}
+            for r in doc["rows"]:
+                if r.get("lesson") == "parity" and r.get("sm_mhz"):
+                    mhz.setdefault(r["rung"], []).append(r["sm_mhz"])
+            for v, x in s.get("over_cublas", {}).items():
+                shape = next(r["shape"] for r in doc["rows"] if r.get("lesson") == "parity")
+                out.append({**where, "slug": slug, "claim": f"{v} / cuBLAS, {shape}",
+                            "rounds": s["rounds"], "median": x["median"], "lo": x["lo"], "hi": x["hi"],
+                            "says": x["says"].split(":")[0],
+                            "sm_mhz": {k: statistics.mean(mhz[k]) for k in (v, "cublas") if mhz.get(k)}})
+        elif slug == "attention":
+            from .attention.bench import rounds_summary
+
+            for shape, x in rounds_summary(doc["rows"]).items():
+                out.append({**where, "slug": slug, "claim": f"overlap rung / cuDNN, {shape}", "rounds": x["rounds"],
+                            "median": x["median"], "lo": x["lo"], "hi": x["hi"], "says": x["says"].split(":")[0],
+                            "sm_mhz": {k: v for k, v in x["sm_mhz"].items() if v}})
+    return out
+
+
+def print_claims(rows: list[dict] | None = None) -> None:
+    rows = claims_table() if rows is None else rows
+    print(f"{'GPU (driver, date)':<48}{'claim':<38}{'rounds':>7}{'median':>8}{'95 % interval':>16}  "
+          f"{'says':<16}SM MHz")
+    for r in rows:
+        clocks = ", ".join(f"{k} {v:.0f}" for k, v in r["sm_mhz"].items())
+        print(f"{r['device'] + ' (' + str(r['driver']) + ', ' + str(r['date']) + ')':<48}{r['claim']:<38}"
+              f"{r['rounds']:>7}{r['median']:>7.3f}x{r['lo']:>9.3f}-{r['hi']:.3f}x  {r['says']:<16}{clocks}")
+
+
+if __name__ == "__main__":
+    print_claims()

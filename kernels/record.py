@@ -51,6 +51,23 @@ def load_all(slug: str) -> dict[str, dict]:
     return {t: json.loads(path(slug, t).read_text()) for t in tags(slug)}
 
 
+def rounds_path(slug: str, tag: str) -> Path:
+    """kernels/<slug>/rounds_<gpu>.json: a topic's interleaved rounds against its baseline (kernels.compare), kept
+    apart from the ladder's record when they come from a later run."""
+    return KERNELS / slug / f"rounds_{tag}.json"
+
+
+def rounds_records() -> list[tuple[str, str, dict]]:
+    """Every record of interleaved rounds: (slug, GPU tag, document), sorted — each rounds file, and each ladder
+    record holding rounds (rows of lesson "parity" or "rounds") of a GPU with no rounds file for that topic."""
+    out = {(f.parent.name, f.stem.split("_", 1)[1]): f for f in KERNELS.glob("*/rounds_*.json")}
+    for f in KERNELS.glob("*/recorded_*.json"):
+        key = (f.parent.name, f.stem.split("_", 1)[1])
+        if key not in out and any(r.get("lesson") in ("parity", "rounds") for r in json.loads(f.read_text())["rows"]):
+            out[key] = f
+    return [(*k, json.loads(out[k].read_text())) for k in sorted(out)]
+
+
 def load(slug: str, tag: str | None = None) -> dict | None:
     """The record of GPU `tag` if given (None if it has none); else the record of the GPU this process runs on if
     the topic has one, else the H100's, else another GPU's (the first tag in sorted order); None if there is none.

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from autograder import mutants
 from autograder.known import course_solution, kernel_source
 from autograder.mutants import Operator, classify, mask, mutate
+from autograder.release import ROOT
 from autograder.spec import SpecError, all_specs, parse
 
 SPECS_WITH_MUTANTS = [s for s in all_specs() if any(ex.mutants for ex in s.exercises.values())]
@@ -309,3 +310,74 @@ def test_the_gpu_steps_answers_each_have_mutants():
         for ans in ("solution", "slow", "assistant"):
             name, src = gpu_check._mutant_answer(spec.slug, ans)
             assert mutate(spec.slug, src), f"{spec.slug} {name}: no mutant"
+
+
+def test_a_kernel_with_no_barrier_wait_is_launched_without_a_trace(monkeypatch):
+    """Week 1's days 1-4 have no mbarrier wait: their debug build holds no trace. Measured on an H200 (2026-11-28)
+    before the fix, every mutant of those days 'crashed' on the course's own KeyError (no __device__ variable
+    'course_barrier_trace'): launch_shape must neither reset nor read a trace there."""
+    from autograder import hangs
+    from kernels import runner
+
+    class Rep:
+        ok = True
+        message = ""
+
+    class WL:
+        make_inputs = staticmethod(lambda shape, seed, device: {"x": shape})
+        reference = staticmethod(lambda inputs: None)
+
+    def no_trace(*a, **k):
+        raise KeyError("no __device__ variable 'course_barrier_trace'")
+
+    monkeypatch.setattr(hangs, "reset_trace", no_trace)
+    monkeypatch.setattr(hangs, "read_trace", no_trace)
+    monkeypatch.setattr(runner, "checked_launch", lambda *a, **k: (None, Rep()))
+    ex = type("Ex", (), {"kernel": "k"})()
+    assert hangs.launch_shape(ex, WL(), object(), (8, 8), 1, 5.0, {}, 1.0)["status"] == "ok"
+    with pytest.raises(KeyError):  # a build that was instrumented still needs its trace
+        hangs.launch_shape(ex, WL(), object(), (8, 8), 1, 5.0, {0: "full"}, 1.0)
+
+
+@given(st.sampled_from(["autograder/hangs.py", "kernels/launch.py", "kernels/runner.py"]),
+       st.sampled_from(["KeyError: \"no __device__ variable 'x' (CUDA_ERROR_NOT_FOUND: 500)\"",
+                        "ValueError: trace is 8 bytes", "AttributeError: 'NoneType'"]),
+       st.sampled_from(["RuntimeError: CUDA_ERROR_ILLEGAL_ADDRESS", "RuntimeError: unspecified launch failure",
+                        "RuntimeError: CUDA_ERROR_MISALIGNED_ADDRESS", "Segmentation fault (core dumped)",
+                        "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"]))
+def test_the_courses_own_failure_is_not_measured_while_a_kernel_fault_crashes(where, ours, fault):
+    from autograder.mutants import _course_failed
+
+    head = f'Traceback (most recent call last):\n  File "/x/course/{where}", line 9, in f\n    y()\n'
+    assert _course_failed(head + ours)
+    assert not _course_failed(head + fault)
+    assert not _course_failed(fault)
+
+
+def test_the_recorded_outcome_tables_cover_every_exercise_and_stay_with_the_instructors():
+    """kernels/<slug>/mutants_<gpu>.json (make gpu-test's understanding checks): for every exercise, the course
+    solution, the known slow answer and the assistant's answer, every mutant the operators find today measured over
+    3 runs or more, none of them a failure of the course's own measuring; the files hold answer lines, so the student
+    release leaves them out."""
+    from autograder.release import INSTRUCTOR_ONLY
+    from autograder.spec import all_specs
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    from gpu_check import SLOW_ANSWER, _mutant_answer
+
+    for s in all_specs():
+        files = sorted((ROOT / "kernels" / s.slug).glob("mutants_*.json"))
+        assert files, s.slug
+        for f in files:
+            assert f"kernels/{s.slug}/{f.name}" in INSTRUCTOR_ONLY
+            doc = json.loads(f.read_text())
+            assert doc["runs"] >= 3 and not doc.get("not_measured")
+            assert set(doc["answers"]) == {"solution", SLOW_ANSWER[s.slug], "assistant"}
+            for ans in ("solution", "slow", "assistant"):
+                name, src = _mutant_answer(s.slug, ans)
+                got = doc["answers"][name]["mutants"]
+                assert [m["key"] for m in got] == [m.key for m in mutate(s.slug, src)], (s.slug, name)
+                for m in got:
+                    assert m["outcome"] in mutants.OUTCOMES and m["outcome"] != "not measured", (s.slug, name, m)
+                    assert len(m["runs"]) >= 3 or m["outcome"] == "does not compile", (s.slug, name, m["key"])
+                    assert "Traceback" not in json.dumps(m["runs"]), (s.slug, name, m["key"])

@@ -626,6 +626,30 @@ def understanding_checks(out: Path, slugs: list[str], answers: list[str], runs: 
     return {"ok": not missing, "rows": rows, "not_measured": missing, "wall_s": round(time.perf_counter() - t0, 1)}
 
 
+def mutant_tables_from_cache(cache: Path, device: dict, slugs: list[str], answers: list[str], runs: int = 3,
+                             rounds: int = 8) -> list[Path]:
+    """The understanding checks' tables (kernels/<slug>/mutants_<gpu>.json) rebuilt with no GPU from the outcome cache
+    a GPU run left (build/cache/course/mutants): every mutant of every answer must be there, each with the runs, the
+    speed and the GPU seconds measured then (a run's files can be lost in transfer; its cache holds all of it).
+    `device`: {"name", "driver", "date"} of that run. LookupError names the first mutant that was not measured."""
+    from autograder.mutants import measure_answer
+    from kernels.record import device_tag
+
+    os.environ["COURSE_CACHE_DIR"] = str(Path(cache).parent)
+    written = []
+    for slug in slugs:
+        doc = {"device": device["name"], "driver": device["driver"], "date": device["date"], "runs": runs,
+               "rounds": rounds, "answers": {}, "not_measured": [], "from": "the outcome cache of the GPU run"}
+        for ans in answers:
+            name, src = _mutant_answer(slug, ans)
+            doc["answers"][name] = measure_answer(slug, src, runs=runs, rounds=rounds, device=device["name"],
+                                                  progress=None, cached_only=True)
+        f = ROOT / "kernels" / slug / f"mutants_{device_tag(device['name'])}.json"
+        f.write_text(json.dumps(doc, indent=1) + "\n")
+        written.append(f)
+    return written
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "build/gpu"))
