@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -482,6 +483,10 @@ def cmd_understanding(args) -> int:
         path = u.import_answers(args.week, args.answers, key, args.weight, grading_dir())
         print(f"understanding scores of {args.week} (weight {args.weight:g}): {path}")
         return 0
+    if args.recorded:  # the answers make gpu-test measured, one sheet each (no GPU needed: their outcomes are recorded)
+        measured = out / args.week / "recorded_measured"
+        shutil.rmtree(measured, ignore_errors=True)
+        u.measured_from_records(measured, args.week)
     cohort, notes = u.read_measured(measured, args.week)
     if not cohort:
         print(f"no measured dicts of {args.week} under {measured}/<student>/<slug>.json (autograder understanding "
@@ -568,6 +573,8 @@ def parser() -> argparse.ArgumentParser:
     u.add_argument("--students", help="measure: only these students (comma-separated plain ids)")
     u.add_argument("--student", action="append", help="measure: only this student (any id; repeatable)")
     u.add_argument("--students-file", help="measure: only the students of this file")
+    u.add_argument("--recorded", action="store_true", help="sheets: for the answers make gpu-test measured (course "
+                   "solution, known slow answer, the assistant's: kernels/<slug>/mutants_<gpu>.json), one sheet each")
     u.add_argument("--per-day", type=int, default=3, help="sheets: multiple-choice questions a day (default 3)")
     u.add_argument("--out", help="sheets and key folder (default: <grading dir>/understanding)")
     u.add_argument("--practice", action="store_true", help="sheets: also <out>/practice_<week>/, keys and feedback "

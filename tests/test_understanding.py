@@ -349,3 +349,29 @@ def test_questions_quote_the_students_own_lines_as_mutants_shows_them(outcomes, 
         assert (q.line, q.before, q.after) == (m.line, m.before, m.after)
         assert f"line {m.line}:</p><pre>{html.escape(m.before)}</pre><p>becomes</p><pre>{html.escape(m.after)}</pre>" \
             in page
+
+
+@pytest.mark.parametrize("week", ["week1", "week2"])
+def test_sheets_of_the_recorded_answers_are_keyed_by_what_the_gpu_did(tmp_path, week):
+    """The answers make gpu-test measured on a GPU (kernels/<slug>/mutants_<gpu>.json: the course solution, the
+    known slow answer, the assistant's) become one sheet each: every multichoice key is the outcome recorded for
+    that answer's mutant at that line; the assistant's sheet and the solution's ask about different lines or
+    differently; the guessing rates come out for the sheets."""
+    files = u.measured_from_records(tmp_path, week)
+    assert files and {f.parent.name for f in files} == {"solution", "slow", "assistant"}
+    cohort, notes = u.read_measured(tmp_path, week)
+    assert not notes
+    sheets = u.build_sheets(week, cohort, seed=99)
+    recorded = {}
+    for who, days in cohort.items():
+        for slug, res in days.items():
+            for m in res["mutants"]:
+                recorded[(who, slug, m["line"], m["before"], m["after"])] = m["outcome"]
+    for who, sheet in sheets.items():
+        assert sheet.multichoice, who
+        for q in sheet.questions:
+            assert recorded[(who, q.slug, q.line, q.before, q.after)] == q.outcome and u.askable(q.outcome)
+    asked = {who: {(q.slug, q.line, q.before) for q in s.questions} for who, s in sheets.items()}
+    assert asked["assistant"] != asked["solution"]
+    rates = u.guessing_rates(sheets.values())
+    assert rates["uniform random"]["rate"] == pytest.approx(rates["uniform random"]["chance"])
