@@ -134,7 +134,7 @@ def interleaved(measure: dict[str, Callable[[], float]], rounds: int = ROUNDS,
 
 
 # ------------------------------------------------------------------------------------------ the recorded claims
-def claims_table() -> list[dict]:
+def claims_table(slug: str | None = None) -> list[dict]:
     """Every claim against a baseline that recorded rounds support (kernels/<slug>/rounds_<gpu>.json), one row each:
     the GPU, driver and date, the claim, the rounds, the median ratio, its 95 % interval, what the interval supports,
     and each side's mean SM clock where the rounds sampled it. Read with the topic's own summary (the GEMM's
@@ -144,7 +144,10 @@ def claims_table() -> list[dict]:
     from .record import rounds_records
 
     out = []
+    only = slug
     for slug, tag, doc in rounds_records():
+        if only is not None and slug != only:
+            continue
         where = {"device": doc["device"], "driver": doc.get("driver"), "date": doc.get("date")}
         if slug == "gemm":
             from .gemm.bench import parity_summary
@@ -170,8 +173,20 @@ def claims_table() -> list[dict]:
     return out
 
 
-def print_claims(rows: list[dict] | None = None) -> None:
-    rows = claims_table() if rows is None else rows
+def claims_markdown(slug: str | None = None) -> str:
+    """The recorded claims as a Markdown table (the README's, held to this by a test)."""
+    lines = ["| GPU (driver, date) | claim | rounds | median | 95 % interval | the interval says | mean SM MHz |",
+             "|---|---|---|---|---|---|---|"]
+    for r in claims_table(slug):
+        clocks = ", ".join(f"{k} {v:.0f}" for k, v in r["sm_mhz"].items())
+        lines.append(f"| {r['device']} ({r['driver']}, {r['date']}) | {r['claim']} | {r['rounds']} | "
+                     f"{r['median']:.3f}x | {r['lo']:.3f}-{r['hi']:.3f}x | {r['says']} | {clocks} |")
+    return "\n".join(lines)
+
+
+def print_claims(rows: list[dict] | str | None = None) -> None:
+    """The recorded claims (all, or one topic's: print_claims("gemm")), one line each."""
+    rows = claims_table(rows) if rows is None or isinstance(rows, str) else rows
     print(f"{'GPU (driver, date)':<48}{'claim':<38}{'rounds':>7}{'median':>8}{'95 % interval':>16}  "
           f"{'says':<16}SM MHz")
     for r in rows:
@@ -180,5 +195,10 @@ def print_claims(rows: list[dict] | None = None) -> None:
               f"{r['rounds']:>7}{r['median']:>7.3f}x{r['lo']:>9.3f}-{r['hi']:.3f}x  {r['says']:<16}{clocks}")
 
 
-if __name__ == "__main__":
-    print_claims()
+if __name__ == "__main__":  # python -m kernels.compare [--markdown]: the recorded claims
+    import sys
+
+    if "--markdown" in sys.argv:
+        print(claims_markdown())
+    else:
+        print_claims()
