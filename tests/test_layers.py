@@ -203,3 +203,19 @@ def test_one_finder_for_the_cuda_tools(tmp_path, monkeypatch):
     for path in ("kernels/sass.py", "kernels/ncu.py", "kernels/pipeline/model.py", "autograder/hangs.py"):
         text = (ROOT / path).read_text()
         assert "cuda_tool(" in text and "/usr/local/cuda/bin/" not in text, path
+
+
+def test_the_readme_map_names_every_module_of_the_library_and_the_grader():
+    """README's "How the pieces fit" diagram: every module of kernels/ in the library's block and every module of
+    autograder/ in the grader's, by name (a module added without a word in the map fails here)."""
+    import re
+
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## How the pieces fit"):]
+    section = section[:section.index("\n## ", 5)]
+    lib = section[section.index("    kernels/            the library"):section.index("├── kernels/<slug>/")]
+    grader = section[section.index("    autograder/         the grader"):section.index("    solutions/ → weeks/")]
+    for block, pkg in ((lib, "kernels"), (grader, "autograder")):
+        words = set(re.findall(r"[a-z_]+", block))
+        missing = [p.stem for p in sorted((ROOT / pkg).glob("*.py")) if p.stem != "__init__" and p.stem not in words]
+        assert not missing, f"README's map of {pkg}/ does not name {missing}"
