@@ -499,6 +499,10 @@ def cmd_understanding(args) -> int:
           f"{res['key']}\nguessing (multichoice, {next(iter(res['rates'].values()), {}).get('n', 0)} questions):")
     for name, r in res["rates"].items():
         print(f"  {name:32s} {r['rate']:6.1%}  (chance {r['chance']:.1%})")
+    print("GPU seconds that measured each sheet's keys (every mutant of the student's kernels, as measured):")
+    for student, days in sorted(cohort.items()):
+        per = ", ".join(f"{slug} {d.get('gpu_s') or 0:.0f}" for slug, d in sorted(days.items()))
+        print(f"  {student}: {sum(d.get('gpu_s') or 0 for d in days.values()):.0f} s ({per})")
     return 0
 
 

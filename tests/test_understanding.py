@@ -375,3 +375,18 @@ def test_sheets_of_the_recorded_answers_are_keyed_by_what_the_gpu_did(tmp_path, 
     assert asked["assistant"] != asked["solution"]
     rates = u.guessing_rates(sheets.values())
     assert rates["uniform random"]["rate"] == pytest.approx(rates["uniform random"]["chance"])
+
+
+def test_the_sheets_command_on_the_recorded_answers_prints_each_ones_gpu_seconds(tmp_path, monkeypatch, capsys):
+    """`autograder understanding sheets week2 --recorded`: one sheet per recorded answer, the key beside the sheets'
+    folder, and the GPU seconds that measured each sheet's keys: the sum of its days' recorded measurements."""
+    from autograder import cli
+
+    monkeypatch.setenv("COURSE_GRADING_DIR", str(tmp_path / "grading"))
+    assert cli.main(["understanding", "sheets", "week2", "--recorded", "--seed", "5", "--out", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    cohort, _ = u.read_measured(tmp_path / "week2" / "recorded_measured", "week2")
+    assert sorted(p.stem for p in (tmp_path / "sheets_week2").glob("*.html")) == sorted(cohort)
+    assert (tmp_path / "key_week2.csv").is_file()
+    for who, days in cohort.items():
+        assert f"  {who}: {sum(d['gpu_s'] for d in days.values()):.0f} s (" in text
