@@ -1,0 +1,52 @@
+"""tools/structure.py, the structure measures of issue 41's table, on trees made here with known answers."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+import structure  # noqa: E402
+
+
+def _py_function(name: str, body_lines: int, nested_import: bool = False) -> str:
+    body = ["    import os" if nested_import else "    x = 0"] + [f"    x = {i}" for i in range(body_lines - 1)]
+    return f"def {name}():\n" + "\n".join(body) + "\n"
+
+
+@given(st.integers(1, 160), st.booleans())
+@settings(max_examples=25, deadline=None)
+def test_a_function_is_long_exactly_when_it_has_more_than_80_lines(tmp_path_factory, body, imp):
+    f = tmp_path_factory.mktemp("py") / "m.py"
+    f.write_text("import json\n\n\n" + _py_function("f", body, imp) + "\n\nclass C:\n" +
+                 "\n".join("    " + ln for ln in _py_function("g", 3, True).splitlines()) + "\n")
+    long = dict(structure.long_functions(f))
+    assert ("f" in long) == (body + 1 > 80) and (long.get("f") in (None, body + 1))
+    assert "C.g" not in long
+    assert structure.nested_imports(f) == 1 + imp  # C.g's import and f's; the module's own import is not counted
+
+
+def _cuda(name: str, lines: int) -> str:
+    body = "\n".join(f"    int v{i} = {i}; // a {{ brace in a comment" for i in range(lines - 2))
+    return f"__device__ __forceinline__ void {name}(const float* p,\n        int n) {{\n{body}\n}}\n"
+
+
+@given(st.integers(3, 200), st.integers(3, 200))
+@settings(max_examples=25, deadline=None)
+def test_cuda_functions_are_measured_from_brace_to_brace_inside_namespaces(a, b):
+    text = ('#include "x.cuh"\nnamespace attn {\n' + _cuda("body", a) + "}  // namespace\n"
+            'extern "C" __global__ void __launch_bounds__(128) entry(float* o) {\n  if (o) { o[0] = 1.f; }\n}\n'
+            "struct S { int a; };\n" + _cuda("other", b))
+    got = dict(structure.cuda_functions(text, limit=120))
+    assert got == {k: v for k, v in (("body", a), ("other", b)) if v > 120}
+    assert dict(structure.cuda_functions(text, limit=1))["entry"] == 3
+
+
+def test_the_measures_of_this_tree_name_the_places_a_day_lives():
+    m = structure.measures()
+    assert {"kernels/tma", "autograder/specs", "autograder/submissions", "solutions"} <= set(m["places"]["tma"])
+    assert m["places_a_day_lives"] >= len(m["places"]["tma"])
+    assert all(v > structure.MODULE_LINES for v in m["modules_over_500_lines"].values())

@@ -1,0 +1,145 @@
+"""The structure measures of the course's tree (issue 41's table), read from the files as they are:
+
+    .venv/bin/python tools/structure.py [--json]
+
+- places a day lives: the top-level places holding a file or folder named after the day's slug (kernels/<slug>/,
+  autograder/specs/<slug>.toml, autograder/submissions/<slug>/, solutions/<week>/dayN_<slug>.ipynb, tests/...);
+- Python modules over 500 lines, functions over 80 lines (kernels/, autograder/, tools/);
+- CUDA functions over 120 lines (kernels/**/*.cu, *.cuh: a definition's body from its opening brace to its match);
+- imports inside a function (a module's imports belong at its top unless a reason is written beside one).
+
+Duplicate pairs are the `duplicates` tool's (not counted here). Nothing is written; it reads the tree as text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("kernels", "autograder", "tools")
+MODULE_LINES, FUNCTION_LINES, CUDA_LINES = 500, 80, 120
+
+
+def python_files(root: Path) -> list[Path]:
+    return sorted(p for pkg in PACKAGES for p in (root / pkg).rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def long_functions(path: Path, limit: int = FUNCTION_LINES) -> list[tuple[str, int]]:
+    """(qualified name, lines) of each function or method of `path` longer than `limit` lines."""
+    out = []
+
+    def walk(node, prefix=""):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = prefix + child.name
+                if not isinstance(child, ast.ClassDef):
+                    n = child.end_lineno - child.lineno + 1
+                    if n > limit:
+                        out.append((name, n))
+                walk(child, name + ".")
+
+    walk(ast.parse(path.read_text()))
+    return out
+
+
+def nested_imports(path: Path) -> int:
+    """Imports inside a function body of `path` (at any depth, each counted once)."""
+    count = 0
+
+    def walk(node, in_function: bool) -> None:
+        nonlocal count
+        for child in ast.iter_child_nodes(node):
+            if in_function and isinstance(child, (ast.Import, ast.ImportFrom)):
+                count += 1
+            walk(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)))
+
+    walk(ast.parse(path.read_text()), False)
+    return count
+
+
+_SIGNATURE = re.compile(r"\)\s*(const\s*)?(noexcept\s*)?(->\s*[\w:<>, ]+\s*)?$")
+
+
+def cuda_functions(text: str, limit: int = CUDA_LINES) -> list[tuple[str, int]]:
+    """(name, lines) of each CUDA function definition of `text` longer than `limit` lines: a top-level brace whose
+    text before it ends like a signature (`... name(args)`), measured to its matching brace (comments and strings
+    blanked first)."""
+    clean = re.sub(r"//[^\n]*|/\*.*?\*/", lambda m: re.sub(r"[^\n]", " ", m.group(0)), text, flags=re.S)
+    clean = re.sub(r'"(\\.|[^"\\\n])*"', lambda m: " " * len(m.group(0)), clean)
+    out, stack, start, fname = [], [], None, "?"
+    for i, ch in enumerate(clean):
+        if ch == "{":
+            head = clean[max(0, i - 400):i].rstrip()
+            if re.search(r"(\bnamespace(\s+\w+)?|\bextern)\s*$", head):
+                stack.append("scope")  # namespace or extern "C" block: its functions are top level
+                continue
+            if all(k == "scope" for k in stack) and _SIGNATURE.search(head):
+                start, names = i, re.findall(r"(\w+)\s*\(", head)
+                fname = names[-1] if names else "?"
+                stack.append("function")
+            else:
+                stack.append("block")
+        elif ch == "}" and stack:
+            kind = stack.pop()
+            if kind == "function" and start is not None:
+                n = clean.count("\n", start, i) + 1
+                if n > limit:
+                    out.append((fname, n))
+                start = None
+    return out
+
+
+def day_places(root: Path) -> dict[str, list[str]]:
+    """{slug: the top-level places that hold a file or folder named after it}."""
+    slugs = sorted(p.stem for p in (root / "autograder" / "specs").glob("*.toml"))
+    out = {}
+    for slug in slugs:
+        hits = set()
+        for p in root.rglob(f"*{slug}*"):
+            rel = p.relative_to(root)
+            if rel.parts[0] in (".venv", "build", ".git", "weeks") or "__pycache__" in rel.parts:
+                continue
+            if re.search(rf"(^|[^a-z]){slug}([^a-z]|$)", p.name):
+                top = rel.parts[0] if len(rel.parts) == 1 else "/".join(rel.parts[:2]) if rel.parts[0] != "kernels" \
+                    else f"kernels/{slug}"
+                hits.add(top if not top.startswith("solutions") else "solutions")
+        out[slug] = sorted(hits)
+    return out
+
+
+def measures(root: Path = ROOT) -> dict:
+    files = python_files(root)
+    lines = {str(p.relative_to(root)): len(p.read_text().splitlines()) for p in files}
+    long_fn = {f"{p.relative_to(root)}:{n}": k for p in files for n, k in long_functions(p)}
+    cuda = {f"{p.relative_to(root)}:{n}": k for ext in ("*.cu", "*.cuh")
+            for p in sorted((root / "kernels").rglob(ext)) for n, k in cuda_functions(p.read_text())}
+    places = day_places(root)
+    return {"places_a_day_lives": max((len(v) for v in places.values()), default=0),
+            "places": places,
+            "modules_over_500_lines": {k: v for k, v in sorted(lines.items()) if v > MODULE_LINES},
+            "functions_over_80_lines": long_fn,
+            "cuda_functions_over_120_lines": cuda,
+            "in_function_imports": sum(nested_imports(p) for p in files)}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
+    m = measures()
+    if a.json:
+        print(json.dumps(m, indent=1))
+        return 0
+    print(f"places a day lives (most): {m['places_a_day_lives']}  e.g. tma: {', '.join(m['places'].get('tma', []))}")
+    for key in ("modules_over_500_lines", "functions_over_80_lines", "cuda_functions_over_120_lines"):
+        print(f"{key.replace('_', ' ')}: {len(m[key])}" + "".join(f"\n  {k}: {v}" for k, v in m[key].items()))
+    print(f"in-function imports: {m['in_function_imports']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
