@@ -564,6 +564,12 @@ def parser() -> argparse.ArgumentParser:
     r = sub.add_parser("release", help="generate weeks/ from solutions/")
     r.add_argument("weeks", nargs="*")
     r.set_defaults(fn=cmd_release)
+    _understanding_parser(sub)
+    return ap
+
+
+def _understanding_parser(sub) -> None:
+    """`autograder understanding measure | sheets | import`."""
     u = sub.add_parser("understanding", help="understanding checks from each student's measured mutants")
     u.add_argument("action", choices=("measure", "sheets", "import"))
     u.add_argument("week")
@@ -588,7 +594,6 @@ def parser() -> argparse.ArgumentParser:
     u.add_argument("--seed", type=int)
     u.add_argument("--seed-file")
     u.set_defaults(fn=cmd_understanding)
-    return ap
 
 
 def main(argv: list[str] | None = None) -> int:

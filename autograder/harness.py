@@ -522,10 +522,63 @@ def _timed(ex, wl, cubin, seed: int, ceilings, facts: dict) -> dict:
     return mine
 
 
+def _compiled(ex, source: str | None, facts: dict):
+    """The student's cubin, or None with facts["compile"] saying why (not attempted, a forbidden include, an error);
+    ptxas's advisories become a flag."""
+    from kernels.compile import CompileError, ForbiddenInclude, NotAttempted, advisories, compile_cuda
+
+    if not source:
+        facts["compile"] = {"ok": False, "not_attempted": True, "error": "no kernel source was submitted"}
+        return None
+    try:
+        cubin = compile_cuda(source, name=ex.answer_var)
+    except NotAttempted as exc:
+        facts["compile"] = {"ok": False, "not_attempted": True, "error": str(exc)}
+        return None
+    except ForbiddenInclude as exc:
+        facts["compile"] = {"ok": False, "not_attempted": False, "error": str(exc)}
+        facts["flags"].append(f"forbidden-include: {exc.directive[:120]} (line {exc.line}): only the course's and "
+                              "the CUDA toolkit's headers can be included, by name")
+        return None
+    except CompileError as exc:
+        facts["compile"] = {"ok": False, "not_attempted": False, "error": str(exc)}
+        return None
+    facts["compile"] = {"ok": True}
+    adv = advisories(cubin)
+    if adv:  # ptxas changed what the kernel does (kernels.compile.ADVISORIES): the student and the report hear it
+        facts["compile"]["advisories"] = adv
+        facts["flags"].append("ptxas-advisory: " + "; ".join(adv)[:400] + " — ptxas compiled something other than "
+                              "what the source says (e.g. C7517: a register the tensor cores still write was read "
+                              "before its wgmma_wait, so ptxas waited there and the GEMMs no longer overlap)")
+    return cubin
+
+
+def _path(ex, cubin, facts: dict) -> bool:
+    """The SASS path evidence into facts["path"] (and a path-elsewhere flag); False when the named kernel is not in
+    the cubin (nothing more can be graded)."""
+    from kernels.sass import path_evidence
+
+    pp = ex.parts["path"]
+    try:
+        ev = path_evidence(cubin, ex.kernel, pp.require, pp.forbid)
+    except KeyError as exc:
+        facts["path"] = {"ok": False, "missing": list(pp.require), "summary": str(exc), "no_kernel": True}
+        facts["correctness"] = {"graded": False, "ok": False, "reason": str(exc)}
+        return False
+    facts["path"] = {"ok": ev.ok, "missing": ev.missing, "forbidden": {k: v[:3] for k, v in ev.forbidden.items()},
+                     "found": {k: v[:3] for k, v in ev.found.items()}, "summary": ev.summary(),
+                     "kernels": cubin.kernels}
+    others = [k for k in cubin.kernels if k != ex.kernel]
+    if not ev.ok and others:
+        elsewhere = [k for k in others if path_evidence(cubin, k, pp.require, ()).ok]
+        if elsewhere:
+            facts["flags"].append(f"path-elsewhere: {', '.join(pp.require)} appear only in {elsewhere}, "
+                                  f"not in {ex.kernel}, the kernel that does the work")
+    return True
+
+
 def _run(job: dict, facts: dict) -> None:
     from kernels import device
-    from kernels.compile import CompileError, ForbiddenInclude, NotAttempted, advisories, compile_cuda
-    from kernels.sass import path_evidence
 
     from .spec import load
 
@@ -535,45 +588,8 @@ def _run(job: dict, facts: dict) -> None:
     g = device.gpu()
     facts["device"] = g["name"] if g else None
     facts["gpu"] = gpu
-    source = job.get("source")
-    if not source:
-        facts["compile"] = {"ok": False, "not_attempted": True, "error": "no kernel source was submitted"}
-        return
-    try:
-        cubin = compile_cuda(source, name=ex.answer_var)
-    except NotAttempted as exc:
-        facts["compile"] = {"ok": False, "not_attempted": True, "error": str(exc)}
-        return
-    except ForbiddenInclude as exc:
-        facts["compile"] = {"ok": False, "not_attempted": False, "error": str(exc)}
-        facts["flags"].append(f"forbidden-include: {exc.directive[:120]} (line {exc.line}): only the course's and "
-                              "the CUDA toolkit's headers can be included, by name")
-        return
-    except CompileError as exc:
-        facts["compile"] = {"ok": False, "not_attempted": False, "error": str(exc)}
-        return
-    facts["compile"] = {"ok": True}
-    adv = advisories(cubin)
-    if adv:  # ptxas changed what the kernel does (kernels.compile.ADVISORIES): the student and the report hear it
-        facts["compile"]["advisories"] = adv
-        facts["flags"].append("ptxas-advisory: " + "; ".join(adv)[:400] + " — ptxas compiled something other than "
-                              "what the source says (e.g. C7517: a register the tensor cores still write was read "
-                              "before its wgmma_wait, so ptxas waited there and the GEMMs no longer overlap)")
-    pp = ex.parts["path"]
-    try:
-        ev = path_evidence(cubin, ex.kernel, pp.require, pp.forbid)
-        facts["path"] = {"ok": ev.ok, "missing": ev.missing, "forbidden": {k: v[:3] for k, v in ev.forbidden.items()},
-                         "found": {k: v[:3] for k, v in ev.found.items()}, "summary": ev.summary(),
-                         "kernels": cubin.kernels}
-        others = [k for k in cubin.kernels if k != ex.kernel]
-        if not ev.ok and others:
-            elsewhere = [k for k in others if path_evidence(cubin, k, pp.require, ()).ok]
-            if elsewhere:
-                facts["flags"].append(f"path-elsewhere: {', '.join(pp.require)} appear only in {elsewhere}, "
-                                      f"not in {ex.kernel}, the kernel that does the work")
-    except KeyError as exc:
-        facts["path"] = {"ok": False, "missing": list(pp.require), "summary": str(exc), "no_kernel": True}
-        facts["correctness"] = {"graded": False, "ok": False, "reason": str(exc)}
+    cubin = _compiled(ex, job.get("source"), facts)
+    if cubin is None or not _path(ex, cubin, facts):
         return
     # What is known before the first launch survives a hang or a crash of what follows.
     _emit("PARTIAL", facts)
