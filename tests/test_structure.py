@@ -50,3 +50,10 @@ def test_the_measures_of_this_tree_name_the_places_a_day_lives():
     assert {"kernels/tma", "autograder/specs", "autograder/submissions", "solutions"} <= set(m["places"]["tma"])
     assert m["places_a_day_lives"] >= len(m["places"]["tma"])
     assert all(v > structure.MODULE_LINES for v in m["modules_over_500_lines"].values())
+
+
+def test_no_python_function_over_80_lines_and_no_cuda_function_over_120():
+    """The targets this tree meets, held: a function that grows past them fails here, named."""
+    m = structure.measures()
+    assert m["functions_over_80_lines"] == {}
+    assert m["cuda_functions_over_120_lines"] == {}

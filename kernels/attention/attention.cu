@@ -47,6 +47,103 @@ __device__ __forceinline__ void pv_step(float (&o)[N / 2], const unsigned (&a)[4
     else wgmma_m64n64k16_rs_tb(o, a, desc_b);
 }
 
+// ---- the producer warpgroup: Q once, then the K/V ring (one elected thread issues every TMA load)
+template <int D, int STAGES>
+__device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensorMap* k_map, const CUtensorMap* v_map,
+                                        unsigned long long* full, unsigned long long* empty,
+                                        unsigned long long& q_full, unsigned q_s, unsigned kv_s, int row0, int q0,
+                                        int n_tiles) {
+    constexpr int NSUB = D / 64;
+    constexpr unsigned Q_BYTES = BM * D * 2;
+    constexpr unsigned KV_BYTES = BN * D * 2;
+    constexpr unsigned STAGE_BYTES = 2 * KV_BYTES;
+    setmaxnreg_dec<24>();                             // the producer needs few registers: give them away
+    if (threadIdx.x / 32 != 0 || !elect_one_sync()) return;
+    // Q: once, 2 x NSUB boxes of (64 rows, 64 cols) = Q_BYTES, completing q_full.
+    mbar_arrive_expect_tx(smem_addr(&q_full), Q_BYTES);
+    for (int w = 0; w < 2; ++w)
+        for (int c = 0; c < NSUB; ++c)
+            tma_load_2d(q_s + (w * NSUB + c) * Q_SUB, q_map, c * 64, row0 + q0 + w * WG_ROWS, smem_addr(&q_full));
+    // The K/V ring. Tile j lives in stage s = j % STAGES and is that stage's use n = j / STAGES.
+    for (int j = 0; j < n_tiles; ++j) {
+        const int s = j % STAGES;
+        // Refill of use n waits for the consumers' release of use n - 1: parity ((n - 1) & 1) = (n & 1) ^ 1.
+        // n = 0: parity 1, the phase before the first, which counts as complete: the first pass does not wait.
+        mbar_wait(smem_addr(&empty[s]), ((j / STAGES) & 1) ^ 1);
+        const unsigned bar = smem_addr(&full[s]);
+        // 1 arrival + the bytes of both tiles, whole boxes (rows past the tensor's end are zero-filled and
+        // still counted): 2 x BN x D x 2 B.
+        mbar_arrive_expect_tx(bar, STAGE_BYTES);
+        const unsigned k_dst = kv_s + s * STAGE_BYTES, v_dst = k_dst + KV_BYTES;
+        for (int c = 0; c < NSUB; ++c) {
+            tma_load_2d(k_dst + c * KV_SUB, k_map, c * 64, row0 + j * BN, bar);
+            tma_load_2d(v_dst + c * KV_SUB, v_map, c * 64, row0 + j * BN, bar);
+        }
+    }
+}
+
+// ---- online softmax of one S tile, in the consumer's registers: new running max, rescale factor, P = 2^(S *
+// scale_log2 - m) in place of S, running sum; the old O rescaled
+template <int D>
+__device__ __forceinline__ void online_softmax(float (&sacc)[BN / 2], float (&oacc)[D / 2], float& m0, float& m1,
+                                               float& l0, float& l1, float scale_log2) {
+    float mx0 = NEG_INF, mx1 = NEG_INF;
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i) {
+        mx0 = fmaxf(mx0, fmaxf(sacc[4 * i], sacc[4 * i + 1]));
+        mx1 = fmaxf(mx1, fmaxf(sacc[4 * i + 2], sacc[4 * i + 3]));
+    }
+    // a row's 128 columns are spread over the 4 lanes of a quad: reduce across them
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    const float mn0 = fmaxf(m0, mx0 * scale_log2), mn1 = fmaxf(m1, mx1 * scale_log2);
+    // A row with nothing unmasked yet keeps m = -inf: subtract 0 instead (2^(-inf - 0) = 0, never NaN).
+    const float ms0 = mn0 == NEG_INF ? 0.f : mn0, ms1 = mn1 == NEG_INF ? 0.f : mn1;
+    const float alpha0 = fast_exp2(m0 - ms0), alpha1 = fast_exp2(m1 - ms1);  // rescale of the old O and l
+    m0 = mn0;
+    m1 = mn1;
+    float rs0 = 0.f, rs1 = 0.f;
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i) {
+        sacc[4 * i + 0] = fast_exp2(fmaf(sacc[4 * i + 0], scale_log2, -ms0));
+        sacc[4 * i + 1] = fast_exp2(fmaf(sacc[4 * i + 1], scale_log2, -ms0));
+        sacc[4 * i + 2] = fast_exp2(fmaf(sacc[4 * i + 2], scale_log2, -ms1));
+        sacc[4 * i + 3] = fast_exp2(fmaf(sacc[4 * i + 3], scale_log2, -ms1));
+        rs0 += sacc[4 * i] + sacc[4 * i + 1];
+        rs1 += sacc[4 * i + 2] + sacc[4 * i + 3];
+    }
+    l0 = l0 * alpha0 + rs0;
+    l1 = l1 * alpha1 + rs1;
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) {
+        oacc[4 * i + 0] *= alpha0;
+        oacc[4 * i + 1] *= alpha0;
+        oacc[4 * i + 2] *= alpha1;
+        oacc[4 * i + 3] *= alpha1;
+    }
+}
+
+// ---- epilogue: l summed over the quad, O / l, bf16 pairs straight to global (rows < seq only)
+template <int D>
+__device__ __forceinline__ void epilogue(const float (&oacc)[D / 2], float l0, float l1, __nv_bfloat16* o, int row0,
+                                         int qr0, int qr1, int seq, int lane) {
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    const float inv0 = 1.f / l0, inv1 = 1.f / l1;
+    __nv_bfloat16* o0 = o + (static_cast<size_t>(row0) + qr0) * D;
+    __nv_bfloat16* o1 = o + (static_cast<size_t>(row0) + qr1) * D;
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) {
+        const int col = 8 * i + 2 * (lane % 4);
+        if (qr0 < seq) *reinterpret_cast<unsigned*>(o0 + col) = pack_bf16(oacc[4 * i] * inv0, oacc[4 * i + 1] * inv0);
+        if (qr1 < seq) *reinterpret_cast<unsigned*>(o1 + col) = pack_bf16(oacc[4 * i + 2] * inv1, oacc[4 * i + 3] * inv1);
+    }
+}
+
 template <int D, int STAGES>
 __device__ __forceinline__ void attention_body(const CUtensorMap* q_map, const CUtensorMap* k_map,
                                                const CUtensorMap* v_map, __nv_bfloat16* o, int seq, int causal) {
@@ -81,30 +178,8 @@ __device__ __forceinline__ void attention_body(const CUtensorMap* q_map, const C
     }
     __syncthreads();
 
-    if (warpgroup_index() == 0) {
-        setmaxnreg_dec<24>();                             // the producer needs few registers: give them away
-        if (threadIdx.x / 32 != 0 || !elect_one_sync()) return;
-        // Q: once, 2 x NSUB boxes of (64 rows, 64 cols) = Q_BYTES, completing q_full.
-        mbar_arrive_expect_tx(smem_addr(&q_full), Q_BYTES);
-        for (int w = 0; w < 2; ++w)
-            for (int c = 0; c < NSUB; ++c)
-                tma_load_2d(q_s + (w * NSUB + c) * Q_SUB, q_map, c * 64, row0 + q0 + w * WG_ROWS, smem_addr(&q_full));
-        // The K/V ring. Tile j lives in stage s = j % STAGES and is that stage's use n = j / STAGES.
-        for (int j = 0; j < n_tiles; ++j) {
-            const int s = j % STAGES;
-            // Refill of use n waits for the consumers' release of use n - 1: parity ((n - 1) & 1) = (n & 1) ^ 1.
-            // n = 0: parity 1, the phase before the first, which counts as complete: the first pass does not wait.
-            mbar_wait(smem_addr(&empty[s]), ((j / STAGES) & 1) ^ 1);
-            const unsigned bar = smem_addr(&full[s]);
-            // 1 arrival + the bytes of both tiles, whole boxes (rows past the tensor's end are zero-filled and
-            // still counted): 2 x BN x D x 2 B.
-            mbar_arrive_expect_tx(bar, STAGE_BYTES);
-            const unsigned k_dst = kv_s + s * STAGE_BYTES, v_dst = k_dst + KV_BYTES;
-            for (int c = 0; c < NSUB; ++c) {
-                tma_load_2d(k_dst + c * KV_SUB, k_map, c * 64, row0 + j * BN, bar);
-                tma_load_2d(v_dst + c * KV_SUB, v_map, c * 64, row0 + j * BN, bar);
-            }
-        }
+    if (warpgroup_index() == 0) {                         // the producer warpgroup: one thread issues every load
+        produce<D, STAGES>(q_map, k_map, v_map, full, empty, q_full, q_s, kv_s, row0, q0, n_tiles);
         return;
     }
 
@@ -159,42 +234,7 @@ __device__ __forceinline__ void attention_body(const CUtensorMap* q_map, const C
         }
 
         // ---- online softmax: new running max, rescale factor, P = 2^(S * scale_log2 - m), running sum.
-        float mx0 = NEG_INF, mx1 = NEG_INF;
-#pragma unroll
-        for (int i = 0; i < BN / 8; ++i) {
-            mx0 = fmaxf(mx0, fmaxf(sacc[4 * i], sacc[4 * i + 1]));
-            mx1 = fmaxf(mx1, fmaxf(sacc[4 * i + 2], sacc[4 * i + 3]));
-        }
-        // a row's 128 columns are spread over the 4 lanes of a quad: reduce across them
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-        const float mn0 = fmaxf(m0, mx0 * scale_log2), mn1 = fmaxf(m1, mx1 * scale_log2);
-        // A row with nothing unmasked yet keeps m = -inf: subtract 0 instead (2^(-inf - 0) = 0, never NaN).
-        const float ms0 = mn0 == NEG_INF ? 0.f : mn0, ms1 = mn1 == NEG_INF ? 0.f : mn1;
-        const float alpha0 = fast_exp2(m0 - ms0), alpha1 = fast_exp2(m1 - ms1);  // rescale of the old O and l
-        m0 = mn0;
-        m1 = mn1;
-        float rs0 = 0.f, rs1 = 0.f;
-#pragma unroll
-        for (int i = 0; i < BN / 8; ++i) {
-            sacc[4 * i + 0] = fast_exp2(fmaf(sacc[4 * i + 0], scale_log2, -ms0));
-            sacc[4 * i + 1] = fast_exp2(fmaf(sacc[4 * i + 1], scale_log2, -ms0));
-            sacc[4 * i + 2] = fast_exp2(fmaf(sacc[4 * i + 2], scale_log2, -ms1));
-            sacc[4 * i + 3] = fast_exp2(fmaf(sacc[4 * i + 3], scale_log2, -ms1));
-            rs0 += sacc[4 * i] + sacc[4 * i + 1];
-            rs1 += sacc[4 * i + 2] + sacc[4 * i + 3];
-        }
-        l0 = l0 * alpha0 + rs0;
-        l1 = l1 * alpha1 + rs1;
-#pragma unroll
-        for (int i = 0; i < D / 8; ++i) {
-            oacc[4 * i + 0] *= alpha0;
-            oacc[4 * i + 1] *= alpha0;
-            oacc[4 * i + 2] *= alpha1;
-            oacc[4 * i + 3] *= alpha1;
-        }
+        online_softmax<D>(sacc, oacc, m0, m1, l0, l1, scale_log2);
 
         // ---- O += P V. P's k-step kk (keys 16 kk .. 16 kk + 15) = S's accumulator registers 8 kk .. 8 kk + 7 packed
         // to bf16 pairs (wgmma.cuh: the RS A fragment). V: keys are rows -> +16 rows x 128 B = 2048 B per k-step.
@@ -217,20 +257,7 @@ __device__ __forceinline__ void attention_body(const CUtensorMap* q_map, const C
         if (lane == 0) mbar_arrive(smem_addr(&empty[s])); // one arrival per consumer warp (8 release the stage)
     }
 
-    // ---- epilogue: l summed over the quad, O / l, bf16 pairs straight to global (rows < seq only).
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-    const float inv0 = 1.f / l0, inv1 = 1.f / l1;
-    __nv_bfloat16* o0 = o + (static_cast<size_t>(row0) + qr0) * D;
-    __nv_bfloat16* o1 = o + (static_cast<size_t>(row0) + qr1) * D;
-#pragma unroll
-    for (int i = 0; i < D / 8; ++i) {
-        const int col = 8 * i + 2 * (lane % 4);
-        if (qr0 < seq) *reinterpret_cast<unsigned*>(o0 + col) = pack_bf16(oacc[4 * i] * inv0, oacc[4 * i + 1] * inv0);
-        if (qr1 < seq) *reinterpret_cast<unsigned*>(o1 + col) = pack_bf16(oacc[4 * i + 2] * inv1, oacc[4 * i + 3] * inv1);
-    }
+    epilogue<D>(oacc, l0, l1, o, row0, qr0, qr1, seq, lane);
 }
 
 }  // namespace attn

@@ -173,6 +173,110 @@ __device__ __forceinline__ void pp_pass(int wg, bool last) {
     }
 }
 
+// ---- the producer warpgroup: Q once, then K one tile ahead of V (one elected thread issues every TMA load)
+template <int D, int BN, int K_STAGES, int V_STAGES>
+__device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensorMap* k_map, const CUtensorMap* v_map,
+                                        unsigned long long* k_full, unsigned long long* k_empty,
+                                        unsigned long long* v_full, unsigned long long* v_empty,
+                                        unsigned long long& q_full, unsigned q_s, unsigned k_s, unsigned v_s, int row0,
+                                        int q0, int n_tiles) {
+    constexpr int NSUB = D / 64;
+    constexpr unsigned KV_SUB = BN * 128;
+    constexpr unsigned Q_BYTES = BM * D * 2;
+    constexpr unsigned TILE_BYTES = BN * D * 2;
+    setmaxnreg_dec<24>();                             // 128 x 24 + 256 x 240 = 64512 <= 65536 registers
+    if (threadIdx.x / 32 != 0 || !elect_one_sync()) return;
+    // Q: once, 2 x NSUB boxes of (64 rows, 64 cols) = Q_BYTES on q_full.
+    mbar_arrive_expect_tx(smem_addr(&q_full), Q_BYTES);
+    for (int w = 0; w < 2; ++w)
+        for (int c = 0; c < NSUB; ++c)
+            tma_load_2d(q_s + (w * NSUB + c) * Q_SUB, q_map, c * 64, row0 + q0 + w * WG_ROWS, smem_addr(&q_full));
+    // Step j: K_j (j < n_tiles), then V_{j-1} (j > 0): K runs one tile ahead of V, the order in which the
+    // consumers' round j needs them (S_j = Q K_j^T with O += P_{j-1} V_{j-1}). Each tile: NSUB boxes of
+    // (BN, 64), TILE_BYTES on its full barrier (rows past the tensor's end are zero-filled and still counted).
+    for (int j = 0; j <= n_tiles; ++j) {
+        if (j < n_tiles) {
+            const int s = j % K_STAGES, n = j / K_STAGES;
+            mbar_wait(smem_addr(&k_empty[s]), (n & 1) ^ 1);
+            mbar_arrive_expect_tx(smem_addr(&k_full[s]), TILE_BYTES);
+            for (int c = 0; c < NSUB; ++c)
+                tma_load_2d(k_s + s * TILE_BYTES + c * KV_SUB, k_map, c * 64, row0 + j * BN, smem_addr(&k_full[s]));
+        }
+        if (j > 0) {
+            const int t = j - 1, s = t % V_STAGES, n = t / V_STAGES;
+            mbar_wait(smem_addr(&v_empty[s]), (n & 1) ^ 1);
+            mbar_arrive_expect_tx(smem_addr(&v_full[s]), TILE_BYTES);
+            for (int c = 0; c < NSUB; ++c)
+                tma_load_2d(v_s + s * TILE_BYTES + c * KV_SUB, v_map, c * 64, row0 + t * BN, smem_addr(&v_full[s]));
+        }
+    }
+}
+
+// ---- round 0: S_0 = Q K_0^T alone (no P yet), K_0 released, then its softmax
+template <int D, int BN, bool PINGPONG>
+__device__ __forceinline__ void first_round(float (&sacc)[BN / 2], float (&m)[2], float (&l)[2], float (&alpha)[2],
+                                            unsigned long long* k_full, unsigned long long* k_empty, unsigned q_mine,
+                                            unsigned k_s, int wg, int lane, int n_tiles, int qr0, int q_first, int seq,
+                                            int causal, float scale_log2) {
+    mbar_wait(smem_addr(&k_full[0]), 0);
+    pp_wait<PINGPONG>(wg);
+    wgmma_fence();
+    qk_issue<D, BN>(sacc, q_mine, k_s);
+    wgmma_commit();
+    pp_pass<PINGPONG>(wg, n_tiles == 1);
+    wgmma_wait<0>();
+    wgmma_fence_operand(sacc);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(smem_addr(&k_empty[0]));  // K_0 read
+    online_softmax<BN>(sacc, m, l, alpha, 0, qr0, q_first, seq, causal, scale_log2);
+    wgmma_fence_operand(sacc);
+}
+
+// ---- the last PV, outside the ping-pong: O += P_{n-1} V_{n-1}, then V_{n-2} and V_{n-1} released
+template <int D, int BN, int V_STAGES>
+__device__ __forceinline__ void last_pv(float (&oacc)[D / 2], const float (&alpha)[2], float (&sacc)[BN / 2],
+                                        unsigned (&pa)[BN / 16][4], unsigned long long* v_full,
+                                        unsigned long long* v_empty, unsigned v_s, int n_tiles, int lane) {
+    constexpr unsigned TILE_BYTES = BN * D * 2;
+    const int t = n_tiles - 1, vs = t % V_STAGES;
+    mbar_wait(smem_addr(&v_full[vs]), (t / V_STAGES) & 1);
+    wgmma_wait<0>();                                  // PV_{n-2} complete (n = 1: nothing in flight)
+    wgmma_fence_operand(oacc);
+    fence_p<BN>(pa);
+    __syncwarp();
+    if (t >= 1 && lane == 0) mbar_arrive(smem_addr(&v_empty[(t - 1) % V_STAGES]));  // V_{n-2} read
+    rescale_and_pack<D, BN>(oacc, alpha, sacc, pa);
+    wgmma_fence();
+    pv_issue<D, BN>(oacc, pa, v_s + vs * TILE_BYTES);
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_fence_operand(oacc);
+    fence_p<BN>(pa);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(smem_addr(&v_empty[vs]));  // V_{n-1} read
+}
+
+// ---- epilogue: l summed over the quad, O / l, bf16 pairs straight to global (rows < seq only)
+template <int D>
+__device__ __forceinline__ void epilogue(const float (&oacc)[D / 2], float (&l)[2], __nv_bfloat16* o, int row0,
+                                         int qr0, int seq, int lane) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int r = qr0 + 8 * h;
+        if (r >= seq) continue;
+        __nv_bfloat16* dst = o + (static_cast<size_t>(row0) + r) * D + 2 * (lane % 4);
+        const float inv = 1.f / l[h];
+#pragma unroll
+        for (int i = 0; i < D / 8; ++i)
+            *reinterpret_cast<unsigned*>(dst + 8 * i) = pack_bf16(oacc[4 * i + 2 * h] * inv, oacc[4 * i + 2 * h + 1] * inv);
+    }
+}
+
 template <int D, int BN, int K_STAGES, int V_STAGES, bool PINGPONG>
 __device__ __forceinline__ void attention_body(const CUtensorMap* q_map, const CUtensorMap* k_map,
                                                const CUtensorMap* v_map, __nv_bfloat16* o, int seq, int causal) {
@@ -217,33 +321,9 @@ __device__ __forceinline__ void attention_body(const CUtensorMap* q_map, const C
     }
     __syncthreads();
 
-    if (warpgroup_index() == 0) {
-        setmaxnreg_dec<24>();                             // 128 x 24 + 256 x 240 = 64512 <= 65536 registers
-        if (threadIdx.x / 32 != 0 || !elect_one_sync()) return;
-        // Q: once, 2 x NSUB boxes of (64 rows, 64 cols) = Q_BYTES on q_full.
-        mbar_arrive_expect_tx(smem_addr(&q_full), Q_BYTES);
-        for (int w = 0; w < 2; ++w)
-            for (int c = 0; c < NSUB; ++c)
-                tma_load_2d(q_s + (w * NSUB + c) * Q_SUB, q_map, c * 64, row0 + q0 + w * WG_ROWS, smem_addr(&q_full));
-        // Step j: K_j (j < n_tiles), then V_{j-1} (j > 0): K runs one tile ahead of V, the order in which the
-        // consumers' round j needs them (S_j = Q K_j^T with O += P_{j-1} V_{j-1}). Each tile: NSUB boxes of
-        // (BN, 64), TILE_BYTES on its full barrier (rows past the tensor's end are zero-filled and still counted).
-        for (int j = 0; j <= n_tiles; ++j) {
-            if (j < n_tiles) {
-                const int s = j % K_STAGES, n = j / K_STAGES;
-                mbar_wait(smem_addr(&k_empty[s]), (n & 1) ^ 1);
-                mbar_arrive_expect_tx(smem_addr(&k_full[s]), TILE_BYTES);
-                for (int c = 0; c < NSUB; ++c)
-                    tma_load_2d(k_s + s * TILE_BYTES + c * KV_SUB, k_map, c * 64, row0 + j * BN, smem_addr(&k_full[s]));
-            }
-            if (j > 0) {
-                const int t = j - 1, s = t % V_STAGES, n = t / V_STAGES;
-                mbar_wait(smem_addr(&v_empty[s]), (n & 1) ^ 1);
-                mbar_arrive_expect_tx(smem_addr(&v_full[s]), TILE_BYTES);
-                for (int c = 0; c < NSUB; ++c)
-                    tma_load_2d(v_s + s * TILE_BYTES + c * KV_SUB, v_map, c * 64, row0 + t * BN, smem_addr(&v_full[s]));
-            }
-        }
+    if (warpgroup_index() == 0) {                         // the producer warpgroup: one thread issues every load
+        produce<D, BN, K_STAGES, V_STAGES>(q_map, k_map, v_map, k_full, k_empty, v_full, v_empty, q_full, q_s, k_s,
+                                           v_s, row0, q0, n_tiles);
         return;
     }
 
@@ -266,18 +346,8 @@ __device__ __forceinline__ void attention_body(const CUtensorMap* q_map, const C
     mbar_wait(smem_addr(&q_full), 0);                     // only use: parity 0
 
     // ---- round 0: S_0 alone (no P yet), then its softmax (alpha_0 = 0: O is 0 and stays 0).
-    mbar_wait(smem_addr(&k_full[0]), 0);
-    pp_wait<PINGPONG>(wg);
-    wgmma_fence();
-    qk_issue<D, BN>(sacc, q_mine, k_s);
-    wgmma_commit();
-    pp_pass<PINGPONG>(wg, n_tiles == 1);
-    wgmma_wait<0>();
-    wgmma_fence_operand(sacc);
-    __syncwarp();
-    if (lane == 0) mbar_arrive(smem_addr(&k_empty[0]));  // K_0 read
-    online_softmax<BN>(sacc, m, l, alpha, 0, qr0, q_first, seq, causal, scale_log2);
-    wgmma_fence_operand(sacc);
+    first_round<D, BN, PINGPONG>(sacc, m, l, alpha, k_full, k_empty, q_mine, k_s, wg, lane, n_tiles, qr0, q_first, seq,
+                                 causal, scale_log2);
 
     // ---- rounds 1 .. n-1. Round j:
     //   wait k_full(j)                     K_j landed (a spin loop: a block of its own in SASS, see below)
@@ -316,41 +386,9 @@ __device__ __forceinline__ void attention_body(const CUtensorMap* q_map, const C
     }
 
     // ---- the last PV, outside the ping-pong: O += P_{n-1} V_{n-1} (nothing of this warpgroup is left to overlap).
-    {
-        const int t = n_tiles - 1, vs = t % V_STAGES;
-        mbar_wait(smem_addr(&v_full[vs]), (t / V_STAGES) & 1);
-        wgmma_wait<0>();                                  // PV_{n-2} complete (n = 1: nothing in flight)
-        wgmma_fence_operand(oacc);
-        fence_p<BN>(pa);
-        __syncwarp();
-        if (t >= 1 && lane == 0) mbar_arrive(smem_addr(&v_empty[(t - 1) % V_STAGES]));  // V_{n-2} read
-        rescale_and_pack<D, BN>(oacc, alpha, sacc, pa);
-        wgmma_fence();
-        pv_issue<D, BN>(oacc, pa, v_s + vs * TILE_BYTES);
-        wgmma_commit();
-        wgmma_wait<0>();
-        wgmma_fence_operand(oacc);
-        fence_p<BN>(pa);
-        __syncwarp();
-        if (lane == 0) mbar_arrive(smem_addr(&v_empty[vs]));  // V_{n-1} read
-    }
+    last_pv<D, BN, V_STAGES>(oacc, alpha, sacc, pa, v_full, v_empty, v_s, n_tiles, lane);
 
-    // ---- epilogue: l summed over the quad, O / l, bf16 pairs straight to global (rows < seq only).
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-    }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        const int r = qr0 + 8 * h;
-        if (r >= seq) continue;
-        __nv_bfloat16* dst = o + (static_cast<size_t>(row0) + r) * D + 2 * (lane % 4);
-        const float inv = 1.f / l[h];
-#pragma unroll
-        for (int i = 0; i < D / 8; ++i)
-            *reinterpret_cast<unsigned*>(dst + 8 * i) = pack_bf16(oacc[4 * i + 2 * h] * inv, oacc[4 * i + 2 * h + 1] * inv);
-    }
+    epilogue<D>(oacc, l, o, row0, qr0, seq, lane);
 }
 
 }  // namespace attn_ov

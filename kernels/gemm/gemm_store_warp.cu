@@ -122,6 +122,32 @@ __device__ __forceinline__ unsigned bf16x2_bits(float lo, float hi) {
     return *reinterpret_cast<unsigned*>(&v);
 }
 
+// New: the store thread of consumer c (warp 1 or 2 of the producer warpgroup): each piece of each of its tiles,
+// once consumer c has written it to slot s (c_full), goes to C by one TMA store; the slot is handed back (c_empty) as
+// soon as the TMA has read it (bulk_wait_read), while its global writes may still be in flight.
+__device__ __forceinline__ void store_thread(const CUtensorMap* c_map, unsigned long long (*c_full)[SLOTS],
+                                             unsigned long long (*c_empty)[SLOTS], unsigned base, unsigned rank, int c,
+                                             int first, int tiles, int step, int rows, int cols, int M) {
+    int qn = 0;  // piece counter of consumer c, the same count the consumer keeps
+    for (int t = first; t < tiles; t += step) {
+        int p, q;
+        tile_coords(t, rows, cols, p, q);
+        const int m0 = (p * CLUSTER + rank) * BM + 64 * c, n0 = q * BN;
+        for (int piece = 0; piece < PIECES; ++piece, ++qn) {
+            const int s = qn % SLOTS, n = qn / SLOTS;
+            mbar_wait(smem_addr(&c_full[c][s]), n & 1);  // all 128 writes of round n are in (and fenced)
+            if (m0 < M) {  // a CTA on rows wholly below M (cluster 2's last pair) stores nothing
+                // {col, row}: the box (64, 64) at C[m0.., n0 + 64 piece ..], clipped at (M, N) by the TMA
+                tma_store_2d(c_map, n0 + piece * PIECE_COLS, m0, base + SLOT_BASE + (c * SLOTS + s) * PIECE_BYTES);
+                bulk_commit();
+                bulk_wait_read<0>();  // the TMA has read the slot; its global writes may still be in flight
+            }
+            mbar_arrive(smem_addr(&c_empty[c][s]));  // slot s free for round n + 1
+        }
+    }
+    bulk_wait<0>();  // every store complete before the CTA (and its shared memory) may go
+}
+
 extern "C" __global__ void __launch_bounds__(384, 1)
 gemm_store_warp(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
                 const __grid_constant__ CUtensorMap c_map, int M, int N, int K) {
@@ -173,25 +199,7 @@ gemm_store_warp(const __grid_constant__ CUtensorMap a_map, const __grid_constant
                 }
             }
         } else if (threadIdx.x == 32 || threadIdx.x == 64) {  // New: the store thread of consumer c
-            const int c = threadIdx.x / 32 - 1;
-            int qn = 0;  // piece counter of consumer c, the same count the consumer keeps
-            for (int t = first; t < tiles; t += step) {
-                int p, q;
-                tile_coords(t, rows, cols, p, q);
-                const int m0 = (p * CLUSTER + rank) * BM + 64 * c, n0 = q * BN;
-                for (int piece = 0; piece < PIECES; ++piece, ++qn) {
-                    const int s = qn % SLOTS, n = qn / SLOTS;
-                    mbar_wait(smem_addr(&c_full[c][s]), n & 1);  // all 128 writes of round n are in (and fenced)
-                    if (m0 < M) {  // a CTA on rows wholly below M (cluster 2's last pair) stores nothing
-                        // {col, row}: the box (64, 64) at C[m0.., n0 + 64 piece ..], clipped at (M, N) by the TMA
-                        tma_store_2d(&c_map, n0 + piece * PIECE_COLS, m0, base + SLOT_BASE + (c * SLOTS + s) * PIECE_BYTES);
-                        bulk_commit();
-                        bulk_wait_read<0>();  // the TMA has read the slot; its global writes may still be in flight
-                    }
-                    mbar_arrive(smem_addr(&c_empty[c][s]));  // slot s free for round n + 1
-                }
-            }
-            bulk_wait<0>();  // every store complete before the CTA (and its shared memory) may go
+            store_thread(&c_map, c_full, c_empty, base, rank, threadIdx.x / 32 - 1, first, tiles, step, rows, cols, M);
         }
     } else {  // ---------------- consumers: warpgroup 1 -> rows 0..63 of the tile, 2 -> rows 64..127 ----------
         setmaxnreg_inc<232>();
