@@ -457,7 +457,9 @@ def launch_shape(ex, wl, cubin, shape, seed: int, deadline: float | None, names:
     except Exception as exc:  # noqa: BLE001 - a fault: reported, and this process ends
         rec.update(status="error", check=f"{type(exc).__name__}: {exc}"[:2000])
     rec["wall_s"] = round(time.perf_counter() - t0, 3)
-    if names is not None:
+    if names is not None and rec["status"] == "error":  # the launch faulted: the context is gone, and its trace
+        rec["trace"] = None                               # with it (reading it would only raise the fault again)
+    elif names is not None:
         raw = read_trace(cubin)
         if raw is None:
             rec["trace"] = None
