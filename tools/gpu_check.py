@@ -559,8 +559,8 @@ def understanding_checks(out: Path, slugs: list[str], answers: list[str], runs: 
     unmutated kernel (kernels.compare, `rounds` interleaved rounds). One worker per GPU, each (topic, answer) on one
     GPU (its processes see only that GPU, so no other answer's runs share it while it is timed). An answer not
     started `deadline_s` after the step began is written as not measured. kernels/<slug>/mutants_<gpu>.json
-    (COURSE_RECORD=1) and out/mutants/<slug>.json, each written whole as soon as its topic is done; GPU seconds per
-    answer."""
+    (COURSE_RECORD=1) and out/mutants/<slug>.json, each rewritten whole after each of its answers (a step cut short
+    keeps what it measured; answers still to come are listed under "pending"); GPU seconds per answer."""
     import queue
     import threading
 
@@ -588,6 +588,7 @@ def understanding_checks(out: Path, slugs: list[str], answers: list[str], runs: 
 
     def write(slug: str) -> None:
         (out / "mutants").mkdir(exist_ok=True)
+        docs[slug]["pending"] = left[slug]
         text = json.dumps(docs[slug], indent=1) + "\n"
         (out / "mutants" / f"{slug}.json").write_text(text)
         if os.environ.get("COURSE_RECORD") == "1" and tag and docs[slug]["answers"]:
@@ -614,8 +615,7 @@ def understanding_checks(out: Path, slugs: list[str], answers: list[str], runs: 
                     rows[f"{slug}.{name}"] = {"gpu_s": res["gpu_s"], "gpu": dev,
                                               "outcomes": {m["key"]: m["outcome"] for m in res["mutants"]}}
                 left[slug] -= 1
-                if left[slug] == 0:
-                    write(slug)
+                write(slug)  # after every answer: a step cut short keeps what it measured
 
     threads = [threading.Thread(target=worker, args=(d,)) for d in visible]
     for t in threads:
