@@ -33,6 +33,7 @@ autograder.benchmarks runs a topic with its answers and that `grading` (`make gp
 
 from __future__ import annotations
 
+import inspect
 import os
 import traceback
 from contextlib import contextmanager
@@ -53,8 +54,11 @@ def _no_claims(rows, ceilings) -> list[str]:
 class Topic:
     slug: str
     title: str  # the plots' title: "Day 5: TMA"
-    check: Callable[[bool], list[str] | tuple[list[str], dict]]  # failures, or (failures, evidence)
-    measure: Callable[[bool], tuple]  # (rows, problems) or (rows, problems, evidence for the record)
+    # check(quick) or check(): failures, or (failures, evidence) — a function with no `quick` parameter is called
+    # without it (a topic passes its check_all as it is)
+    check: Callable[..., list[str] | tuple[list[str], dict]]
+    # measure(quick) or measure(): rows, or (rows, problems), or (rows, problems, evidence for the record)
+    measure: Callable[..., list | tuple]
     constants: Callable[[], dict]
     fit: Callable[[list[dict], float], dict] | None = None  # (rows, copy ceiling) -> refit constants and band
     claims: Callable[[list[dict], dict], list[str]] = _no_claims
@@ -473,11 +477,23 @@ def attempt(what: str, fn, failures: list[str], default):
         return default
 
 
+def with_quick(fn: Callable, quick: bool):
+    """fn(quick=quick) where fn has a `quick` parameter, else fn(): how the scaffold calls a topic's check and
+    measure, so a topic hands over its own functions, not wrappers that drop the flag."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # a builtin or C callable: no signature to read
+        return fn(quick)
+    return fn(quick=quick) if "quick" in params else fn()
+
+
 def _measured_run(topic: Topic, quick: bool, failures: list[str]) -> tuple[list[dict], dict, list]:
-    """The measure phase: (rows with their fractions of this run's ceilings, the ceilings, the measure's evidence)."""
+    """The measure phase: (rows with their fractions of this run's ceilings, the ceilings, the measure's evidence).
+    A measure that returns its rows alone has no problems to report."""
     from .bench import ceilings
 
-    rows, problems, *evidence = attempt("measure", lambda: topic.measure(quick), failures, ([], []))
+    got = attempt("measure", lambda: with_quick(topic.measure, quick), failures, ([], []))
+    rows, problems, *evidence = (got, []) if isinstance(got, list) else got
     failures += problems
     ceil = ceilings()
     _with_fractions(rows, ceil)
@@ -538,7 +554,7 @@ def run(topic: Topic, out_dir: Path, quick: bool = False, answers: Answers | Non
     (out_dir / topic.slug).mkdir(parents=True, exist_ok=True)
     with provided(topic.slug, answers):
         failures: list[str] = []
-        checked = attempt("check", lambda: topic.check(quick), failures, [])
+        checked = attempt("check", lambda: with_quick(topic.check, quick), failures, [])
         check_failures, check_evidence = checked if isinstance(checked, tuple) else (checked, {})
         failures += check_failures
         if failures and not topic.keep_going:

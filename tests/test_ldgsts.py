@@ -790,8 +790,8 @@ def test_topic_declares_what_run_did(monkeypatch):
     assert bench.TOPIC.model_band == (MODEL_BAND if model.FITTED else float("inf"))
     calls = []
     monkeypatch.setattr(bench, "measure", lambda **kw: calls.append(kw) or ([], []))
-    monkeypatch.setattr(bench, "check_all", lambda: ["checked"])
-    assert bench.TOPIC.check(True) == ["checked"] and bench.TOPIC.measure(True) == ([], [])
+    assert bench.TOPIC.check is bench.check_all  # handed over as it is: the scaffold calls it without `quick`
+    assert bench.TOPIC.measure(True) == ([], [])
     bench.TOPIC.measure(False)
     h, w, ld = exercise.BENCH_SHAPE
     assert bench.quick_exercise_shape() == (h // 8, w, ld)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import pytest
 
@@ -385,3 +386,35 @@ def test_the_grader_hands_every_topic_its_answers():
     assert "__global__" in benchmarks.answers("pipeline").source("block_scope")
     with pytest.raises(KeyError):
         benchmarks.answers("tma").source("no_such_answer")
+
+
+def test_a_topic_hands_over_its_own_functions_without_wrappers(tmp_path, monkeypatch):
+    """The scaffold calls check and measure with `quick` only where they take it: a check_all(seed=1) is called with
+    no argument (never check_all(True), which would be seed=True), a measure may return its rows alone; and no topic
+    wraps its check_all in a lambda that only drops `quick`."""
+    import importlib
+    import inspect as insp
+
+    from autograder.spec import all_specs
+
+    _fake_gpu(monkeypatch)
+    calls = []
+
+    def check_all(seed: int = 1) -> list[str]:
+        calls.append(("check", seed))
+        return []
+
+    def measure(quick: bool = False) -> list[dict]:
+        calls.append(("measure", quick))
+        return [dict(r) for r in _rows(1.05, solution_tbps=_solution_at(SOLUTION_MARGIN + 0.02))]
+
+    t = _topic([])
+    t.check, t.measure = check_all, measure
+    res = _graded(t, tmp_path)
+    assert res["ok"], res["failures"]
+    assert calls == [("check", 1), ("measure", False)]
+    assert topic.with_quick(lambda quick: quick, True) is True and topic.with_quick(lambda: "none", True) == "none"
+    for spec in all_specs():
+        src = insp.getsource(importlib.import_module(f"kernels.{spec.slug}.bench"))
+        assert "check=lambda quick: check_all()," not in src, spec.slug
+        assert not re.search(r"measure=lambda quick: \(measure\([^\n]*\), \[\]\),", src), spec.slug

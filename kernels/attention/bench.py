@@ -566,8 +566,8 @@ def compare_overlap(reps: int = 10, seed: int = 0, out: str | None = "build/gpu/
 
 TOPIC = Topic(
     slug=SLUG, title="Week 2 day 5: attention",
-    check=lambda quick: check_all(),
-    measure=lambda quick: (measure(reps=5 if quick else 10, quick=quick), []),
+    check=check_all,
+    measure=lambda quick: measure(reps=5 if quick else 10, quick=quick),
     constants=lambda: {**{k: getattr(model, k) for k in model.CONSTANTS}, "LOAD_NS": model.LOAD_NS,
                        "overlap": {k: v for k, v in model.OVERLAP_CONSTANTS.items() if k != "fitted"}},
     claims=claims,

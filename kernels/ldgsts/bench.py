@@ -233,7 +233,7 @@ def plot(rows: list[dict], ceiling_tbps: float | None = None):
 
 TOPIC = Topic(
     slug=SLUG, title="Day 3: cp.async stencil",
-    check=lambda quick: check_all(),
+    check=check_all,
     measure=lambda quick: measure(n=BENCH_N // (8 if quick else 1),
                                   exercise_shape=quick_exercise_shape() if quick else exercise.BENCH_SHAPE,
                                   reps=10 if quick else 20, exercise_reps=10 if quick else None),

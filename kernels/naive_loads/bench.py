@@ -67,7 +67,7 @@ def plot(rows: list[dict], ceiling_tbps: float | None = None):
 TOPIC = Topic(
     slug=SLUG, title="Day 1: copy bandwidth",
     check=lambda quick: check_all() + check_answers(SLUG, TIMED_ANSWERS),
-    measure=lambda quick: (measure(n=BENCH_N // (8 if quick else 1), with_exercise=True), []),
+    measure=lambda quick: measure(n=BENCH_N // (8 if quick else 1), with_exercise=True),
     constants=lambda: {"LATENCY_NS": model.LATENCY_NS, "IDLE_LATENCY_NS": model.IDLE_LATENCY_NS,
                        "LATENCY_SLOPE_NS_PER_TBPS": model.LATENCY_SLOPE_NS_PER_TBPS,
                        "DRAM_GRANULE_BYTES": model.DRAM_GRANULE_BYTES,

@@ -231,7 +231,7 @@ TOPIC = Topic(
     # the checks, and what the hardware did with misaligned 128B destinations (a child process: a fault cannot end
     # the run), as evidence for the record
     check=lambda quick: (check_all(quick=quick), {"probe_misaligned_128B": probe_misaligned()}),
-    measure=lambda quick: (measure(reps=10 if quick else 20), []),
+    measure=lambda quick: measure(reps=10 if quick else 20),
     constants=lambda: {"WAVEFRONTS_PER_NS": model.WAVEFRONTS_PER_NS, "ROW32_EFFICIENCY": model.ROW32_EFFICIENCY,
                        "TMA_LATENCY_NS": model.TMA_LATENCY_NS, "TMA_FILL_WAVEFRONTS": model.TMA_FILL_WAVEFRONTS,
                        "DRAM_FRACTION_OF_COPY": model.DRAM_FRACTION_OF_COPY},

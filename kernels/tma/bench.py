@@ -224,9 +224,8 @@ def _extra(rows: list[dict], ceilings: dict, checked: dict) -> dict:
 
 TOPIC = Topic(
     slug=SLUG, title="Day 5: TMA",
-    check=lambda quick: check_all(),
-    measure=lambda quick: (measure(reps=10 if quick else 20, configs=sweep_configs(**QUICK_SWEEP) if quick else None),
-                           []),
+    check=check_all,
+    measure=lambda quick: measure(reps=10 if quick else 20, configs=sweep_configs(**QUICK_SWEEP) if quick else None),
     constants=lambda: {"LATENCY_NS": model.LATENCY_NS, "IDLE_LATENCY_NS": model.IDLE_LATENCY_NS,
                        "LATENCY_SLOPE_NS_PER_TBPS": model.LATENCY_SLOPE_NS_PER_TBPS},
     # a refit on this run's rows, for the record only: the predictions use model.py's constants (model.FIT)

@@ -197,8 +197,8 @@ def load_record(tag: str | None = None) -> dict | None:
 
 TOPIC = Topic(
     slug=SLUG, title="Week 2 day 2: warp specialization",
-    check=lambda quick: check_all(),
-    measure=lambda quick: (measure(reps=10 if quick else 20), []),
+    check=check_all,
+    measure=lambda quick: measure(reps=10 if quick else 20),
     constants=lambda: {"LATENCY_NS": model.LATENCY_NS, "COMPUTE_NS": model.COMPUTE_NS, "ISSUE_NS": model.ISSUE_NS,
                        "SYNC_NS": model.SYNC_NS, "START_NS": model.START_NS},
     held_out=model.HELD_OUT_CHECK,  # recorded as extra["model"], with a refit on this run's fit rows (record only)
