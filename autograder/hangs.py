@@ -465,8 +465,8 @@ def launch_shape(ex, wl, cubin, shape, seed: int, deadline: float | None, names:
             rec["trace"] = None
         else:
             tr = decode_trace(raw, names, keep_blocks={0})
-            if tr.stuck and rec["status"] != "hung":
-                rec["status"] = "wait ran out" if rec["status"] != "error" else rec["status"]
+            if tr.stuck and rec["status"] != "hung":  # a fault never gets here: its trace is not read
+                rec["status"] = "wait ran out"
             rec.update(trace=tr.to_dict(), lines=describe(tr), diagnosis=diagnose(tr, rec["status"] == "hung"))
     return rec
 

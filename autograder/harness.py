@@ -202,18 +202,18 @@ def _baseline_file(key: str) -> Path | None:
 
 def _measure_baselines(items, seed: int = 0, progress=None) -> None:
     """Every (slug, exercise, reference source) of `items` measured in ONE process that loads no student code: one
-    CUDA context and one measurement of the ceilings for all of them (a lane's fixed cost: the issue-38 class-scale
-    runs paid a process and the ceilings per exercise, about 4 s each). Each result is kept as it arrives; a failure
-    names the exercise it stopped at."""
+    CUDA context and one measurement of the ceilings for all of them (a lane's fixed cost: a process and the ceilings
+    per exercise cost about 4 s each). Each result is kept as it arrives; a failure names the exercise it stopped
+    at."""
     from .spec import load
 
     timeout = sum(load(s).exercises[e].timeout_s for s, e, _ in items)
     job = {"items": [{"slug": s, "exercise": e, "reference_source": r} for s, e, r in items], "seed": int(seed)}
     with tempfile.TemporaryDirectory(prefix="course-baseline-") as tmp:
         r = _spawn("baseline", job, timeout, Path(tmp))
-    done = 0
+    keys, done = {_baseline_key(*it) for it in items}, 0
     for kind, body in r["records"]:
-        if kind != "BASELINE" or body.get("key") not in {_baseline_key(*it) for it in items}:
+        if kind != "BASELINE" or body.get("key") not in keys:
             continue
         key = body.pop("key")
         body["measured_at"] = time.time()

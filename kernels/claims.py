@@ -10,8 +10,6 @@ record's rows of lesson "parity" / "rounds" (kernels.record.rounds_records).
 
 from __future__ import annotations
 
-import statistics
-
 from .attention.bench import rounds_summary
 from .gemm.bench import parity_summary
 from .record import rounds_records
@@ -30,16 +28,12 @@ def claims_table(slug: str | None = None) -> list[dict]:
         where = {"device": doc["device"], "driver": doc.get("driver"), "date": doc.get("date")}
         if slug == "gemm":
             s = parity_summary(doc["rows"])
-            mhz = {}
-            for r in doc["rows"]:
-                if r.get("lesson") == "parity" and r.get("sm_mhz"):
-                    mhz.setdefault(r["rung"], []).append(r["sm_mhz"])
+            shape = next((r["shape"] for r in doc["rows"] if r.get("lesson") == "parity"), None)
             for v, x in s.get("over_cublas", {}).items():
-                shape = next(r["shape"] for r in doc["rows"] if r.get("lesson") == "parity")
                 out.append({**where, "slug": slug, "claim": f"{v} / cuBLAS, {shape}",
                             "rounds": s["rounds"], "median": x["median"], "lo": x["lo"], "hi": x["hi"],
                             "says": x["says"].split(":")[0],
-                            "sm_mhz": {k: statistics.mean(mhz[k]) for k in (v, "cublas") if mhz.get(k)}})
+                            "sm_mhz": {k: s["sm_mhz"][k] for k in (v, "cublas") if k in s["sm_mhz"]}})
         elif slug == "attention":
             for shape, x in rounds_summary(doc["rows"]).items():
                 out.append({**where, "slug": slug, "claim": f"overlap rung / cuDNN, {shape}", "rounds": x["rounds"],

@@ -131,4 +131,3 @@ def interleaved(measure: dict[str, Callable[[], float]], rounds: int = ROUNDS,
         if progress:
             progress(r + 1, rounds)
     return cmp
-

@@ -51,12 +51,6 @@ def load_all(slug: str) -> dict[str, dict]:
     return {t: json.loads(path(slug, t).read_text()) for t in tags(slug)}
 
 
-def rounds_path(slug: str, tag: str) -> Path:
-    """kernels/<slug>/rounds_<gpu>.json: a topic's interleaved rounds against its baseline (kernels.compare), kept
-    apart from the ladder's record when they come from a later run."""
-    return KERNELS / slug / f"rounds_{tag}.json"
-
-
 def rounds_records() -> list[tuple[str, str, dict]]:
     """Every record of interleaved rounds: (slug, GPU tag, document), sorted — each rounds file, and each ladder
     record holding rounds (rows of lesson "parity" or "rounds") of a GPU with no rounds file for that topic."""

@@ -579,9 +579,8 @@ def understanding_checks(out: Path, slugs: list[str], answers: list[str], runs: 
     for slug in slugs:
         for ans in answers:
             work.put((slug, ans))
-    docs = {slug: {"device": g.get("name"), "driver": g.get("driver"), "date": time.strftime("%Y-%m-%d"),
-                   "runs": runs, "rounds": rounds, "gpus": len(visible), "answers": {}, "not_measured": []}
-            for slug in slugs}
+    docs = {slug: dict(_mutants_doc(g.get("name"), g.get("driver"), time.strftime("%Y-%m-%d"), runs, rounds),
+                       gpus=len(visible)) for slug in slugs}
     left = {slug: len(answers) for slug in slugs}
     lock = threading.Lock()
     rows = {}
@@ -635,19 +634,32 @@ def mutant_tables_from_cache(cache: Path, device: dict, slugs: list[str], answer
     from autograder.mutants import measure_answer
     from kernels.record import device_tag
 
-    os.environ["COURSE_CACHE_DIR"] = str(Path(cache).parent)
+    before = os.environ.get("COURSE_CACHE_DIR")
+    os.environ["COURSE_CACHE_DIR"] = str(Path(cache).parent)  # where kernels.paths.cache_dir("mutants") looks
     written = []
-    for slug in slugs:
-        doc = {"device": device["name"], "driver": device["driver"], "date": device["date"], "runs": runs,
-               "rounds": rounds, "answers": {}, "not_measured": [], "from": "the outcome cache of the GPU run"}
-        for ans in answers:
-            name, src = _mutant_answer(slug, ans)
-            doc["answers"][name] = measure_answer(slug, src, runs=runs, rounds=rounds, device=device["name"],
-                                                  progress=None, cached_only=True)
-        f = ROOT / "kernels" / slug / f"mutants_{device_tag(device['name'])}.json"
-        f.write_text(json.dumps(doc, indent=1) + "\n")
-        written.append(f)
+    try:
+        for slug in slugs:
+            doc = dict(_mutants_doc(device["name"], device["driver"], device["date"], runs, rounds),
+                       **{"from": "the outcome cache of the GPU run"})
+            for ans in answers:
+                name, src = _mutant_answer(slug, ans)
+                doc["answers"][name] = measure_answer(slug, src, runs=runs, rounds=rounds, device=device["name"],
+                                                      progress=None, cached_only=True)
+            f = ROOT / "kernels" / slug / f"mutants_{device_tag(device['name'])}.json"
+            f.write_text(json.dumps(doc, indent=1) + "\n")
+            written.append(f)
+    finally:
+        if before is None:
+            os.environ.pop("COURSE_CACHE_DIR", None)
+        else:
+            os.environ["COURSE_CACHE_DIR"] = before
     return written
+
+
+def _mutants_doc(name: str | None, driver: str | None, date: str, runs: int, rounds: int) -> dict:
+    """The head of a kernels/<slug>/mutants_<gpu>.json: the GPU, the settings, no answers yet."""
+    return {"device": name, "driver": driver, "date": date, "runs": runs, "rounds": rounds, "answers": {},
+            "not_measured": []}
 
 
 def main() -> int:

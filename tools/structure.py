@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import os
 import re
 from pathlib import Path
 
@@ -93,22 +94,33 @@ def cuda_functions(text: str, limit: int = CUDA_LINES) -> list[tuple[str, int]]:
     return out
 
 
+SKIP_TOP = (".venv", "build", ".git", "weeks")  # not the course's sources (weeks/ is generated from solutions/)
+
+
 def day_places(root: Path) -> dict[str, list[str]]:
-    """{slug: the top-level places that hold a file or folder named after it}."""
+    """{slug: the top-level places that hold a file or folder named after it}: one walk of the tree (the folders of
+    SKIP_TOP and every __pycache__ left out), each name matched against every slug."""
     slugs = sorted(p.stem for p in (root / "autograder" / "specs").glob("*.toml"))
-    out = {}
-    for slug in slugs:
-        hits = set()
-        for p in root.rglob(f"*{slug}*"):
-            rel = p.relative_to(root)
-            if rel.parts[0] in (".venv", "build", ".git", "weeks") or "__pycache__" in rel.parts:
-                continue
-            if re.search(rf"(^|[^a-z]){slug}([^a-z]|$)", p.name):
-                top = rel.parts[0] if len(rel.parts) == 1 else "/".join(rel.parts[:2]) if rel.parts[0] != "kernels" \
-                    else f"kernels/{slug}"
-                hits.add(top if not top.startswith("solutions") else "solutions")
-        out[slug] = sorted(hits)
-    return out
+    named = {slug: re.compile(rf"(^|[^a-z]){slug}([^a-z]|$)") for slug in slugs}
+    out: dict[str, set] = {slug: set() for slug in slugs}
+    for folder, dirs, files in os.walk(root):
+        here = Path(folder).relative_to(root)
+        dirs[:] = [d for d in dirs if d != "__pycache__" and not (here == Path(".") and d in SKIP_TOP)]
+        for name in dirs + files:
+            rel = here / name
+            for slug, pat in named.items():
+                if pat.search(name):
+                    out[slug].add(_place(rel, slug))
+    return {slug: sorted(v) for slug, v in out.items()}
+
+
+def _place(rel: Path, slug: str) -> str:
+    """The place a day's file counts in: its topic folder, the notebooks, else its top two levels."""
+    if rel.parts[0] == "kernels":
+        return f"kernels/{slug}"
+    if rel.parts[0] == "solutions":
+        return "solutions"
+    return "/".join(rel.parts[:2])
 
 
 def measures(root: Path = ROOT) -> dict:

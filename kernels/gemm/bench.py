@@ -27,6 +27,8 @@ Everything here needs an sm_90 GPU except `claims()`, `best_cuda()`, `main_rows(
 
 from __future__ import annotations
 
+import statistics
+
 from .. import record
 from ..bench import bench, refill, rotating_inputs
 from ..clock import timed
@@ -187,17 +189,22 @@ def parity_rounds(clock=None, reps: int = 10, seed: int = 0, shape=SHAPES[0], ro
 def parity_summary(rows: list[dict]) -> dict:
     """The parity rounds of a record: per run its TFLOPS per round; per run but cuBLAS its ratio to cuBLAS of the same
     round (median, min, max, the bootstrap 95 % interval of the median and what it supports: kernels.compare); and
-    whether rung 6's median ratio reaches PARITY_GOAL. {} for a record without rounds."""
+    whether rung 6's median ratio reaches PARITY_GOAL; each run's mean SM clock over its rounds. {} for a record without
+    rounds."""
     from ..compare import Ratio
 
     per: dict = {}
+    mhz: dict = {}
     for r in rows:
         if r.get("lesson") == "parity" and r.get("tflops"):
             per.setdefault(r["rung"], {})[r["round"]] = r["tflops"]
+            if r.get("sm_mhz"):
+                mhz.setdefault(r["rung"], []).append(r["sm_mhz"])
     cub = per.get("cublas")
     if not cub:
         return {}
-    out = {"rounds": len(cub), "tflops": {v: [t[k] for k in sorted(t)] for v, t in per.items()}, "over_cublas": {}}
+    out = {"rounds": len(cub), "tflops": {v: [t[k] for k in sorted(t)] for v, t in per.items()}, "over_cublas": {},
+           "sm_mhz": {v: statistics.mean(m) for v, m in mhz.items()}}  # each run's mean SM clock over its rounds
     for v, t in per.items():
         if v == "cublas":
             continue
