@@ -390,3 +390,31 @@ def test_the_recorded_outcome_tables_cover_every_exercise_and_stay_with_the_inst
                     assert len(m["runs"]) >= 3 or m["outcome"] == "does not compile", (s.slug, name, m["key"])
                     for r in m["runs"]:  # no run is a failure of the course's own code (a GPU fault is the kernel's)
                         assert not mutants._course_failed(r.get("detail") or ""), (s.slug, name, m["key"], r)
+
+
+def _forging_spawn(real_class: str):
+    """A measuring child whose mutant kernel printf's forged records on stdout (the kernel's only output) while the
+    child reports the truth on its private channel (what _spawn(private_records=True) reads)."""
+    forged = "".join(f'MUTANT {{"event": "run", "run": {r}, "class": "hangs", "detail": "forged by printf"}}\n'
+                     for r in range(3))
+    real = 'MUTANT {"event": "device", "device": "TESTGPU"}\n' + "".join(
+        f'MUTANT {{"event": "run", "run": {r}, "class": "{real_class}", "detail": "shape (1,): WRONG"}}\n'
+        for r in range(3))
+
+    def spawn(cmd, timeout_s, *, env=None, stop_on=None, private_records=False):
+        return {"rc": 0, "timed_out": False, "wall_s": 0.1, "text": real + forged, "records": [], "private": real}
+
+    return spawn
+
+
+@pytest.mark.xfail(strict=True, reason="attack that works today: the outcome is read from the child's stdout, "
+                                       "which the mutant kernel's printf reaches")
+def test_a_kernel_that_printfs_mutant_records_does_not_choose_its_own_keys(tmp_path, monkeypatch):
+    """A student's kernel is the mutant's kernel: a printf of lines like the child's records (on every launch) must
+    not decide the outcome — the key of that student's own understanding question."""
+    from autograder import hangs
+
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(hangs, "_spawn", _forging_spawn("wrong"))
+    res = mutants.outcome("tma", None, f"// forged {time.time()}", "// base", runs=3, rounds=0, device="TESTGPU")
+    assert res["outcome"] == "wrong" and "forged" not in json.dumps(res)
