@@ -312,7 +312,9 @@ def mutate(slug: str, source: str, exercise: str | None = None, ops: list[Operat
 
 # ------------------------------------------------------------------------------------------------ on the GPU (child)
 def _emit(rec: dict) -> None:
-    print("MUTANT " + json.dumps(rec, default=str), flush=True)
+    from .hangs import emit_record
+
+    emit_record("MUTANT " + json.dumps(rec, default=str))
 
 
 def _run_once(ex, wl, cubin, names, seed: int, bound_s: float) -> dict:
@@ -368,6 +370,21 @@ def _speed(ex, wl, base_src: str, mutant_src: str, rounds: int, seed: int) -> di
 
 
 def _child(a) -> int:
+    """One stretch of runs of a mutant (and its speed), each result a record on the private channel. An exception that
+    escapes is reported there too: a fault of the kernel ("crashes") or a failure of the course's own code ("not
+    measured"), told apart from the real exception's traceback (never from the kernel's output)."""
+    import traceback
+
+    try:
+        return _child_runs(a)
+    except Exception:  # noqa: BLE001 - reported, then the process ends (a faulted context cannot be trusted)
+        tb = traceback.format_exc()
+        _emit({"event": "failed", "course": _course_failed(tb), "detail": tb[-600:]})
+        sys.stdout.flush()
+        os._exit(4)
+
+
+def _child_runs(a) -> int:
     import torch
 
     from kernels.compile import CompileError
@@ -465,9 +482,11 @@ def outcome(slug: str, exercise: str | None, mutant: str, base: str, *, runs: in
         cmd = [sys.executable, "-m", "autograder.mutants", slug, "--child", mfile, "--base", bfile, "--runs",
                str(runs), "--first-run", str(first), "--rounds", str(rounds), "--seed", str(seed), "--bound",
                str(bound_s)] + (["--exercise", exercise] if exercise else [])
-        run = _spawn(cmd, timeout_s, env=env, stop_on='"fatal": true')
+        run = _spawn(cmd, timeout_s, env=env, stop_on='"fatal": true', private_records=True)
         spawns += 1
-        lines = [json.loads(ln[7:]) for ln in run["text"].splitlines() if ln.startswith("MUTANT {")]
+        # the child's records come on its private channel: the mutant kernel's printf reaches only run["text"]
+        lines = [json.loads(ln[7:]) for ln in run["private"].splitlines() if ln.startswith("MUTANT {")]
+        failed = next((r for r in lines if r["event"] == "failed"), None)
         seen = seen or next((r["device"] for r in lines if r["event"] == "device"), None)
         got = [r for r in lines if r["event"] == "run"]
         recs += got
@@ -476,12 +495,13 @@ def outcome(slug: str, exercise: str | None, mutant: str, base: str, *, runs: in
         if run["timed_out"]:
             recs.append({"class": "hangs", "detail": f"no answer in {timeout_s:.0f} s: a wait the debug build does "
                          "not bound (__syncthreads, a cluster barrier, a spin loop)", "run": first + len(got)})
-        elif not got and run["rc"] != 0 and _course_failed(run["text"]):
-            # the measuring process died in the course's own code before any run: no outcome of the mutant's
-            recs.append({"class": "not measured", "detail": run["text"][-600:], "run": first})
+        elif not got and failed is not None and failed["course"]:
+            # the measuring process failed in the course's own code before any run: no outcome of the mutant's
+            recs.append({"class": "not measured", "detail": failed["detail"], "run": first})
             break
         elif not got and run["rc"] != 0:
-            recs.append({"class": "crashes", "detail": run["text"][-600:], "run": first})
+            recs.append({"class": "crashes", "detail": (failed or {}).get("detail") or run["text"][-600:],
+                         "run": first})
         first = 1 + max([r.get("run", first) for r in recs] or [first])
         speed = next((r for r in lines if r["event"] == "speed"), None)
     speed = speed if recs and all(r["class"] == "correct" for r in recs) else None

@@ -407,8 +407,6 @@ def _forging_spawn(real_class: str):
     return spawn
 
 
-@pytest.mark.xfail(strict=True, reason="attack that works today: the outcome is read from the child's stdout, "
-                                       "which the mutant kernel's printf reaches")
 def test_a_kernel_that_printfs_mutant_records_does_not_choose_its_own_keys(tmp_path, monkeypatch):
     """A student's kernel is the mutant's kernel: a printf of lines like the child's records (on every launch) must
     not decide the outcome — the key of that student's own understanding question."""
@@ -418,3 +416,17 @@ def test_a_kernel_that_printfs_mutant_records_does_not_choose_its_own_keys(tmp_p
     monkeypatch.setattr(hangs, "_spawn", _forging_spawn("wrong"))
     res = mutants.outcome("tma", None, f"// forged {time.time()}", "// base", runs=3, rounds=0, device="TESTGPU")
     assert res["outcome"] == "wrong" and "forged" not in json.dumps(res)
+
+
+def test_the_private_channel_carries_only_what_the_child_writes_there():
+    """hangs._spawn(private_records=True), a real child: what it prints on stdout (where a kernel's printf lands)
+    never reaches "private"; its records written with emit_record do; `stop_on` is looked for on the private channel
+    (a forged '"fatal": true' on stdout does not get the child killed)."""
+    from autograder import hangs
+
+    code = ("import sys, time; from autograder.hangs import emit_record; "
+            "print('MUTANT {\\\"event\\\": \\\"run\\\", \\\"fatal\\\": true}', flush=True); time.sleep(3); "
+            "emit_record('MUTANT {\\\"event\\\": \\\"device\\\"}')")
+    run = hangs._spawn([sys.executable, "-c", code], 30, stop_on='"fatal": true', private_records=True)
+    assert run["rc"] == 0 and not run["timed_out"], run
+    assert run["private"] == 'MUTANT {"event": "device"}\n' and '"fatal": true' in run["text"]
