@@ -430,3 +430,34 @@ def test_the_private_channel_carries_only_what_the_child_writes_there():
     run = hangs._spawn([sys.executable, "-c", code], 30, stop_on='"fatal": true', private_records=True)
     assert run["rc"] == 0 and not run["timed_out"], run
     assert run["private"] == 'MUTANT {"event": "device"}\n' and '"fatal": true' in run["text"]
+
+
+def _build_sensing_spawn():
+    """A measuring child faked on CPU: a source that tests the debug build's macro (COURSE_DEBUG_BARRIERS, named in
+    the course's public headers) traps in every run of that build; any other source runs correct."""
+    def spawn(cmd, timeout_s, *, env=None, stop_on=None, private_records=False):
+        src = Path(cmd[cmd.index("--child") + 1]).read_text()
+        cls = "crashes" if "COURSE_DEBUG_BARRIERS" in src else "correct"
+        recs = 'MUTANT {"event": "device", "device": "TESTGPU"}\n' + "".join(
+            f'MUTANT {{"event": "run", "run": {r}, "class": "{cls}", "detail": "shape (1,): trap"}}\n'
+            for r in range(3))
+        return {"rc": 0, "timed_out": False, "wall_s": 0.1, "text": "", "records": [], "private": recs}
+
+    return spawn
+
+
+@pytest.mark.xfail(strict=True, reason="attack that works today: a kernel that traps only in the measuring (debug) "
+                                       "build makes every mutant 'crashes', a key its author knows in advance")
+def test_a_kernel_that_senses_the_measuring_build_gets_no_question(tmp_path, monkeypatch):
+    """The measuring build is the instrument, not the student's kernel: a kernel that behaves otherwise there (here
+    `#ifdef COURSE_DEBUG_BARRIERS asm("trap;")`) gets no outcome for any mutant (never asked), and says why."""
+    from autograder import hangs
+
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(hangs, "_spawn", _build_sensing_spawn())
+    src = course_solution("tma") + '\n#ifdef COURSE_DEBUG_BARRIERS\n// asm("trap;") in every kernel\n#endif\n'
+    got = mutants.measure_answer("tma", src, runs=3, rounds=0, progress=None, device="TESTGPU")
+    assert got["mutants"] and all(m["outcome"] == "not measured" for m in got["mutants"])
+    assert all("measuring build" in m["detail"] for m in got["mutants"])
+    plain = mutants.measure_answer("tma", course_solution("tma"), runs=3, rounds=0, progress=None, device="TESTGPU")
+    assert all(m["outcome"] == "no observable change" for m in plain["mutants"])  # the fake's plain kernel is right
