@@ -8,6 +8,7 @@ import json
 import re
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
