@@ -527,15 +527,26 @@ def measure_answer(slug: str, source: str, exercise: str | None = None, *, runs:
     cache's key); `cached_only`: read outcomes measured earlier, LookupError for one that was not (no GPU here)."""
     out = []
     ms = mutate(slug, source, exercise)
+    # The instrument first: the unmutated kernel in the measuring build (debug barriers), same runs, untimed. A kernel
+    # that is not right there (e.g. one that tests the build's macro) gets no outcome for any mutant: its keys would
+    # be what it chose, not what its lines do.
+    own = outcome(slug, exercise, source, source, runs=runs, rounds=0, env=env, device=device,
+                  cached_only=cached_only) if ms else None
     for i, m in enumerate(ms):
-        res = outcome(slug, exercise, m.source, source, runs=runs, rounds=rounds, env=env, device=device,
-                      cached_only=cached_only)
+        if own is not None and own["outcome"] != "no observable change":
+            res = {"outcome": "not measured", "detail": "your kernel itself is not right in the measuring build "
+                   f"(debug barriers): {own['outcome']} — {own.get('detail', '')[:300]}", "runs": [], "speed": None,
+                   "device": own.get("device"), "gpu_s": 0.0}
+        else:
+            res = outcome(slug, exercise, m.source, source, runs=runs, rounds=rounds, env=env, device=device,
+                          cached_only=cached_only)
         out.append({**m.to_dict(), **res})
         if progress:
             progress(f"  [{i + 1}/{len(ms)}] {m.key} (line {m.line}): {res['outcome']} — {res.get('detail', '')[:140]}"
                      f" [{res['gpu_s']:.0f} s]")
     return {"slug": slug, "exercise": exercise, "source_digest": hashlib.sha256(source.encode()).hexdigest()[:16],
-            "mutants": out, "gpu_s": round(sum(r.get("gpu_s") or 0.0 for r in out), 1)}
+            "mutants": out, "own": own,
+            "gpu_s": round(sum(r.get("gpu_s") or 0.0 for r in out) + ((own or {}).get("gpu_s") or 0.0), 1)}
 
 
 # ------------------------------------------------------------------------------------------------ a class

@@ -447,8 +447,6 @@ def _build_sensing_spawn():
     return spawn
 
 
-@pytest.mark.xfail(strict=True, reason="attack that works today: a kernel that traps only in the measuring (debug) "
-                                       "build makes every mutant 'crashes', a key its author knows in advance")
 def test_a_kernel_that_senses_the_measuring_build_gets_no_question(tmp_path, monkeypatch):
     """The measuring build is the instrument, not the student's kernel: a kernel that behaves otherwise there (here
     `#ifdef COURSE_DEBUG_BARRIERS asm("trap;")`) gets no outcome for any mutant (never asked), and says why."""
