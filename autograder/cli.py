@@ -36,6 +36,8 @@ import sys
 import time
 from pathlib import Path
 
+from kernels.paths import write_whole
+
 from .pool import set_aside_malformed  # noqa: F401 - it lives with the pool; the name stays importable here
 from .release import grading_dir, nbgrader
 
@@ -151,8 +153,7 @@ def students_option(ids: list[str]) -> str:
 
 
 def _grade(args, week, secret, seed_source, grading, students, lanes) -> int:
-    from .pool import (Interrupted, class_assignment, export_week, flag_feedback, make_template, misplaced_hand_ins,
-                       problem_feedback, prune_batches, run_pool, update_batch_record)
+    from .pool import Interrupted, misplaced_hand_ins, prune_batches, run_pool, update_batch_record
 
     print(f"autograde {week}: {len(students)} student(s); preparing the batch (the gradebook template: nbgrader "
           "generate_assignment, about 10 s when the week's sources changed, while each lane measures its GPU) ...",
@@ -164,17 +165,14 @@ def _grade(args, week, secret, seed_source, grading, students, lanes) -> int:
     show = None
     template = batch / "template.db"  # make_template's; made by `prepare` while the lanes measure their GPUs
 
-    def prepare() -> None:
-        class_assignment(week, grading)  # the gradebook must know the assignment and its checksums
-        if make_template(week, batch) != template:
-            raise RuntimeError(f"the batch's template is not {template}")
-
+    phases: dict[str, float] = {}  # seconds of each step outside the lanes' grading: batch/<run>/phases.json
+    prepare, after_merge = _timed_steps(week, grading, batch, template, phases)
     try:
         t0 = time.perf_counter()
         show = _progress(week, students, lanes)
         per_student, lane_summary = run_pool(week, students, lanes, grading=grading, batch=batch, template=template,
                                              task_timeout=args.task_timeout, progress=show, prepare=prepare,
-                                             after_merge=_feedback_as_merged(week, grading))
+                                             after_merge=after_merge)
     except (Interrupted, KeyboardInterrupt) as exc:
         if show is not None:
             show.close()
@@ -194,18 +192,14 @@ def _grade(args, week, secret, seed_source, grading, students, lanes) -> int:
     run = {"id": run_id, "where": "pool", "started_at": started, "wall_s": wall, "students": students,
            "seed_source": seed_source, "cpu": all(not lane.figures.get("device") for lane in lanes),
            "lanes": lane_summary}
+    phases["pool"] = wall
+    t = time.perf_counter()
     if not args.students:  # a student with no <week>/ folder who handed the week's notebooks in elsewhere
         per_student.update(misplaced_hand_ins(grading / "submitted", week, students))
     record = update_batch_record(grading, week, run, per_student)
-    from .report import write_report
-
     try:
-        # the graded students' pages were written as they were merged (_feedback_as_merged); these two add what the
-        # record holds besides (a student with no folder of the week) and leave a page already right as it is
-        problem_feedback(grading, week, record["per_student"])
-        flag_feedback(grading, week, record["per_student"])
-        out = export_week(week, grading)
-        report = write_report(week, grading)
+        out, report = _pages_export_report(week, grading, record, phases, t)
+        write_whole(batch / "phases.json", json.dumps({k: round(v, 2) for k, v in phases.items()}, indent=1))
     except KeyboardInterrupt:
         print(f"interrupted: {len(per_student)} of {len(students)} merged (kept in the gradebook); the feedback, "
               f"the CSV export or the report were not written. Run the same command to finish", flush=True)
@@ -228,6 +222,47 @@ def _grade(args, week, secret, seed_source, grading, students, lanes) -> int:
         print(f"HAND-IN MISTAKES ({len(misplaced)}): once the hand-ins are mended, autograder grade {week} "
               f"{students_option(sorted(misplaced))}")
     return 2 if missing or misplaced else 0
+
+
+def _timed_steps(week: str, grading: Path, batch: Path, template: Path, phases: dict):
+    """run_pool's `prepare` (the class gradebook's assignment, the batch's template) and `after_merge` (the feedback
+    pages as students are merged), each timing itself into `phases`: set_up, last_feedback (the pages written once
+    the lanes have stopped)."""
+    from .pool import class_assignment, make_template
+
+    feed = _feedback_as_merged(week, grading)
+
+    def prepare() -> None:
+        t = time.perf_counter()
+        class_assignment(week, grading)  # the gradebook must know the assignment and its checksums
+        if make_template(week, batch) != template:
+            raise RuntimeError(f"the batch's template is not {template}")
+        phases["set_up"] = time.perf_counter() - t
+
+    def after_merge(entries: dict, alone: bool) -> None:
+        t = time.perf_counter()
+        feed(entries, alone)
+        if alone:
+            phases["last_feedback"] = phases.get("last_feedback", 0.0) + time.perf_counter() - t
+
+    return prepare, after_merge
+
+
+def _pages_export_report(week: str, grading: Path, record: dict, phases: dict, t: float) -> tuple[Path, Path]:
+    """A run's last steps, each timed into `phases` (from `t`): the pages of what the record holds besides the
+    graded students' (theirs were written as they were merged, _feedback_as_merged: a student with no folder of the
+    week), the CSV export, the class report. Returns (CSV, report)."""
+    from .pool import export_week, flag_feedback, problem_feedback
+    from .report import write_report
+
+    problem_feedback(grading, week, record["per_student"])
+    flag_feedback(grading, week, record["per_student"])  # a page already right is left as it is
+    phases["record_and_pages"], t = time.perf_counter() - t, time.perf_counter()
+    out = export_week(week, grading)
+    phases["csv_export"], t = time.perf_counter() - t, time.perf_counter()
+    report = write_report(week, grading)
+    phases["report"] = time.perf_counter() - t
+    return out, report
 
 
 def hand_in_mistakes(week: str, per_student: dict) -> tuple[list[str], list[str], list[str]]:
@@ -298,6 +333,7 @@ class _progress:
                                     position=i + 1, bar_format="{desc}: {n} graded{postfix}", disable=not self.tty)
                      for i, lane in enumerate(lanes)}
         self.done = 0
+        self.failed: set[str] = set()
         self.n = len(students)
         if not self.tty:
             print(f"autograde {week}: {len(students)} students on {len(lanes)} lane(s): "
@@ -325,10 +361,18 @@ class _progress:
                 bar.set_postfix_str(lane.state)
         elif kind == "start":
             if bar is not None:
-                bar.set_postfix_str(job.student)
+                bar.set_postfix_str(job.label)
+        elif kind == "part":  # one part of a hand-in graded in parts; the student counts once all are merged
+            if bar is not None:
+                bar.set_postfix_str("")
+            if not self.tty:
+                self._say(f"[{label}] {job.label}: graded")
         elif kind == "handback":
-            self._say(f"[{label}] {job.student}: not graded here ({job.attempts[-1]['why'][:200]}); handed back once")
+            self._say(f"[{label}] {job.label}: not graded here ({job.attempts[-1]['why'][:200]}); handed back once")
         elif kind == "failed":
+            if job.student in self.failed:  # a second part of the same hand-in
+                return
+            self.failed.add(job.student)
             self.done += 1
             self.total.update(1)
             self._say(f"[{label}] {job.student}: {entry.get('not_graded', 'not graded, retry')[:300]}")

@@ -125,6 +125,22 @@ def expected_notebooks(template: Path, week: str) -> list[str]:
     return sorted(f"{r[0]}.ipynb" for r in rows)
 
 
+def part_notebooks(expected: list[str], part: tuple[int, int] | None) -> list[str]:
+    """The notebooks part (i, k) of a hand-in grades: every k-th of the week's (sorted) from the i-th; the k parts
+    cover the week once. No part, or k = 1: all of them."""
+    if not part or part[1] <= 1:
+        return list(expected)
+    i, k = part
+    if not 0 <= i < k:
+        raise ValueError(f"part {i} of {k}: no such part")
+    return sorted(expected)[i::k]
+
+
+def week_notebooks(week: str) -> list[str]:
+    """The notebook file names of `week`, from the nbgrader sources (solutions/<week>/*.ipynb)."""
+    return sorted(f"{b}.ipynb" for b, w in notebook_weeks().items() if w == week)
+
+
 def notebook_weeks() -> dict[str, str]:
     """Which week each course notebook belongs to, by base name (`_base_name`): the nbgrader source folders,
     solutions/<week>/*.ipynb ("day1_naive_loads" -> "week1")."""
@@ -232,12 +248,17 @@ def misplaced_hand_ins(submitted: Path, week: str, skip) -> dict[str, dict]:
 
 def grade_task(week: str, student: str, out: Path, *, submitted: Path, template: Path, lane: str | None = None,
                batch_dir: Path | None = None, timeout: float | None = None, attempt: int = 0,
-               figures: dict | None = None, here: bool = False) -> dict:
+               figures: dict | None = None, here: bool = False, part: tuple[int, int] | None = None) -> dict:
     """Grade one student into `out` (emptied first): gradebook.db (a copy of `template`), autograded/, verdicts/,
     result.json. The secret seed comes from COURSE_SECRET_SEED in the environment. here=True (a pool task: this
     process grades this one student and nothing else): nbgrader's autograde runs in this process instead of one of
     its own (`release.nbgrader(here=True)`; the notebook still runs in a Jupyter kernel of its own), unless a
-    `timeout` asks for a process that can be killed."""
+    `timeout` asks for a process that can be killed.
+
+    part=(i, k), k > 1: only part i of the hand-in (`part_notebooks`: every k-th notebook of the week from the i-th),
+    so that one long hand-in is graded on several lanes at once. The whole hand-in is staged as always (its notes
+    are the same in every part); the other parts' notebooks are then left out of what nbgrader sees, and the result
+    names the part's notebooks: merge_result takes only their grades, notebooks and verdicts."""
     from nbgrader.api import Gradebook, MissingEntry
 
     t0 = time.perf_counter()
@@ -254,9 +275,13 @@ def grade_task(week: str, student: str, out: Path, *, submitted: Path, template:
     folder = submission_folder(submitted, student, week)
     staged = out / "submitted"
     notes, malformed, ungraded = [], [], []
+    expected = expected_notebooks(template, week)
+    mine = part_notebooks(expected, part)
     if folder.is_dir():
-        notes, malformed, ungraded = stage_submission(folder, staged / student / week,
-                                                      expected_notebooks(template, week), week)
+        notes, malformed, ungraded = stage_submission(folder, staged / student / week, expected, week)
+        for nb in (staged / student / week).glob("*.ipynb"):
+            if nb.name not in mine:  # another part's
+                nb.unlink()
     shutil.copy(template, out / "gradebook.db")
     url = f"sqlite:///{out / 'gradebook.db'}"
     log = ""
@@ -293,7 +318,9 @@ def grade_task(week: str, student: str, out: Path, *, submitted: Path, template:
     drop_copies(staged, out / "submitted.json", source=shown_name(str(folder)))
     result = {**info, "state": "done" if rc == 0 else "failed", "returncode": rc,
               "wall_s": time.perf_counter() - t0, "finished_at": time.time(), "malformed": malformed,
-              "ungraded": ungraded, "notes": notes, "permanent": not folder.is_dir(), "log_tail": log[-1500:]}
+              "ungraded": ungraded, "notes": notes, "permanent": not folder.is_dir(), "log_tail": log[-1500:],
+              "part": list(part) if part and part[1] > 1 else None,
+              "notebooks": mine if part and part[1] > 1 else None}
     _atomic_json(out / RESULT, result)
     return result
 
@@ -367,6 +394,8 @@ def merge_result(out: Path, grading: Path | None = None, move: bool = False) -> 
     if res is None or res.get("state") != "done":
         raise ValueError(f"{out}: no finished result to merge")
     week, student = res["week"], res["student"]
+    only = {Path(n).stem for n in res["notebooks"]} if res.get("notebooks") is not None else None
+    others = {Path(n).stem for n in week_notebooks(week)}
     # nbgrader's add_submission warns under SQLAlchemy 2 about its own relationship cascade; the rows are right.
     with warnings.catch_warnings(), Gradebook(f"sqlite:///{Path(out) / 'gradebook.db'}") as src, \
             Gradebook(f"sqlite:///{grading / 'gradebook.db'}") as dst:
@@ -379,6 +408,8 @@ def merge_result(out: Path, grading: Path | None = None, move: bool = False) -> 
             d = dst.add_submission(week, student)
         d.timestamp, d.extension = s.timestamp, s.extension
         for nb in s.notebooks:
+            if only is not None and nb.name not in only:
+                continue  # another part's notebook: that part's task has its grades
             dnb = dst.find_submission_notebook(nb.name, week, student)
             dnb.flagged, dnb.late_submission_penalty = nb.flagged, nb.late_submission_penalty
             for g in nb.grades:
@@ -394,6 +425,9 @@ def merge_result(out: Path, grading: Path | None = None, move: bool = False) -> 
         dst_dir = grading / kind / student / week
         if not src_dir.exists() and (Path(out) / f"{kind}.json").exists():
             continue  # merged before, with move=True
+        if only is not None:
+            _merge_part_files(src_dir, dst_dir, only, others)
+            continue
         tmp = dst_dir.with_name(f".{week}.merging")
         if tmp.exists():
             shutil.rmtree(tmp)
@@ -406,6 +440,24 @@ def merge_result(out: Path, grading: Path | None = None, move: bool = False) -> 
     if move:
         drop_copies(Path(out) / "autograded", Path(out) / "autograded.json", merged_into=str(grading / "autograded"))
     return res
+
+
+def _merge_part_files(src_dir: Path, dst_dir: Path, stems: set[str], others: set[str]) -> None:
+    """One part's autograded notebooks or verdicts into the student's folder: the files of the part's notebooks
+    (`<stem>.ipynb`, `<stem>.json`) replace the student's — one the part no longer has is removed — and the
+    hand-in's other files (the same in every part: timestamp.txt) are linked in; the files of the other parts'
+    notebooks (`others`) stay as they are."""
+    dst_dir.mkdir(parents=True, exist_ok=True)
+    for f in list(dst_dir.iterdir()):
+        if f.is_file() and f.stem in stems:
+            f.unlink()
+    for f in sorted(src_dir.iterdir()) if src_dir.is_dir() else []:
+        if not f.is_file() or f.stem in others - stems:
+            continue
+        target = dst_dir / f.name
+        if target.exists():
+            target.unlink()
+        _link_or_copy(str(f), str(target))
 
 
 def gradebook_rows(grading: Path, week: str) -> dict[tuple[str, str, str], float | None]:
@@ -527,19 +579,55 @@ def _prepare_here(week: str) -> None:
     prepare_batch(items, progress=lambda what: print(f"trusted {what}", flush=True))
 
 
+# A fresh process's check that a GPU answers: 4 MB allocated, filled with 1.0f, synchronized and read back. Through
+# the driver API (cuda.bindings, which cuda-core brings), not torch: a process that imports torch and makes its
+# context takes seconds, and the check is on a lane's set-up path before its baselines. torch only where
+# cuda.bindings is missing.
+_HEALTH_CHECK = """
+import sys
+try:
+    from cuda.bindings import driver as d
+except ImportError:
+    import torch
+    x = torch.ones(1 << 20, device="cuda"); torch.cuda.synchronize()
+    assert float(x.sum()) == float(1 << 20)
+    sys.exit(0)
+import numpy as np
+
+def ok(r):
+    err, rest = (r[0], r[1:]) if isinstance(r, tuple) else (r, ())
+    if err != d.CUresult.CUDA_SUCCESS:
+        sys.exit(f"the GPU does not answer: {getattr(err, 'name', err)}")
+    return rest
+
+n = 1 << 20
+ok(d.cuInit(0))
+(dev,) = ok(d.cuDeviceGet(0))
+(ctx,) = ok(d.cuDevicePrimaryCtxRetain(dev))
+ok(d.cuCtxSetCurrent(ctx))
+(ptr,) = ok(d.cuMemAlloc(4 * n))
+ok(d.cuMemsetD32(ptr, 0x3F800000, n))
+ok(d.cuCtxSynchronize())
+host = np.zeros(n, np.float32)
+ok(d.cuMemcpyDtoH(host.ctypes.data, ptr, 4 * n))
+ok(d.cuMemFree(ptr))
+if not (host == 1.0).all():
+    sys.exit("the GPU answered wrong: a 4 MB fill read back different")
+"""
+
+
 def gpu_healthy(lane: str | None, env: dict, timeout: float = 120.0) -> tuple[bool, str]:
-    """Does this lane's GPU still answer? A small allocation, a kernel and a synchronize in a fresh process. A CPU
-    lane (no GPU, or COURSE_FORCE_CPU) is always healthy."""
+    """Does this lane's GPU still answer? A 4 MB allocation, a fill, a synchronize and a read-back in a fresh process
+    (_HEALTH_CHECK). A CPU lane (no GPU, or COURSE_FORCE_CPU) is always healthy."""
     if _in_hook(TEST_WEDGED, lane):
         return False, "the GPU does not answer (test hook)"
     if lane is None or env.get("COURSE_FORCE_CPU"):
         return True, ""
-    code = ("import torch; x = torch.ones(1 << 20, device='cuda'); torch.cuda.synchronize(); "
-            "assert float(x.sum()) == float(1 << 20)")
     try:
-        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout)
+        r = subprocess.run([sys.executable, "-c", _HEALTH_CHECK], env=env, capture_output=True, text=True,
+                           timeout=timeout)
     except subprocess.TimeoutExpired:
-        return False, f"a 4 MB kernel did not finish in {timeout:.0f} s"
+        return False, f"a 4 MB fill did not finish in {timeout:.0f} s"
     if r.returncode != 0:
         return False, (r.stderr or "").strip().splitlines()[-1:][0] if r.stderr.strip() else f"exit {r.returncode}"
     return True, ""
@@ -893,6 +981,13 @@ def _forget_in_record(bf: Path, student: str) -> bool:
 class Job:
     student: str
     attempts: list[dict] = field(default_factory=list)  # {"lane", "why"} of each failed attempt
+    part: int = 0  # this job grades part `part` of `parts` of the student's hand-in (part_notebooks)
+    parts: int = 1
+    expected_s: float = 0.0  # its expected grading time (plan_jobs)
+
+    @property
+    def label(self) -> str:
+        return self.student if self.parts == 1 else f"{self.student} (part {self.part + 1} of {self.parts})"
 
     @property
     def avoid(self) -> set:
@@ -910,6 +1005,7 @@ class Lane:
     figures: dict = field(default_factory=dict)
     wall_s: float = 0.0
     ready_s: float = 0.0  # seconds from the lane's start until its GPU answered and its baselines were measured
+    phases: dict = field(default_factory=dict)  # seconds of each step of the lane's set-up (_lane_ready)
     died_for: list = field(default_factory=list)  # the students whose task process died since its last success
     spare: object = None  # the lane's next task process, started ahead (_spare_task); None until the first task
 
@@ -983,13 +1079,11 @@ def _gpu_count() -> int:
         return 0
 
 
-def longest_first(grading: Path, week: str, students: list[str]) -> list[str]:
-    """`students` in the order the pool hands them out: the longest expected grading first, so that a long hand-in
-    is not started last and left as the batch's critical path (longest-processing-time-first). Expected: the
-    student's wall time in the last run that graded them (the batch record, batch_<week>.json: update_batch_record
-    keeps a graded entry through a later failure); else their hand-in's notebook count at the recorded seconds per
-    notebook (the median over the recorded students; 1 s when none is recorded); ties: the larger hand-in first,
-    then the given order."""
+def expected_seconds(grading: Path, week: str, students: list[str]) -> dict[str, tuple[float, int, int]]:
+    """{student: (expected seconds, notebooks handed in, bytes handed in)}. Expected: the student's wall time in the
+    last run that graded them (the batch record, batch_<week>.json: update_batch_record keeps a graded entry through
+    a later failure); else their hand-in's notebook count at the recorded seconds per notebook (the median over the
+    recorded students; 1 s when none is recorded)."""
     try:
         per = json.loads((Path(grading) / f"batch_{week}.json").read_text()).get("per_student")
     except (OSError, ValueError, AttributeError):
@@ -1003,17 +1097,51 @@ def longest_first(grading: Path, week: str, students: list[str]) -> list[str]:
                 and not e.get("not_graded") and isinstance(e.get("wall_s"), (int, float)) and e["wall_s"] > 0}
     rates = sorted(recorded[s] / size[s][0] for s in recorded if size[s][0])
     rate = rates[len(rates) // 2] if rates else 1.0
+    return {s: (recorded.get(s, rate * size[s][0]), *size[s]) for s in students}
+
+
+def longest_first(grading: Path, week: str, students: list[str]) -> list[str]:
+    """`students` in the order the pool hands them out: the longest expected grading first (expected_seconds), so
+    that a long hand-in is not started last and left as the batch's critical path (longest-processing-time-first);
+    ties: the larger hand-in first, then the given order."""
+    exp = expected_seconds(grading, week, students)
     order = {s: i for i, s in reversed(list(enumerate(students)))}
-    return sorted(dict.fromkeys(students), key=lambda s: (-recorded.get(s, rate * size[s][0]), -size[s][1], order[s]))
+    return sorted(dict.fromkeys(students), key=lambda s: (-exp[s][0], -exp[s][2], order[s]))
+
+
+SPLIT_SHARE = 3  # a hand-in expected to take more than 1/(SPLIT_SHARE × lanes) of the class's time is split
+
+
+def plan_jobs(grading: Path, week: str, students: list[str], lanes: int) -> list[Job]:
+    """The pool's jobs, longest expected first. On one lane, one job per student. On several, a hand-in of several
+    notebooks expected to take more than the class's expected time / (SPLIT_SHARE × lanes) is graded in parts on
+    different lanes at once (each part its own nbgrader run of some of its notebooks, `grade_task(part=...)`): one
+    long hand-in would otherwise be the batch's critical path however many lanes there are (measured on 4 H200s, the
+    solutions' five notebooks took 58 s of a 98 s run). Each part costs a task's start, so no more parts than needed
+    to bring a part under that share, and none smaller than one notebook."""
+    order = longest_first(grading, week, students)
+    exp = expected_seconds(grading, week, students)
+    if lanes < 2:
+        return [Job(s, expected_s=exp[s][0]) for s in order]
+    share = sum(e for e, _, _ in exp.values()) / (SPLIT_SHARE * lanes)
+    n_week = len(week_notebooks(week))
+    jobs = []
+    for s in order:
+        t, handed, _ = exp[s]
+        k = min(handed, n_week, int(-(-t // share))) if share > 0 and handed > 1 and t > share else 1
+        jobs += [Job(s, part=i, parts=k, expected_s=t / k) for i in range(k)]
+    rank = {s: i for i, s in enumerate(order)}
+    return sorted(jobs, key=lambda j: (-j.expected_s, rank[j.student], j.part))
 
 
 class _Queue:
-    """The students still to grade, handed to workers in the order given (run_pool: longest_first): a student handed
-    back avoids the lane it failed on while another lane is working. gated=True: no student is handed out before
-    open() (the batch's one-off set-up, run_pool's `prepare`, runs while the lanes measure their GPUs)."""
+    """The jobs still to grade (students, or parts of their hand-ins), handed to workers in the order given (run_pool:
+    plan_jobs): a job handed back avoids the lane it failed on while another lane is working. gated=True: no job is
+    handed out before open() (the batch's one-off set-up, run_pool's `prepare`, runs while the lanes measure their
+    GPUs)."""
 
-    def __init__(self, students: list[str], lanes: list[Lane], gated: bool = False):
-        self.pending = [Job(s) for s in students]
+    def __init__(self, students: list, lanes: list[Lane], gated: bool = False):
+        self.pending = [j if isinstance(j, Job) else Job(j) for j in students]
         self.in_flight = 0
         self.live = {id(lane) for lane in lanes}
         self.cond = threading.Condition()
@@ -1059,8 +1187,10 @@ class _Queue:
 
 def run_pool(week: str, students: list[str], lanes: list[Lane], *, grading: Path, batch: Path, template: Path,
              task_timeout: float | None = None, progress=None, prepare=None, after_merge=None) -> tuple[dict, dict]:
-    """Grade `students` with one worker per lane, the longest expected first (longest_first); merge each finished
-    task into `grading` (this thread is the only writer). Returns (per_student, lanes_summary) for the batch record.
+    """Grade `students` with one worker per lane, the longest expected first, a long hand-in in parts on several
+    lanes (plan_jobs); merge each finished task into `grading` (this thread is the only writer). A student is graded
+    once every part of their hand-in is merged (one entry, its parts listed); a part that fails twice leaves the
+    student not graded, like a whole hand-in. Returns (per_student, lanes_summary) for the batch record.
 
     What a run pays once, not per lane, and overlapped with what it can be: `prepare()` (the class gradebook's
     assignment and the batch's `template`, which must exist when it returns) runs in this thread while every lane
@@ -1072,7 +1202,8 @@ def run_pool(week: str, students: list[str], lanes: list[Lane], *, grading: Path
     import queue as queue_mod
 
     events: queue_mod.Queue = queue_mod.Queue()
-    todo = _Queue(longest_first(grading, week, students), lanes, gated=prepare is not None)
+    parts = _Parts()
+    todo = _Queue(plan_jobs(grading, week, students, len(lanes)), lanes, gated=prepare is not None)
     per_student: dict[str, dict] = {}
     STOP.clear()
     threads = [threading.Thread(target=_work, args=(lane, week, todo, events),
@@ -1090,7 +1221,7 @@ def run_pool(week: str, students: list[str], lanes: list[Lane], *, grading: Path
             STOP.set()
             stop_children()
             raise
-        _merge_events(threads, events, grading, per_student, show, after_merge)
+        _merge_events(threads, events, grading, per_student, show, after_merge, parts)
     except KeyboardInterrupt:
         STOP.set()
         stop_children()
@@ -1100,7 +1231,8 @@ def run_pool(week: str, students: list[str], lanes: list[Lane], *, grading: Path
             kind, lane, job, data = events.get()
             if kind == "done":
                 merge_result(data[0], grading, move=True)
-                per_student[job.student] = _entry(data[1], lane, job)
+                if (whole := parts.add(job, lane, data[1])) is not None:
+                    per_student[job.student] = whole
         raise Interrupted(per_student, lanes) from None
     for job in todo.left():  # every lane stopped before these were graded
         job.attempts.append({"label": "—", "why": "no working GPU lane was left"})
@@ -1109,11 +1241,44 @@ def run_pool(week: str, students: list[str], lanes: list[Lane], *, grading: Path
     return per_student, _lanes_summary(lanes)
 
 
-def _merge_events(threads: list, events, grading: Path, per_student: dict, show, after_merge=None) -> None:
+class _Parts:
+    """The parts of each student's hand-in merged so far: a student's entry once all of them are (run_pool)."""
+
+    def __init__(self):
+        self.done: dict[str, list] = {}
+        self.failed: set[str] = set()
+
+    def add(self, job: Job, lane, res: dict) -> dict | None:
+        """The student's entry when this was their last part (None before, and for a student with a failed part)."""
+        got = self.done.setdefault(job.student, [])
+        got.append(_entry(res, lane, job))
+        if len(got) < job.parts or job.student in self.failed:
+            return None
+        return got[0] if job.parts == 1 else _whole_entry(got)
+
+
+def _whole_entry(parts: list[dict]) -> dict:
+    """One student's entry from their parts' entries: the time is the sum (what grading them cost, the next run's
+    expectation), the notes said once, each part's lane and time kept."""
+    first = min(parts, key=lambda e: e.get("started_at") or 0)
+    once = lambda key: list(dict.fromkeys(x for e in parts for x in e.get(key) or []))  # noqa: E731
+    base = {k: v for k, v in first.items() if k not in ("part", "notebooks")}
+    return {**base, "wall_s": sum(e.get("wall_s") or 0.0 for e in parts),
+            "lane": ", ".join(dict.fromkeys(str(e.get("lane")) for e in parts)),
+            "finished_at": max(e.get("finished_at") or 0 for e in parts),
+            "malformed": once("malformed"), "ungraded": once("ungraded"), "notes": once("notes"),
+            "attempts": [a for e in parts for a in e.get("attempts") or []],
+            "parts": [{k: e.get(k) for k in ("notebooks", "lane", "gpu", "wall_s", "started_at", "finished_at")}
+                      for e in sorted(parts, key=lambda e: e.get("part") or [0])]}
+
+
+def _merge_events(threads: list, events, grading: Path, per_student: dict, show, after_merge=None,
+                  parts: _Parts | None = None) -> None:
     """The single writer: merge each finished task as its worker reports it, until every worker has stopped; hand
-    the students merged to `after_merge` whenever no event waits (run_pool)."""
+    the students merged in full to `after_merge` whenever no event waits (run_pool)."""
     import queue as queue_mod
 
+    parts = parts if parts is not None else _Parts()
     fresh: dict[str, dict] = {}
     while any(t.is_alive() for t in threads) or not events.empty():
         try:
@@ -1123,8 +1288,14 @@ def _merge_events(threads: list, events, grading: Path, per_student: dict, show,
         if kind == "done":
             out, res = data
             merge_result(out, grading, move=True)  # the single writer; the task keeps digests, not the notebooks
-            per_student[job.student] = fresh[job.student] = _entry(res, lane, job)
+            whole = parts.add(job, lane, res)
+            if whole is None:
+                kind = "part"
+            else:
+                per_student[job.student] = fresh[job.student] = whole
         elif kind == "failed":
+            parts.failed.add(job.student)
+            fresh.pop(job.student, None)
             per_student[job.student] = _not_graded(job, "failed twice")
         show(kind, lane, job, per_student.get(job.student) if job else None)
         if after_merge is not None and fresh and events.empty() and any(t.is_alive() for t in threads):
@@ -1138,7 +1309,8 @@ def _lanes_summary(lanes: list[Lane]) -> dict:
     return {lane.label: {"gpu": lane.id, "cuda_visible_devices": lane.env.get("CUDA_VISIBLE_DEVICES"),
                          "state": lane.state, "why": lane.why, "students": lane.students,
                          "device": lane.figures.get("device"), "ceilings": lane.figures.get("ceilings"),
-                         "wall_s": lane.wall_s, "ready_s": round(lane.ready_s, 1)} for lane in lanes}
+                         "wall_s": lane.wall_s, "ready_s": round(lane.ready_s, 1),
+                         "ready_phases_s": {k: round(v, 1) for k, v in lane.phases.items()}} for lane in lanes}
 
 
 def _work(lane: Lane, week: str, todo: _Queue, events, *, grading: Path, batch: Path, template: Path,
@@ -1150,6 +1322,7 @@ def _work(lane: Lane, week: str, todo: _Queue, events, *, grading: Path, batch: 
     ok, why = _lane_ready(week, lane, lane_dir)
     lane.ready_s = time.perf_counter() - t0
     if not ok:
+        _end_spare(lane)
         lane.state, lane.why = "wedged", why
         todo.retire(lane)
         events.put(("lane", lane, None, None))
@@ -1161,7 +1334,8 @@ def _work(lane: Lane, week: str, todo: _Queue, events, *, grading: Path, batch: 
         if job is None:
             break
         events.put(("start", lane, job, None))
-        out = batch / "tasks" / f"{task_folder(job.student)}.{len(job.attempts)}"
+        part = f".p{job.part + 1}of{job.parts}" if job.parts > 1 else ""
+        out = batch / "tasks" / f"{task_folder(job.student)}{part}.{len(job.attempts)}"
         cmd = _task_cmd(week, lane, job, out, grading=grading, template=template, lane_dir=lane_dir)
         code, tail = _run_task(cmd, lane, task_timeout)
         if STOP.is_set():
@@ -1169,7 +1343,8 @@ def _work(lane: Lane, week: str, todo: _Queue, events, *, grading: Path, batch: 
         res = read_result(out)
         if res is not None and res.get("state") == "done":
             lane.died_for = []
-            lane.students.append(job.student)
+            if job.student not in lane.students:
+                lane.students.append(job.student)
             events.put(("done", lane, job, (out, res)))
             todo.finish()
             continue
@@ -1195,13 +1370,21 @@ def task_folder(student: str) -> str:
 
 
 def _lane_ready(week: str, lane: Lane, lane_dir: Path) -> tuple[bool, str]:
-    """(ok, why): the lane's GPU answers and its ceilings and the course references were measured."""
+    """(ok, why): the lane's GPU answers and its ceilings and the course references were measured. The lane's first
+    task process is started first (_spare_task: its imports overlap the measurement, as a spare's do a student's
+    grading); the seconds of each step go to `lane.phases`."""
+    t0 = time.perf_counter()
+    if lane.spare is None and not STOP.is_set():
+        lane.spare = _spare_task(lane)
     ok, why = gpu_healthy(lane.id, lane.env)
+    lane.phases["gpu_check"] = time.perf_counter() - t0
     if ok:
+        t1 = time.perf_counter()
         try:
             lane.figures = prepare_lane(week, lane_dir / "baseline", lane.env)
         except Exception as exc:  # noqa: BLE001 - a lane that cannot measure its GPU grades nobody
             ok, why = False, str(exc)[:500]
+        lane.phases["baselines"] = time.perf_counter() - t1
     return ok, why
 
 
@@ -1213,6 +1396,8 @@ def _task_cmd(week: str, lane: Lane, job: Job, out: Path, *, grading: Path, temp
     if lane.id is not None:
         cmd += ["--lane", lane.id]
     # the positionals after "--": a student id may start with "-" (a folder named "-%" grades as -\x25)
+    if job.parts > 1:
+        cmd += ["--part", f"{job.part}/{job.parts}"]
     return cmd + ["--attempt", str(len(job.attempts)), "--", week, job.student]
 
 
@@ -1299,13 +1484,16 @@ def _failed_attempt(lane: Lane, job: Job, out: Path, res: dict | None, code: int
 
 def _entry(res: dict, lane: Lane | None, job: Job) -> dict:
     device = (res.get("figures") or {}).get("device") or (lane.figures.get("device") if lane else None)
-    return {"returncode": res.get("returncode"), "wall_s": res.get("wall_s"), "gpu": lane.id if lane else None,
-            "lane": lane.label if lane else res.get("lane"), "host": res.get("host"), "device": device,
-            "cpu": not device, "started_at": res.get("started_at"), "finished_at": res.get("finished_at"),
-            "process_born": res.get("process_born"), "malformed": res.get("malformed") or [], "ungraded": res.get("ungraded") or [],
-            "notes": res.get("notes") or [],
-            "log_tail": res.get("log_tail", ""),
-            "attempts": [{"lane": a.get("label"), "why": a.get("why")} for a in job.attempts]}
+    entry = {"returncode": res.get("returncode"), "wall_s": res.get("wall_s"), "gpu": lane.id if lane else None,
+             "lane": lane.label if lane else res.get("lane"), "host": res.get("host"), "device": device,
+             "cpu": not device, "started_at": res.get("started_at"), "finished_at": res.get("finished_at"),
+             "process_born": res.get("process_born"), "malformed": res.get("malformed") or [],
+             "ungraded": res.get("ungraded") or [], "notes": res.get("notes") or [],
+             "log_tail": res.get("log_tail", ""),
+             "attempts": [{"lane": a.get("label"), "why": a.get("why")} for a in job.attempts]}
+    if res.get("part"):  # one part of a hand-in graded in parts (_whole_entry folds them)
+        entry.update(part=res["part"], notebooks=res.get("notebooks"))
+    return entry
 
 
 def _not_graded(job: Job, what: str) -> dict:
@@ -1334,6 +1522,7 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--lane")
     t.add_argument("--timeout", type=float)
     t.add_argument("--attempt", type=int, default=0)
+    t.add_argument("--part", help="i/k: grade only part i (from 0) of k of the hand-in (grade_task)")
     p = sub.add_parser("prepare", help="measure this GPU's trusted baseline into $COURSE_BATCH_DIR")
     p.add_argument("week")
     sub.add_parser("spare", help="import what grading needs, then grade the task whose arguments come on stdin")
@@ -1350,7 +1539,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     res = grade_task(args.week, args.student, args.out, submitted=args.submitted, template=args.template,
                      lane=args.lane, batch_dir=args.batch_dir, timeout=args.timeout, attempt=args.attempt,
-                     figures=lane_figures(args.batch_dir) if args.batch_dir else None, here=True)
+                     figures=lane_figures(args.batch_dir) if args.batch_dir else None, here=True,
+                     part=tuple(int(x) for x in args.part.split("/")) if args.part else None)
     return 0 if res["state"] == "done" else 1
 
 

@@ -20,7 +20,7 @@ import sys
 import pytest
 
 from autograder.cohort import build
-from autograder.pool import Lane, _Queue, gradebook_rows, lanes_for, merge_result, read_result
+from autograder.pool import Lane, _Queue, gradebook_rows, lanes_for, merge_result, read_result, week_notebooks
 from autograder.release import ROOT
 
 WEEK = "week1"
@@ -130,8 +130,46 @@ def test_one_writer_no_grade_lost_or_doubled(batch):
         for s in graded:
             assert gb.find_submission(WEEK, s).score == pytest.approx(made[s].expected_cpu), s
     lanes = batch["batch"]["lanes"]
-    by_lane = sorted(s for lane in lanes.values() for s in lane["students"])
-    assert by_lane == graded, "every graded student is on exactly one lane"
+    per = batch["batch"]["per_student"]
+    for s in graded:  # a whole hand-in on one lane; one graded in parts on each lane that graded a part
+        on = sorted(label for label, lane in lanes.items() if s in lane["students"])
+        assert on == sorted({p["lane"] for p in per[s].get("parts") or [per[s]]}), (s, on, per[s])
+    # the blank release (five notebooks, the longest expected on three lanes) was graded in parts that cover the
+    # week's notebooks once each; its grades above are whole
+    parts = per["blank"]["parts"]
+    assert len(parts) > 1 and sorted(n for p in parts for n in p["notebooks"]) == week_notebooks(WEEK), parts
+
+
+def test_a_part_merges_only_its_own_notebooks(batch, tmp_path):
+    """A part's task holds the whole submission (nbgrader made every notebook's rows), but merging it writes only its
+    notebooks' grades and files: a figure put on another notebook stays, one put on its own is replaced."""
+    import shutil
+
+    from nbgrader.api import Gradebook
+
+    grading = tmp_path / "grading"
+    shutil.copytree(batch["grading"], grading)
+    task = next(t for t in sorted((grading / "batch").glob("*/tasks/blank.p*")) if read_result(t)["state"] == "done")
+    mine = {n[:-len(".ipynb")] for n in read_result(task)["notebooks"]}
+    (verdicts := grading / "verdicts" / "blank" / WEEK).mkdir(parents=True, exist_ok=True)
+    with Gradebook(f"sqlite:///{grading / 'gradebook.db'}") as gb:
+        nbs = gb.find_submission(WEEK, "blank").notebooks
+        other = next(nb for nb in nbs if nb.name not in mine and nb.grades)
+        own = next(nb for nb in nbs if nb.name in mine and nb.grades)
+        keys = {"other": (other.name, other.grades[0].name), "own": (own.name, own.grades[0].name)}
+        marks = {(nb.name, nb.grades[0].name): nb.grades[0].auto_score for nb in (other, own)}
+        for nb in (other, own):
+            nb.grades[0].auto_score = 0.25
+            (verdicts / f"{nb.name}.json").write_text('{"poisoned": true}')
+        gb.db.commit()
+    merge_result(task, grading)
+    with Gradebook(f"sqlite:///{grading / 'gradebook.db'}") as gb:
+        got = {(nb.name, nb.grades[0].name): nb.grades[0].auto_score
+               for nb in gb.find_submission(WEEK, "blank").notebooks}
+    assert got[keys["other"]] == 0.25, "another part's grade was overwritten"
+    assert got[keys["own"]] == marks[keys["own"]] != 0.25
+    assert (verdicts / f"{keys['other'][0]}.json").read_text() == '{"poisoned": true}'
+    assert (verdicts / f"{keys['own'][0]}.json").read_text() != '{"poisoned": true}'
 
 
 def test_merging_a_result_again_changes_nothing(batch):
@@ -431,6 +469,62 @@ def test_a_runs_fixed_costs_are_paid_once_and_overlap_the_grading(tmp_path, monk
     assert wall < serial, (wall, serial)
 
 
+def test_a_long_hand_in_is_graded_in_parts_on_several_lanes(tmp_path, monkeypatch):
+    """Four fake lanes, one hand-in of five notebooks recorded at 2 s beside eight one-notebook hand-ins of 0.3 s:
+    whole, the long one is the batch's critical path (2 s of a 2.6 s total / 4 lanes). plan_jobs splits it into
+    parts (each at most a share of the class's time, none smaller than a notebook) that cover the week's notebooks
+    once, run on several lanes at once; the student gets one entry and one feedback call, once every part is merged,
+    with each part's lane. One lane: never split."""
+    import time
+
+    from autograder import pool
+
+    grading = tmp_path / "grading"
+    task_s = {"long": 2.0, **{f"s{i}": 0.3 for i in range(8)}}
+    log = _fake_pool(monkeypatch, grading, task_s=task_s)
+    week = pool.week_notebooks(WEEK)
+    for s in task_s:
+        for nb in week if s == "long" else week[:1]:
+            (grading / "submitted" / s / WEEK / nb).write_text("{}")
+    (grading / f"batch_{WEEK}.json").write_text(json.dumps({"per_student": {s: {"wall_s": t} for s, t in
+                                                                              task_s.items()}}))
+    assert [j.parts for j in pool.plan_jobs(grading, WEEK, list(task_s), 1)] == [1] * len(task_s)
+    jobs = pool.plan_jobs(grading, WEEK, list(task_s), 4)
+    long_parts = [j for j in jobs if j.student == "long"]
+    share = sum(task_s.values()) / (pool.SPLIT_SHARE * 4)
+    assert len(long_parts) == min(len(week), -(-2.0 // share)) > 1
+    assert jobs[:len(long_parts)] == long_parts, "the parts of the longest hand-in first"
+    assert sorted(n for j in long_parts for n in pool.part_notebooks(week, (j.part, j.parts))) == week
+
+    def task(cmd, lane, timeout):  # a part takes its share of the student's time
+        student, out = cmd[-1], pool.Path(cmd[cmd.index("--out") + 1])
+        part = tuple(int(x) for x in cmd[cmd.index("--part") + 1].split("/")) if "--part" in cmd else None
+        log.append(("start", student, lane.label, time.monotonic()))
+        time.sleep(task_s[student] / (part[1] if part else 1))
+        out.mkdir(parents=True, exist_ok=True)
+        pool._atomic_json(out / pool.RESULT, {"student": student, "week": WEEK, "state": "done", "wall_s": 0.1,
+                                              "part": list(part) if part else None,
+                                              "notebooks": pool.part_notebooks(week, part) if part else None})
+        return 0, ""
+
+    monkeypatch.setattr(pool, "_run_task", task)
+    fed = []
+    lanes = lanes_for("0,1,2,3", {"COURSE_FORCE_CPU": "1"})
+    t0 = time.monotonic()
+    per, summary = pool.run_pool(WEEK, list(task_s), lanes, grading=grading, batch=tmp_path / "batch",
+                                 template=tmp_path / "template.db", after_merge=lambda e, alone: fed.extend(e))
+    wall = time.monotonic() - t0
+    assert sorted(fed) == sorted(task_s), "each student fed once, the long one after its last part"
+    e = per["long"]
+    assert len(e["parts"]) == len(long_parts) and e["wall_s"] == pytest.approx(0.1 * len(long_parts))
+    assert sorted(n for p in e["parts"] for n in p["notebooks"]) == week
+    on = {lab for kind, s, lab, _ in [x for x in log if len(x) == 4] if kind == "start" and s == "long"}
+    assert len(on) > 1 and set(e["lane"].split(", ")) == on, (on, e["lane"])
+    assert sorted(s for lane in summary.values() if "long" in lane["students"] for s in ["long"]) == ["long"] * len(on)
+    print(f"4 fake lanes: {wall:.2f} s with the long hand-in in {len(long_parts)} parts (2.0 s whole)")
+    assert wall < 1.9, wall
+
+
 # --------------------------------------------------------------------------------------------------- student ids
 _names = __import__("hypothesis").strategies.binary(min_size=1, max_size=12).filter(
     lambda b: b"/" not in b and b"\0" not in b and b not in (b".", b".."))
@@ -511,3 +605,17 @@ def test_a_lanes_next_task_process_is_started_while_the_last_student_grades(tmp_
         except OSError:
             continue
     assert not left, f"spare task processes outlived the run: {left}"
+
+
+def test_the_gpu_check_says_why_a_gpu_does_not_answer():
+    """The lane's GPU check (a 4 MB fill through the driver API in a fresh process) on a machine with no GPU driver:
+    not healthy, and the reason is the driver's, in one line. A CPU lane needs no check."""
+    import shutil
+
+    from autograder.pool import gpu_healthy
+
+    if shutil.which("nvidia-smi"):
+        pytest.skip("a GPU driver is here: the check is run by make gpu-test's class scale")
+    ok, why = gpu_healthy("0", dict(os.environ))
+    assert not ok and why and "\n" not in why and ("driver" in why.lower() or "cuda" in why.lower()), why
+    assert gpu_healthy(None, {}) == (True, "")

@@ -393,9 +393,16 @@ def autograde_cohort(slugs, week="week1", members="gpu20", only=None, gpus=None)
               f"{row['got']}  {'' if w is None else f'{w:5.1f} s'}  flags {len(row['flags'])}"
               + (f"  MISSING {row['missing_flags']}" if row["missing_flags"] else "")
               + ("" if row["ok"] else f"  below max: {row['below_max']}"))
+    busy: dict = {}  # each lane's seconds of grading: a hand-in graded in parts counts on each part's lane
+    for e in (batch.get("per_student") or {}).values():
+        for part in (e.get("parts") or [e]) if isinstance(e, dict) else []:
+            busy[part.get("gpu")] = busy.get(part.get("gpu"), 0.0) + (part.get("wall_s") or 0.0)
+    phases = sorted((grading / "batch").glob("*/phases.json"))
     res = {"ok": ok, "rows": rows, "wall_s": wall, "students": len(made), "secret_leaked_into": leaked,
-           "batch": {k: v for k, v in batch.items() if k != "per_student"},
-           "lanes_of": {s: e.get("gpu") for s, e in batch.get("per_student", {}).items()}}
+           "batch": {k: v for k, v in batch.items() if k != "per_student"}, "lane_busy": busy,
+           "phases": json.loads(phases[-1].read_text()) if phases else {},
+           "parts": {s: len(e["parts"]) for s, e in (batch.get("per_student") or {}).items()
+                     if isinstance(e, dict) and e.get("parts")}}
     # every Hopper GPU grades every part (bars calibrated per GPU kind); the record names the device
     if os.environ.get("COURSE_RECORD") == "1":
         (record_regrade if only else record_cohort)(members, res)
@@ -412,16 +419,17 @@ def class_scale(out: Path, week="week1", members="gpu20", gpus=None, only=None):
 
     n = gpus or torch.cuda.device_count()
     res = autograde_cohort(None, week, members, only, gpus=gpus)
-    busy: dict = {}
-    for row in res["rows"]:
-        lane = res["lanes_of"].get(row["student"])
-        busy[lane] = busy.get(lane, 0.0) + (row["wall_s"] or 0.0)
+    busy = res["lane_busy"]
     doc = {"gpus": n, "cohort": members, "members": only, "week": week, "wall_s": round(res["wall_s"], 1),
            "busiest_lane_s": round(max(busy.values(), default=0.0), 1),
            "outside_grading_s": round(res["wall_s"] - max(busy.values(), default=0.0), 1),
            "lane_busy_s": {str(k): round(v, 1) for k, v in busy.items()},
            # each lane's set-up (GPU check, trusted baselines): the part of the fixed cost paid per lane
            "lane_ready_s": {str(v.get("gpu")): v.get("ready_s") for v in (res["batch"].get("lanes") or {}).values()},
+           "lane_ready_phases_s": {str(v.get("gpu")): v.get("ready_phases_s")
+                                   for v in (res["batch"].get("lanes") or {}).values()},
+           "run_phases_s": res["phases"],  # set-up (template), the pool, the last pages, the CSV export, the report
+           "split_hand_ins": res["parts"],  # student -> the parts their hand-in was graded in
            "gradebook": {r["student"]: r["got"] for r in res["rows"]}, "ok": res["ok"],
            "device": _device_line()}
     (out / f"scale_{n}gpu{'_' + str(len(only)) if only else ''}.json").write_text(json.dumps(doc, indent=1) + "\n")
