@@ -432,7 +432,10 @@ def class_scale(out: Path, week="week1", members="gpu20", gpus=None, only=None):
            "split_hand_ins": res["parts"],  # student -> the parts their hand-in was graded in
            "gradebook": {r["student"]: r["got"] for r in res["rows"]}, "ok": res["ok"],
            "device": _device_line()}
-    (out / f"scale_{n}gpu{'_' + str(len(only)) if only else ''}.json").write_text(json.dumps(doc, indent=1) + "\n")
+    name, k = f"scale_{n}gpu{'_' + str(len(only)) if only else ''}", 1
+    while (out / f"{name}{f'_run{k}' if k > 1 else ''}.json").exists():  # a second run of the same size is kept too
+        k += 1
+    (out / f"{name}{f'_run{k}' if k > 1 else ''}.json").write_text(json.dumps(doc, indent=1) + "\n")
     print(json.dumps({k: v for k, v in doc.items() if k != "gradebook"}, indent=1))
     return doc
 
