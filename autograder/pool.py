@@ -125,15 +125,50 @@ def expected_notebooks(template: Path, week: str) -> list[str]:
     return sorted(f"{r[0]}.ipynb" for r in rows)
 
 
-def part_notebooks(expected: list[str], part: tuple[int, int] | None) -> list[str]:
-    """The notebooks part (i, k) of a hand-in grades: every k-th of the week's (sorted) from the i-th; the k parts
-    cover the week once. No part, or k = 1: all of them."""
-    if not part or part[1] <= 1:
-        return list(expected)
-    i, k = part
-    if not 0 <= i < k:
-        raise ValueError(f"part {i} of {k}: no such part")
-    return sorted(expected)[i::k]
+def part_notebooks(expected: list[str], part: tuple[int, list] | None) -> list[str]:
+    """The notebooks part (i, split) of a hand-in grades: split[i] (lists of notebook names, one per part), and in
+    part 0 every expected notebook that no part names, so that the parts cover the week once whatever `split` says.
+    No part, or a split of one: all of them."""
+    if not part or len(part[1]) <= 1:
+        return sorted(expected)
+    i, split = part
+    if not 0 <= i < len(split):
+        raise ValueError(f"part {i} of {len(split)}: no such part")
+    named = {n for names in split for n in names}
+    return sorted(n for n in expected if n in split[i] or (i == 0 and n not in named))
+
+
+def hand_in_work(folder: Path, week: str) -> dict[str, float]:
+    """{week notebook: its graded exercises the hand-in attempted} — what grading it will cost on the GPU, read
+    without running anything (autograder.answers: a kernel answer that is a string and not the stub). A notebook
+    found under another name or in a sub-folder counts as stage_submission would grade it; one not readable as
+    0."""
+    import nbformat
+
+    from .answers import _source, cells_by_grade_id, read_answer
+    from .spec import all_specs
+
+    specs = {s.notebook: s for s in all_specs() if s.assignment == week}
+    every = _notebooks_under(folder)
+    work = {}
+    for name in week_notebooks(week):
+        src = folder / name
+        if not src.is_file():
+            cands = [p for p in every if _base_name(p.name) == _base_name(name)]
+            if len(cands) != 1:
+                continue
+            src = cands[0]
+        try:
+            cells = cells_by_grade_id(nbformat.read(str(src), as_version=4))
+        except Exception:  # noqa: BLE001 - a notebook that is not readable costs nothing to grade
+            work[name] = 0.0
+            continue
+        spec = specs.get(name)
+        work[name] = float(sum(1 for ex in (spec.exercises.values() if spec else ())
+                               if (c := cells.get(ex.answer_cell)) is not None
+                               and (a := read_answer(_source(c), ex.answer_var)).attempted
+                               and isinstance(a.value, str)))
+    return work
 
 
 def week_notebooks(week: str) -> list[str]:
@@ -248,15 +283,15 @@ def misplaced_hand_ins(submitted: Path, week: str, skip) -> dict[str, dict]:
 
 def grade_task(week: str, student: str, out: Path, *, submitted: Path, template: Path, lane: str | None = None,
                batch_dir: Path | None = None, timeout: float | None = None, attempt: int = 0,
-               figures: dict | None = None, here: bool = False, part: tuple[int, int] | None = None) -> dict:
+               figures: dict | None = None, here: bool = False, part: tuple[int, list] | None = None) -> dict:
     """Grade one student into `out` (emptied first): gradebook.db (a copy of `template`), autograded/, verdicts/,
     result.json. The secret seed comes from COURSE_SECRET_SEED in the environment. here=True (a pool task: this
     process grades this one student and nothing else): nbgrader's autograde runs in this process instead of one of
     its own (`release.nbgrader(here=True)`; the notebook still runs in a Jupyter kernel of its own), unless a
     `timeout` asks for a process that can be killed.
 
-    part=(i, k), k > 1: only part i of the hand-in (`part_notebooks`: every k-th notebook of the week from the i-th),
-    so that one long hand-in is graded on several lanes at once. The whole hand-in is staged as always (its notes
+    part=(i, split), several parts: only part i of the hand-in (`part_notebooks`), so that one long hand-in is graded
+    on several lanes at once. The whole hand-in is staged as always (its notes
     are the same in every part); the other parts' notebooks are then left out of what nbgrader sees, and the result
     names the part's notebooks: merge_result takes only their grades, notebooks and verdicts."""
     from nbgrader.api import Gradebook, MissingEntry
@@ -319,8 +354,8 @@ def grade_task(week: str, student: str, out: Path, *, submitted: Path, template:
     result = {**info, "state": "done" if rc == 0 else "failed", "returncode": rc,
               "wall_s": time.perf_counter() - t0, "finished_at": time.time(), "malformed": malformed,
               "ungraded": ungraded, "notes": notes, "permanent": not folder.is_dir(), "log_tail": log[-1500:],
-              "part": list(part) if part and part[1] > 1 else None,
-              "notebooks": mine if part and part[1] > 1 else None}
+              "part": [part[0], len(part[1])] if part and len(part[1]) > 1 else None,
+              "notebooks": mine if part and len(part[1]) > 1 else None}
     _atomic_json(out / RESULT, result)
     return result
 
@@ -981,9 +1016,13 @@ def _forget_in_record(bf: Path, student: str) -> bool:
 class Job:
     student: str
     attempts: list[dict] = field(default_factory=list)  # {"lane", "why"} of each failed attempt
-    part: int = 0  # this job grades part `part` of `parts` of the student's hand-in (part_notebooks)
-    parts: int = 1
+    part: int = 0  # this job grades part `part` of the student's hand-in: split[part] (part_notebooks)
+    split: tuple = ()  # the hand-in's notebooks, one list per part (plan_jobs); () = graded whole
     expected_s: float = 0.0  # its expected grading time (plan_jobs)
+
+    @property
+    def parts(self) -> int:
+        return max(1, len(self.split))
 
     @property
     def label(self) -> str:
@@ -1079,25 +1118,32 @@ def _gpu_count() -> int:
         return 0
 
 
-def expected_seconds(grading: Path, week: str, students: list[str]) -> dict[str, tuple[float, int, int]]:
-    """{student: (expected seconds, notebooks handed in, bytes handed in)}. Expected: the student's wall time in the
-    last run that graded them (the batch record, batch_<week>.json: update_batch_record keeps a graded entry through
-    a later failure); else their hand-in's notebook count at the recorded seconds per notebook (the median over the
-    recorded students; 1 s when none is recorded)."""
+NOTEBOOK_WORK = 0.1  # a notebook's cost to grade beyond its attempted exercises, in exercises (measured on one
+# H200: the five unattempted notebooks of the release took 1.2 s, one attempted exercise 5 to 17 s)
+
+
+def expected_seconds(grading: Path, week: str, students: list[str]) -> dict[str, tuple[float, dict, int]]:
+    """{student: (expected seconds, {notebook: work}, bytes handed in)}. Work: the hand-in's attempted exercises
+    per notebook (hand_in_work) plus NOTEBOOK_WORK per notebook. Expected: the student's wall time in the last run
+    that graded them (the batch record, batch_<week>.json: update_batch_record keeps a graded entry through a later
+    failure); else their work at the recorded seconds per unit of work (the median over the recorded students; 1 s
+    when none is recorded)."""
     try:
         per = json.loads((Path(grading) / f"batch_{week}.json").read_text()).get("per_student")
     except (OSError, ValueError, AttributeError):
         per = None
     per = per if isinstance(per, dict) else {}
-    size = {}
+    work, size = {}, {}
     for s in students:
-        nbs = _notebooks_under(Path(grading) / "submitted" / s / week)
-        size[s] = (len(nbs), sum(p.stat().st_size for p in nbs))
-    recorded = {s: float(e["wall_s"]) for s, e in per.items() if s in size and isinstance(e, dict)
+        folder = Path(grading) / "submitted" / s / week
+        work[s] = {n: w + NOTEBOOK_WORK for n, w in hand_in_work(folder, week).items()} if folder.is_dir() else {}
+        size[s] = sum(p.stat().st_size for p in _notebooks_under(folder))
+    units = {s: sum(w.values()) for s, w in work.items()}
+    recorded = {s: float(e["wall_s"]) for s, e in per.items() if s in units and isinstance(e, dict)
                 and not e.get("not_graded") and isinstance(e.get("wall_s"), (int, float)) and e["wall_s"] > 0}
-    rates = sorted(recorded[s] / size[s][0] for s in recorded if size[s][0])
+    rates = sorted(recorded[s] / units[s] for s in recorded if units[s])
     rate = rates[len(rates) // 2] if rates else 1.0
-    return {s: (recorded.get(s, rate * size[s][0]), *size[s]) for s in students}
+    return {s: (recorded.get(s, rate * units[s]), work[s], size[s]) for s in students}
 
 
 def longest_first(grading: Path, week: str, students: list[str]) -> list[str]:
@@ -1112,24 +1158,39 @@ def longest_first(grading: Path, week: str, students: list[str]) -> list[str]:
 SPLIT_SHARE = 3  # a hand-in expected to take more than 1/(SPLIT_SHARE × lanes) of the class's time is split
 
 
+def split_hand_in(work: dict[str, float], k: int) -> list[list[str]]:
+    """The notebooks of a hand-in in k parts of about equal work (longest first, each to the lightest part)."""
+    parts: list[list] = [[0.0, []] for _ in range(k)]
+    for name, w in sorted(work.items(), key=lambda x: (-x[1], x[0])):
+        light = min(parts, key=lambda p: p[0])
+        light[0] += w
+        light[1].append(name)
+    return [sorted(names) for _, names in parts]
+
+
 def plan_jobs(grading: Path, week: str, students: list[str], lanes: int) -> list[Job]:
     """The pool's jobs, longest expected first. On one lane, one job per student. On several, a hand-in of several
     notebooks expected to take more than the class's expected time / (SPLIT_SHARE × lanes) is graded in parts on
-    different lanes at once (each part its own nbgrader run of some of its notebooks, `grade_task(part=...)`): one
-    long hand-in would otherwise be the batch's critical path however many lanes there are (measured on 4 H200s, the
-    solutions' five notebooks took 58 s of a 98 s run). Each part costs a task's start, so no more parts than needed
-    to bring a part under that share, and none smaller than one notebook."""
+    different lanes at once (each part its own nbgrader run of some of its notebooks, `grade_task(part=...)`, the
+    notebooks shared out by their work): one long hand-in would otherwise be the batch's critical path however many
+    lanes there are (measured on 4 H200s, the solutions' five notebooks took 58 s of a 98 s run). Each part costs a
+    task's start, so no more parts than needed to bring a part under that share, and none smaller than a notebook."""
     order = longest_first(grading, week, students)
     exp = expected_seconds(grading, week, students)
     if lanes < 2:
         return [Job(s, expected_s=exp[s][0]) for s in order]
-    share = sum(e for e, _, _ in exp.values()) / (SPLIT_SHARE * lanes)
-    n_week = len(week_notebooks(week))
+    share = sum(t for t, _, _ in exp.values()) / (SPLIT_SHARE * lanes)
     jobs = []
     for s in order:
-        t, handed, _ = exp[s]
-        k = min(handed, n_week, int(-(-t // share))) if share > 0 and handed > 1 and t > share else 1
-        jobs += [Job(s, part=i, parts=k, expected_s=t / k) for i in range(k)]
+        t, work, _ = exp[s]
+        k = min(len(work), int(-(-t // share))) if share > 0 and t > share else 1
+        if k < 2:
+            jobs.append(Job(s, expected_s=t))
+            continue
+        split = split_hand_in(work, k)
+        total = sum(work.values()) or 1.0
+        jobs += [Job(s, part=i, split=tuple(tuple(p) for p in split),
+                     expected_s=t * sum(work[n] for n in p) / total) for i, p in enumerate(split)]
     rank = {s: i for i, s in enumerate(order)}
     return sorted(jobs, key=lambda j: (-j.expected_s, rank[j.student], j.part))
 
@@ -1397,7 +1458,7 @@ def _task_cmd(week: str, lane: Lane, job: Job, out: Path, *, grading: Path, temp
         cmd += ["--lane", lane.id]
     # the positionals after "--": a student id may start with "-" (a folder named "-%" grades as -\x25)
     if job.parts > 1:
-        cmd += ["--part", f"{job.part}/{job.parts}"]
+        cmd += ["--part", json.dumps({"part": job.part, "split": job.split})]
     return cmd + ["--attempt", str(len(job.attempts)), "--", week, job.student]
 
 
@@ -1522,7 +1583,7 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--lane")
     t.add_argument("--timeout", type=float)
     t.add_argument("--attempt", type=int, default=0)
-    t.add_argument("--part", help="i/k: grade only part i (from 0) of k of the hand-in (grade_task)")
+    t.add_argument("--part", help='{"part": i, "split": [[notebooks], ...]}: grade only part i of the hand-in')
     p = sub.add_parser("prepare", help="measure this GPU's trusted baseline into $COURSE_BATCH_DIR")
     p.add_argument("week")
     sub.add_parser("spare", help="import what grading needs, then grade the task whose arguments come on stdin")
@@ -1540,8 +1601,15 @@ def main(argv: list[str] | None = None) -> int:
     res = grade_task(args.week, args.student, args.out, submitted=args.submitted, template=args.template,
                      lane=args.lane, batch_dir=args.batch_dir, timeout=args.timeout, attempt=args.attempt,
                      figures=lane_figures(args.batch_dir) if args.batch_dir else None, here=True,
-                     part=tuple(int(x) for x in args.part.split("/")) if args.part else None)
+                     part=_part_arg(args.part))
     return 0 if res["state"] == "done" else 1
+
+
+def _part_arg(text: str | None) -> tuple[int, list] | None:
+    if not text:
+        return None
+    d = json.loads(text)
+    return int(d["part"]), [list(p) for p in d["split"]]
 
 
 if __name__ == "__main__":

@@ -399,28 +399,41 @@ def _fake_pool(monkeypatch, grading, *, task_s: dict, ready_s: float = 0.0):
 
 def test_the_pool_hands_out_the_longest_expected_hand_in_first(tmp_path, monkeypatch):
     """One lane: the order it grades in is the order handed out. Recorded wall times (the last run's, in the batch
-    record) come first; a student with none is expected at the recorded seconds per notebook."""
+    record) come first; a student with none is expected at the recorded seconds per unit of work: the exercises
+    their hand-in attempted (a solution notebook: one), plus NOTEBOOK_WORK per notebook (the release's stubs: that
+    alone)."""
+    import random
+    import shutil
+
     from autograder import pool
 
     grading = tmp_path / "grading"
     task_s = {s: 0.0 for s in ("ann", "bo", "cy", "di", "ed")}
     log = _fake_pool(monkeypatch, grading, task_s=task_s)
-    for s, n in (("ann", 1), ("bo", 1), ("cy", 1), ("di", 3), ("ed", 1)):
-        for i in range(n):
-            (grading / "submitted" / s / WEEK / f"day{i + 1}.ipynb").write_text("{}")
+    week = pool.week_notebooks(WEEK)
+    names = {"ann": week[:1], "bo": week[1:2], "cy": week[2:3], "di": random.sample(week, 3), "ed": week[:2]}
+    for s, nbs in names.items():  # ed hands in the release, untouched: nothing attempted
+        for nb in nbs:
+            shutil.copy(ROOT / ("weeks" if s == "ed" else "solutions") / WEEK / nb, grading / "submitted" / s / WEEK)
+    work = {s: pool.hand_in_work(grading / "submitted" / s / WEEK, WEEK) for s in names}
+    assert all(sum(work[s].values()) == len(names[s]) for s in ("ann", "bo", "cy", "di")) and \
+        sum(work["ed"].values()) == 0, work
     record = {"per_student": {"ann": {"wall_s": 5.0}, "bo": {"wall_s": 75.0}, "cy": {"wall_s": 20.0},
                               "ed": {"not_graded": "not graded, retry", "wall_s": None}}}
     (grading / f"batch_{WEEK}.json").write_text(json.dumps(record))
-    # di: no record, three notebooks at the median 20 s a notebook -> 60 s; ed: no time -> 20 s, after cy by name
-    assert pool.longest_first(grading, WEEK, list(task_s)) == ["bo", "di", "cy", "ed", "ann"]
+    # the median rate is cy's, 20 s per 1.1 units: di (3.3 units) -> 60 s; ed (0.2 units) -> 3.6 s, after ann
+    exp = pool.expected_seconds(grading, WEEK, list(task_s))
+    assert exp["di"][0] == pytest.approx(60.0) and exp["ed"][0] == pytest.approx(20 / 1.1 * 0.2)
+    assert pool.longest_first(grading, WEEK, list(task_s)) == ["bo", "di", "cy", "ann", "ed"]
     lanes = lanes_for("0", {"COURSE_FORCE_CPU": "1"})
     per, _ = pool.run_pool(WEEK, list(task_s), lanes, grading=grading, batch=tmp_path / "batch",
                            template=tmp_path / "template.db")
-    assert [s for kind, s, _ in log if kind == "start"] == ["bo", "di", "cy", "ed", "ann"]
+    assert [s for kind, s, _ in log if kind == "start"] == ["bo", "di", "cy", "ann", "ed"]
     assert sorted(per) == sorted(task_s)
-    # no record at all: the larger hand-in (more notebooks, then more bytes) first
+    # no record at all: the most attempted work first (di's three exercises, before ed's two untouched notebooks)
     (grading / f"batch_{WEEK}.json").unlink()
-    assert pool.longest_first(grading, WEEK, ["ann", "di", "bo"])[0] == "di"
+    assert pool.longest_first(grading, WEEK, ["ann", "ed", "di", "bo"])[0] == "di"
+    assert pool.longest_first(grading, WEEK, ["ed", "ann"]) == ["ann", "ed"]
 
 
 def test_a_runs_fixed_costs_are_paid_once_and_overlap_the_grading(tmp_path, monkeypatch):
@@ -494,16 +507,16 @@ def test_a_long_hand_in_is_graded_in_parts_on_several_lanes(tmp_path, monkeypatc
     share = sum(task_s.values()) / (pool.SPLIT_SHARE * 4)
     assert len(long_parts) == min(len(week), -(-2.0 // share)) > 1
     assert jobs[:len(long_parts)] == long_parts, "the parts of the longest hand-in first"
-    assert sorted(n for j in long_parts for n in pool.part_notebooks(week, (j.part, j.parts))) == week
+    assert sorted(n for j in long_parts for n in pool.part_notebooks(week, (j.part, j.split))) == week
 
     def task(cmd, lane, timeout):  # a part takes its share of the student's time
         student, out = cmd[-1], pool.Path(cmd[cmd.index("--out") + 1])
-        part = tuple(int(x) for x in cmd[cmd.index("--part") + 1].split("/")) if "--part" in cmd else None
+        part = pool._part_arg(cmd[cmd.index("--part") + 1]) if "--part" in cmd else None
         log.append(("start", student, lane.label, time.monotonic()))
-        time.sleep(task_s[student] / (part[1] if part else 1))
+        time.sleep(task_s[student] / (len(part[1]) if part else 1))
         out.mkdir(parents=True, exist_ok=True)
         pool._atomic_json(out / pool.RESULT, {"student": student, "week": WEEK, "state": "done", "wall_s": 0.1,
-                                              "part": list(part) if part else None,
+                                              "part": [part[0], len(part[1])] if part else None,
                                               "notebooks": pool.part_notebooks(week, part) if part else None})
         return 0, ""
 
