@@ -24,7 +24,7 @@ from autograder.pool import Lane, _Queue, gradebook_rows, lanes_for, merge_resul
 from autograder.release import ROOT
 
 WEEK = "week1"
-COHORT = ["blank", "malformed", "tamper", "naive_loads-scalar_loads"]
+COHORT = ["good", "blank", "malformed", "tamper", "naive_loads-scalar_loads"]
 
 
 def _grade_cells(con) -> int:
@@ -134,9 +134,10 @@ def test_one_writer_no_grade_lost_or_doubled(batch):
     for s in graded:  # a whole hand-in on one lane; one graded in parts on each lane that graded a part
         on = sorted(label for label, lane in lanes.items() if s in lane["students"])
         assert on == sorted({p["lane"] for p in per[s].get("parts") or [per[s]]}), (s, on, per[s])
-    # the blank release (five notebooks, the longest expected on three lanes) was graded in parts that cover the
-    # week's notebooks once each; its grades above are whole
-    parts = per["blank"]["parts"]
+    # the solutions (five attempted exercises, the longest expected on three lanes) were graded in parts that cover
+    # the week's notebooks once each; their grades above are whole; the blank release (nothing attempted) was not
+    assert "parts" not in per["blank"]
+    parts = per["good"]["parts"]
     assert len(parts) > 1 and sorted(n for p in parts for n in p["notebooks"]) == week_notebooks(WEEK), parts
 
 
@@ -149,11 +150,11 @@ def test_a_part_merges_only_its_own_notebooks(batch, tmp_path):
 
     grading = tmp_path / "grading"
     shutil.copytree(batch["grading"], grading)
-    task = next(t for t in sorted((grading / "batch").glob("*/tasks/blank.p*")) if read_result(t)["state"] == "done")
+    task = next(t for t in sorted((grading / "batch").glob("*/tasks/good.p*")) if read_result(t)["state"] == "done")
     mine = {n[:-len(".ipynb")] for n in read_result(task)["notebooks"]}
-    (verdicts := grading / "verdicts" / "blank" / WEEK).mkdir(parents=True, exist_ok=True)
+    (verdicts := grading / "verdicts" / "good" / WEEK).mkdir(parents=True, exist_ok=True)
     with Gradebook(f"sqlite:///{grading / 'gradebook.db'}") as gb:
-        nbs = gb.find_submission(WEEK, "blank").notebooks
+        nbs = gb.find_submission(WEEK, "good").notebooks
         other = next(nb for nb in nbs if nb.name not in mine and nb.grades)
         own = next(nb for nb in nbs if nb.name in mine and nb.grades)
         keys = {"other": (other.name, other.grades[0].name), "own": (own.name, own.grades[0].name)}
@@ -165,7 +166,7 @@ def test_a_part_merges_only_its_own_notebooks(batch, tmp_path):
     merge_result(task, grading)
     with Gradebook(f"sqlite:///{grading / 'gradebook.db'}") as gb:
         got = {(nb.name, nb.grades[0].name): nb.grades[0].auto_score
-               for nb in gb.find_submission(WEEK, "blank").notebooks}
+               for nb in gb.find_submission(WEEK, "good").notebooks}
     assert got[keys["other"]] == 0.25, "another part's grade was overwritten"
     assert got[keys["own"]] == marks[keys["own"]] != 0.25
     assert (verdicts / f"{keys['other'][0]}.json").read_text() == '{"poisoned": true}'
@@ -504,7 +505,7 @@ def test_a_long_hand_in_is_graded_in_parts_on_several_lanes(tmp_path, monkeypatc
     assert [j.parts for j in pool.plan_jobs(grading, WEEK, list(task_s), 1)] == [1] * len(task_s)
     jobs = pool.plan_jobs(grading, WEEK, list(task_s), 4)
     long_parts = [j for j in jobs if j.student == "long"]
-    share = sum(task_s.values()) / (pool.SPLIT_SHARE * 4)
+    share = pool.PART_SHARE * sum(task_s.values()) / 4
     assert len(long_parts) == min(len(week), -(-2.0 // share)) > 1
     assert jobs[:len(long_parts)] == long_parts, "the parts of the longest hand-in first"
     assert sorted(n for j in long_parts for n in pool.part_notebooks(week, (j.part, j.split))) == week
