@@ -5,8 +5,8 @@ timings to. `make gpu-test` runs every topic's benchmark this way:
 
 kernels/<slug>/bench.py declares the topic (a kernels.topic.Topic: its kernels, checks, rows, model, claims). The
 library never reads grading data, so this module reads it and hands it over: the spec's exercises with their
-workload modules and the known answers' CUDA sources (kernels.topic.Answers, from autograder/specs and
-autograder/submissions), and `grading` — each course solution's margin over the bar it is graded with on this GPU
+workload modules and the known answers' CUDA sources (kernels.topic.Answers, from each day's spec.toml and
+grading/known/), and `grading` — each course solution's margin over the bar it is graded with on this GPU
 kind (exercise_margins: what `autograder calibrate` turns into the spec's calibration), and the bars this run's
 timed answers must reach or stay below (REACH, BELOW).
 """
@@ -19,7 +19,7 @@ from functools import partial
 
 from kernels import record, topic
 
-from .known import SUBMISSIONS, kernel_source, known_answers, rung_source
+from .known import kernel_source, known_answers, known_dir, rung_source
 from .spec import SOLUTION_MARGIN, calibrated_fraction, load
 
 # Calibration may lower a spec's fraction on a GPU kind (the solution must clear its bar there by SOLUTION_MARGIN),
@@ -38,7 +38,7 @@ def answers(slug: str) -> topic.Answers | None:
     answer's CUDA source by name — a known answer of expected.toml, or a measured rung of the lesson kept beside them
     (autograder.known.rung_source: an earlier answer, timed, never graded). None where the known answers are not
     here (a student release)."""
-    if not (SUBMISSIONS / slug / "expected.toml").is_file():
+    if not (known_dir(slug) / "expected.toml").is_file():
         return None
     spec = load(slug)
     names = {ka.name for ka in known_answers(slug)}
@@ -49,7 +49,7 @@ def answers(slug: str) -> topic.Answers | None:
         try:
             return rung_source(slug, name)
         except KeyError:
-            raise KeyError(f"no known answer or rung {name!r} in autograder/submissions/{slug}/") from None
+            raise KeyError(f"no known answer or rung {name!r} in kernels/{slug}/grading/known/") from None
 
     return topic.Answers({ex.name: (ex, ex.workload()) for ex in spec.exercises.values()}, source)
 

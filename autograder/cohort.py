@@ -9,7 +9,7 @@ material — never hand-written notebooks:
 - malformed: a notebook that is not JSON (reported, 0, the batch goes on);
 - tamper: day 1 with a scalar kernel, a grade cell rewritten to print full marks, the in-notebook checker patched,
   a quiz grade cell deleted (flagged; earns what its kernel is worth);
-- one student per known answer of every topic (autograder/submissions/<slug>/expected.toml), submitting that one
+- one student per known answer of every topic (kernels/<slug>/grading/known/expected.toml), submitting that one
   notebook: slow, wrong, racy, hanging, crashing and cheating kernels with the scores they must get.
 `expected.json` beside the students holds every member's expected score (on a Hopper GPU and without one) and flags.
 """
@@ -105,7 +105,7 @@ def _parts(spec, names) -> float:
 def tampered_day1(week: str = "week1") -> dict:
     """Day 1 with a scalar kernel, a rewritten grade cell, a patched checker and a deleted quiz grade cell."""
     nb = nbformat.read(str(ROOT / "solutions" / week / "day1_naive_loads.ipynb"), as_version=4)
-    scalar = (ROOT / "autograder" / "submissions" / "naive_loads" / "scalar_loads.cu").read_text()
+    scalar = (ROOT / "kernels" / "naive_loads" / "grading" / "known" / "scalar_loads.cu").read_text()
     keep = []
     for cell in nb.cells:
         gid = cell.metadata.get("nbgrader", {}).get("grade_id")

@@ -70,7 +70,7 @@ TRACE_LAYOUT = trace_layout()
 DEBUG_DEFINES = {"COURSE_DEBUG_BARRIERS": 1, "COURSE_DEBUG_BARRIER_WARPS": WARPS,
                  "COURSE_DEBUG_BARRIER_STUCK": STUCK, "COURSE_DEBUG_BARRIER_SLOTS": SLOTS}
 
-# Week 2's known answers that hang or race (autograder/submissions/<slug>/expected.toml), measured by `make
+# Week 2's known answers that hang or race (kernels/<slug>/grading/known/expected.toml), measured by `make
 # gpu-test` beside the course solution. tests/test_hangs.py holds the list to the files: every answer whose
 # gpu_status allows "timeout" is here; each fails on the GPU, or is a latent race no run showed (its gpu_outcome).
 HANGS_AND_RACES = {

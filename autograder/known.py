@@ -1,4 +1,4 @@
-"""Known answers: autograder/submissions/<slug>/expected.toml, the kernels it names and the scores they must get.
+"""Known answers: kernels/<slug>/grading/known/expected.toml, the kernels it names and the scores they must get.
 
 Each entry names its answer in one of two ways:
 
@@ -7,7 +7,7 @@ Each entry names its answer in one of two ways:
 - `base` + `mutate`: a kernel that is another kernel with a few named changes — "a missing wait" is literally the
   solution with that wait deleted. `base` is "solution" (the solutions notebook's answer, nbgrader markers removed),
   a file name without a slash (a file of the topic's submissions folder: "correct.cu"), a path with a slash,
-  relative to the repository root ("autograder/submissions/pipeline/rungs/block_scope.cu"), or the name of another
+  relative to the repository root ("kernels/pipeline/grading/known/rungs/block_scope.cu"), or the name of another
   known answer of the same expected.toml (no dot, no slash: "plain_loads"; its kernel, itself a file or a base with
   changes). `mutate` is a list of
   ["old text", "new text"] pairs applied in order to the base without its leading comment block; each old text
@@ -38,7 +38,13 @@ if TYPE_CHECKING:
     from .grading import NotebookGrade
 
 ROOT = Path(__file__).resolve().parents[1]
-SUBMISSIONS = Path(__file__).resolve().parent / "submissions"
+KERNELS = ROOT / "kernels"
+
+
+def known_dir(slug: str) -> Path:
+    """A topic's known answers (expected.toml, the kernels it names, rungs/): kernels/<slug>/grading/known/, in the
+    day's folder, read only by the grader and left out of a student release."""
+    return KERNELS / slug / "grading" / "known"
 _MARKER = re.compile(r"^\s*###\s*(BEGIN|END)\s+SOLUTION\s*$")
 
 
@@ -84,7 +90,7 @@ def known_answers(slug: str) -> list[KnownAnswer]:
 
 def rungs(slug: str) -> list[KnownAnswer]:
     """The measured rungs of the topic declared as base + mutate (RUNGS); none where it has no such file."""
-    if not (SUBMISSIONS / slug / RUNGS).is_file():
+    if not (known_dir(slug) / RUNGS).is_file():
         return []
     out = _entries(slug, RUNGS)
     for r in out:
@@ -98,14 +104,14 @@ def rung_source(slug: str, name: str) -> str:
     for r in rungs(slug):
         if r.name == name:
             return answer_text(slug, r)
-    path = SUBMISSIONS / slug / "rungs" / f"{name}.cu"
+    path = known_dir(slug) / "rungs" / f"{name}.cu"
     if path.is_file():
         return path.read_text()
-    raise KeyError(f"no rung {name!r} in autograder/submissions/{slug}/rungs/")
+    raise KeyError(f"no rung {name!r} in kernels/{slug}/grading/known/rungs/")
 
 
 def _entries(slug: str, toml: str) -> list[KnownAnswer]:
-    with (SUBMISSIONS / slug / toml).open("rb") as f:
+    with (known_dir(slug) / toml).open("rb") as f:
         data = tomllib.load(f)
     out = []
     for name, d in data.items():
@@ -136,7 +142,7 @@ def known_answer(slug: str, name: str) -> KnownAnswer:
     for ka in known_answers(slug):
         if ka.name == name:
             return ka
-    raise KeyError(f"no known answer {name!r} in autograder/submissions/{slug}/expected.toml")
+    raise KeyError(f"no known answer {name!r} in kernels/{slug}/grading/known/expected.toml")
 
 
 def _exercise(spec, ka: KnownAnswer):
@@ -152,8 +158,8 @@ def base_path(slug: str, base: str) -> Path:
     """Where a `base` lives: a file name without a slash in the topic's submissions folder, a path with one from the
     repository root, a known answer's name in the topic's expected.toml."""
     if names_answer(base):
-        return SUBMISSIONS / slug / "expected.toml"
-    return (SUBMISSIONS / slug / base) if "/" not in base else (ROOT / base)
+        return known_dir(slug) / "expected.toml"
+    return (known_dir(slug) / base) if "/" not in base else (ROOT / base)
 
 
 def base_text(slug: str, ka: KnownAnswer, _chain: tuple[str, ...] = ()) -> str:
@@ -170,7 +176,7 @@ def base_text(slug: str, ka: KnownAnswer, _chain: tuple[str, ...] = ()) -> str:
             text = apply_mutations(base_text(slug, other, chain), other.mutate, who=f"{slug}/{other.name}",
                                    base=other.base)
         elif other.source.endswith(".cu"):
-            text = (SUBMISSIONS / slug / other.source).read_text()
+            text = (known_dir(slug) / other.source).read_text()
         else:
             raise MutationError(f"{slug}/{ka.name}: base {ka.base!r} is not a kernel ({other.source})")
     elif ka.base == "solution":
@@ -219,7 +225,7 @@ def _header(slug: str, ka: KnownAnswer) -> str:
     base = "the solution (the solutions notebook's answer)" if ka.base == "solution" else ka.base
     what = "Known answer" if ka.toml == "expected.toml" else "Measured rung"
     first = (f'{what} "{ka.name}" = {base} with {n} change{"s" if n > 1 else ""} '
-             f"(autograder/submissions/{slug}/{ka.toml}): {ka.about}.")
+             f"(kernels/{slug}/grading/known/{ka.toml}): {ka.about}.")
     lines = textwrap.wrap(first, 117, break_on_hyphens=False)
     if ka.expected:
         lines.append("Expected: " + ", ".join(f"{part} {points:g}" for part, points in ka.expected.items()) + ".")
@@ -234,7 +240,7 @@ def answer_text(slug: str, ka: KnownAnswer) -> str | None:
         return _header(slug, ka) + body
     if ka.source == "solution":
         return None
-    return (SUBMISSIONS / slug / ka.source).read_text()
+    return (known_dir(slug) / ka.source).read_text()
 
 
 def course_solution(slug: str, exercise: str | None = None) -> str:

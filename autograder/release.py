@@ -110,9 +110,7 @@ def release(week: str) -> Path:
 
 # What a student release leaves out, and why: everything here exists only where grading reads it.
 INSTRUCTOR_ONLY = {
-    "autograder/submissions": "the known answers, among them the exercises' course solutions and their mutations",
-    "autograder/assistant_answers": "full-marks answers of every exercise (written by a coding assistant from the "
-                                    "release), whose mutants the understanding checks measure",
+    "kernels/ASSISTANT_ANSWERS.md": "what the assistant's answers in each day's grading/ folder are",
     "autograder/recorded_cohort_h100.json": "the grades of the synthetic cohorts on an H100",
     "autograder/recorded_cohort_h200.json": "the grades of the synthetic cohorts on an H200",
     "autograder/cohort.py": "the synthetic cohorts, built from known answers",
@@ -129,6 +127,11 @@ INSTRUCTOR_ONLY = {
                                        "staging -> TMA store overlapped with the next tile) is week 2 day 4's "
                                        "exercise answered",
 }
+# Each day's grading/ folder: its known answers (known/: the course solution among them, and its mutations) and the
+# answer a coding assistant wrote from the release (assistant.cu), whose mutants the understanding checks measure.
+INSTRUCTOR_ONLY.update({f"kernels/{d.parent.name}/grading": "the day's known answers (the course solution and its "
+                        "mutations among them) and the full-marks answer a coding assistant wrote from the release"
+                        for d in sorted((ROOT / "kernels").glob("*/grading"))})
 # The understanding checks' outcome tables (make gpu-test): each mutant's line as written and as changed, in the
 # course solution, the known slow answer and the assistant's full-marks answer — answer lines; kept out like the rest.
 INSTRUCTOR_ONLY.update({f"kernels/{d.name}/{f.name}": "the understanding checks' outcomes, with the lines of the "
@@ -339,10 +342,11 @@ def release_stub_sources() -> dict[str, str]:
     import ast
 
     out: dict[str, str] = {}
-    for stub in (ROOT / "autograder" / "submissions").glob("*/stub.py"):
+    for stub in (ROOT / "kernels").glob("*/grading/known/stub.py"):
+        slug = stub.parents[2].name
         for node in ast.walk(ast.parse(stub.read_text())):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and "__global__" in node.value:
-                out[stub.parent.name] = out.get(stub.parent.name, "") + node.value
+                out[slug] = out.get(slug, "") + node.value
     return out
 
 
@@ -387,7 +391,7 @@ def known_good_sources() -> dict[str, str]:
     good = {}
     hide = answers_to_hide()
     for spec in all_specs():
-        path = ROOT / "autograder" / "submissions" / spec.slug / "expected.toml"
+        path = ROOT / "kernels" / spec.slug / "grading" / "known" / "expected.toml"
         expected = tomllib.loads(path.read_text()) if path.exists() else {}
         full_path = {ex.parts["path"].points for ex in spec.exercises.values()}
         for name, src in hide.items():
@@ -408,7 +412,7 @@ def answers_to_hide() -> dict[str, str]:
 
     out = {}
     for spec in all_specs():
-        expected_path = ROOT / "autograder" / "submissions" / spec.slug / "expected.toml"
+        expected_path = ROOT / "kernels" / spec.slug / "grading" / "known" / "expected.toml"
         expected = tomllib.loads(expected_path.read_text()) if expected_path.exists() else {}
         full = {ex.parts["correctness"].points for ex in spec.exercises.values()}
         for ka in known_answers(spec.slug):

@@ -1,4 +1,4 @@
-"""Grader specs: autograder/specs/<slug>.toml, one per topic (data, not code), read by path.
+"""Grader specs: kernels/<slug>/spec.toml, one per topic (data, not code), read by path.
 
 Only the grader reads them (kernels/ never does: a topic's benchmark is handed its exercise and known answers by
 autograder.benchmarks). An exercise names its workload module (`module`, a kernels/<slug>/ module): the grader
@@ -16,7 +16,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-SPECS = Path(__file__).resolve().parent / "specs"
+KERNELS = Path(__file__).resolve().parents[1] / "kernels"  # a day's folder, kernels/<slug>/, holds its spec.toml
+
+
+def spec_path(slug: str) -> Path:
+    """Where a topic's grader spec lives: in its day's folder (the student's local check reads it too)."""
+    return KERNELS / slug / "spec.toml"
 PARTS = ("correctness", "path", "throughput")
 
 
@@ -373,16 +378,16 @@ def parse(data: dict, path: Path = Path("<spec>")) -> Spec:
 
 @lru_cache(maxsize=None)
 def load(slug: str) -> Spec:
-    path = SPECS / f"{slug}.toml"
+    path = spec_path(slug)
     if not path.exists():
-        known = ", ".join(sorted(p.stem for p in SPECS.glob("*.toml")))
+        known = ", ".join(sorted(p.parent.name for p in KERNELS.glob("*/spec.toml")))
         raise SpecError(f"no grader spec for topic {slug!r} (known: {known})")
     with path.open("rb") as f:
         return parse(tomllib.load(f), path)
 
 
 def all_specs() -> list[Spec]:
-    return [load(p.stem) for p in sorted(SPECS.glob("*.toml"))]
+    return [load(p.parent.name) for p in sorted(KERNELS.glob("*/spec.toml"))]
 
 
 def for_notebook(assignment: str, notebook: str) -> Spec | None:

@@ -24,7 +24,7 @@ from kernels.sass import opcodes
 
 ROOT = Path(__file__).resolve().parents[1]
 SLUG = "attention"
-SUB = ROOT / "autograder" / "submissions" / SLUG
+SUB = ROOT / "kernels" / SLUG / "grading" / "known"
 RECORDS = {p.stem.removeprefix("recorded_"): p
            for p in sorted((ROOT / "kernels" / "attention").glob("recorded_*.json"))}
 

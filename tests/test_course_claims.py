@@ -1,5 +1,5 @@
 """Statements of the course held to what they are about: the PTX contract, the records (kernels/<slug>/recorded_<gpu>.json),
-the SASS (kernels.sass, nvdisasm on CPU) and the grader's specs (autograder/specs/<slug>.toml). Each test reads the
+the SASS (kernels.sass, nvdisasm on CPU) and the grader's specs (kernels/<slug>/spec.toml). Each test reads the
 prose of a solutions notebook (weeks/ is generated from them), a kernel's header comment, the README or a spec's
 comment, and checks it against what code computes from those sources — so a sentence that contradicts them (the
 ones of the issue: a register contract said to be ptxas's, a wait comparison drawn from confounded rows, a wait
@@ -61,7 +61,7 @@ def test_gemm_register_contract_is_ptxs_and_ptxas_repair_is_an_advisory():
     assert "guards the registers by itself" not in md and "tracks the registers itself" not in md
     for said in ("`wgmma.wait_group` that retires", "C7517", "`ptxas-advisory`", "reads_before_wait"):
         assert said in md, said
-    expected = tomllib.loads((ROOT / "autograder/submissions/gemm/expected.toml").read_text())
+    expected = tomllib.loads((ROOT / "kernels/gemm/grading/known/expected.toml").read_text())
     assert "ptxas-advisory: C7517" in expected["reads_before_wait"]["flags"]
     seen = {}
     for variant, kernel, wait_line in GEMM_WAITS:
@@ -141,7 +141,7 @@ def test_gemm_teaches_the_bulk_wait_contracts_not_a_cost():
         assert said in summary, said
     q4 = _cells(GEMM_NB)["a1cc62a3"].source
     assert "take away the overlap" not in q4 and "the contract of reuse is the read" in q4
-    expected = tomllib.loads((ROOT / "autograder/submissions/gemm/expected.toml").read_text())
+    expected = tomllib.loads((ROOT / "kernels/gemm/grading/known/expected.toml").read_text())
     assert expected["serial_epilogue"]["throughput"] == expected["correct"]["throughput"] == 2
 
 
@@ -270,7 +270,7 @@ def test_readme_syllabus_is_written_and_the_gemm_spec_comment_has_its_table():
     for w, _, name in rows:  # every day of the syllabus is a notebook of the course
         assert (SOLUTIONS / f"week{w}" / f"{name}.ipynb").exists(), name
     assert "being written" not in readme
-    for path in sorted((ROOT / "autograder/specs").glob("*.toml")):
+    for path in sorted((ROOT / "kernels").glob("*/spec.toml")):
         text = path.read_text()
         if ".throughput.calibration." in text:
             assert "No table yet" not in text, path.name

@@ -26,7 +26,7 @@ from kernels.sass import disassemble, opcodes
 
 ROOT = Path(__file__).resolve().parents[1]
 SLUG = "gemm"
-SUB = ROOT / "autograder" / "submissions" / SLUG
+SUB = ROOT / "kernels" / SLUG / "grading" / "known"
 RECORDS = {p.stem.removeprefix("recorded_"): p for p in sorted((ROOT / "kernels" / SLUG).glob("recorded_*.json"))}
 
 

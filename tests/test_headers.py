@@ -37,7 +37,7 @@ def test_each_mechanism_header_compiles_alone_and_holds_its_ptx(header):
 
 def test_the_course_kernels_use_the_headers_not_inline_copies():
     wrapped = [p for ptxs in HEADERS.values() for p in ptxs]
-    for cu in sorted((ROOT / "kernels").rglob("*.cu")):
+    for cu in sorted(p for p in (ROOT / "kernels").rglob("*.cu") if "grading" not in p.parts):
         inline = [p for p in wrapped if re.search(r'asm\s+volatile\s*\(\s*"[^"]*' + re.escape(p), cu.read_text())]
         assert not inline, f"{cu.relative_to(ROOT)} writes {inline} inline: include kernels/include/ instead"
 
@@ -82,13 +82,14 @@ def test_the_solutions_answer_cells_use_the_headers(slug, headers):
 SASS_DIGESTS = ROOT / "tests" / "data" / "sass_digests.json"
 UPDATE_HOW = "COURSE_UPDATE_SASS=1 python -m pytest tests/test_headers.py -k recorded_sass -n 0"
 # known answers that must never compile (the compile helper refuses their include before NVRTC reads a file)
-REFUSED = {f"autograder/submissions/naive_loads/{n}.cu" for n in ("include_environ", "include_macro")}
+REFUSED = {f"kernels/naive_loads/grading/known/{n}.cu" for n in ("include_environ", "include_macro")}
 
 
 def course_kernel_files() -> list[Path]:
     """Every .cu file of the course: the topics' kernels and the known answers' kernels (the course solutions among
     them), each compiled as its launcher compiles it (no define: every tunable has a default in its file)."""
-    files = sorted((ROOT / "kernels").rglob("*.cu")) + sorted((ROOT / "autograder" / "submissions").rglob("*.cu"))
+    files = sorted(p for p in (ROOT / "kernels").rglob("*.cu") if "grading" not in p.parts) + \
+        sorted((ROOT / "kernels").glob("*/grading/known/**/*.cu"))  # the topics' kernels, then the known answers
     return [f for f in files if str(f.relative_to(ROOT)) not in REFUSED]
 
 
@@ -101,14 +102,14 @@ HELD_MUTATED = (("ldgsts", "plain_loads"), ("pipeline", "not_pipelined"), ("pipe
 def course_kernel_sources() -> dict[str, str | Path]:
     """What the record holds: every course .cu file (course_kernel_files), the HELD_MUTATED known answers and every
     measured rung given as base + mutate (autograder.known.RUNGS) ({record key: a path or the source text})."""
-    from autograder.known import RUNGS, SUBMISSIONS, kernel_source, rung_source, rungs
+    from autograder.known import RUNGS, known_dir, kernel_source, rung_source, rungs
 
     out: dict[str, str | Path] = {str(f.relative_to(ROOT)): f for f in course_kernel_files()}
     for slug, name in HELD_MUTATED:
-        out[f"autograder/submissions/{slug}/expected.toml [{name}]"] = kernel_source(slug, name)
-    for slug in sorted(d.name for d in SUBMISSIONS.iterdir() if (d / RUNGS).is_file()):
+        out[f"kernels/{slug}/grading/known/expected.toml [{name}]"] = kernel_source(slug, name)
+    for slug in sorted(d.name for d in (ROOT / "kernels").iterdir() if (known_dir(d.name) / RUNGS).is_file()):
         for r in rungs(slug):
-            out[f"autograder/submissions/{slug}/{RUNGS} [{r.name}]"] = rung_source(slug, r.name)
+            out[f"kernels/{slug}/grading/known/{RUNGS} [{r.name}]"] = rung_source(slug, r.name)
     return out
 
 
@@ -117,11 +118,11 @@ def _compiled_name(key: str) -> str | None:
     kernels.topic.answer_cubin does), so that the record, the benchmark and the grader share one cubin; a topic's own
     .cu file under its file name (compile_cuda's default for a path)."""
     parts = Path(key.split(" [")[0]).parts
-    if parts[:2] != ("autograder", "submissions"):
+    if parts[0] != "kernels" or parts[2:4] != ("grading", "known"):
         return None
     from autograder import spec
 
-    return next(iter(spec.load(parts[2]).exercises.values())).answer_var
+    return next(iter(spec.load(parts[1]).exercises.values())).answer_var
 
 
 def sass_digests() -> dict[str, dict[str, str]]:

@@ -18,7 +18,7 @@ from kernels import ncu
 from kernels.compile import LOG_CAP, CompileError, ForbiddenInclude, check_includes, compile_cuda
 
 DATA = Path(__file__).parent / "data"
-SCALAR = (Path(harness.ROOT) / "autograder/submissions/naive_loads/scalar_loads.cu").read_text()
+SCALAR = (Path(harness.ROOT) / "kernels/naive_loads/grading/known/scalar_loads.cu").read_text()
 SECRET = "91827364555"
 
 
@@ -90,7 +90,7 @@ ATTACKS = {
     "comment_between": '#/* hidden */include "/proc/self/environ"\n',
     "include_next": '#include_next </etc/passwd>\n',
     "has_include": '#if __has_include("/proc/self/environ")\n#endif\n',
-    "working_folder": '#include "autograder/specs/tma.toml"\n',
+    "working_folder": '#include "kernels/tma/spec.toml"\n',
     "import": '#import "x.h"\n',
 }
 

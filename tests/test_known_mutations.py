@@ -63,14 +63,14 @@ def test_mutated_answer_says_what_it_is(slug, name):
     assert ka.about[:40].split()[0] in header
     assert src.endswith(apply_mutations(base_text(slug, ka), ka.mutate))
     # the answer has no file of its own any more: one kernel, one place
-    assert not (known.SUBMISSIONS / slug / f"{name}.cu").exists()
+    assert not (known.known_dir(slug) / f"{name}.cu").exists()
     assert base_path(slug, ka.base).is_file() or ka.base == "solution"
 
 
 def test_base_paths():
-    assert base_path("tma", "correct.cu") == known.SUBMISSIONS / "tma" / "correct.cu"
-    assert base_path("pipeline", "autograder/submissions/pipeline/rungs/block_scope.cu") == \
-        known.ROOT / "autograder" / "submissions" / "pipeline" / "rungs" / "block_scope.cu"
+    assert base_path("tma", "correct.cu") == known.known_dir("tma") / "correct.cu"
+    assert base_path("pipeline", "kernels/pipeline/grading/known/rungs/block_scope.cu") == \
+        known.ROOT / "kernels" / "pipeline" / "grading" / "known" / "rungs" / "block_scope.cu"
 
 
 def test_apply_mutations_is_strict():
@@ -93,10 +93,10 @@ def test_apply_mutations_is_strict():
 
 
 def _topic(tmp_path, monkeypatch, entry: str):
-    (tmp_path / "demo").mkdir()
-    (tmp_path / "demo" / "k.cu").write_text("// the base's header\n#include <x>\nint f() { return 1; }\n")
-    (tmp_path / "demo" / "expected.toml").write_text(entry)
-    monkeypatch.setattr(known, "SUBMISSIONS", tmp_path)
+    (d := tmp_path / "demo" / "grading" / "known").mkdir(parents=True)
+    (d / "k.cu").write_text("// the base's header\n#include <x>\nint f() { return 1; }\n")
+    (d / "expected.toml").write_text(entry)
+    monkeypatch.setattr(known, "KERNELS", tmp_path)
     return known_answers("demo")
 
 
@@ -112,7 +112,7 @@ def test_a_mutated_answer_replaces_its_base_header(tmp_path, monkeypatch):
     [ka] = _topic(tmp_path, monkeypatch, '[good]\nabout = "returns 2"\nbase = "k.cu"\n'
                                          'mutate = [["return 1;", "return 2;"]]\ncorrectness = 0\n')
     assert answer_text("demo", ka) == (
-        '// Known answer "good" = k.cu with 1 change (autograder/submissions/demo/expected.toml): returns 2.\n'
+        '// Known answer "good" = k.cu with 1 change (kernels/demo/grading/known/expected.toml): returns 2.\n'
         "// Expected: correctness 0.\n#include <x>\nint f() { return 2; }\n")
 
 
@@ -122,9 +122,9 @@ def test_a_base_may_name_another_known_answer(tmp_path, monkeypatch):
                                         '[three]\nabout = "returns 3"\nbase = "two"\n'
                                         'mutate = [["return 2;", "return 3;"]]\n')
     three = next(ka for ka in kas if ka.name == "three")
-    assert base_path("demo", "two") == tmp_path / "demo" / "expected.toml"
+    assert base_path("demo", "two") == tmp_path / "demo" / "grading" / "known" / "expected.toml"
     assert answer_text("demo", three) == (
-        '// Known answer "three" = two with 1 change (autograder/submissions/demo/expected.toml): returns 3.\n'
+        '// Known answer "three" = two with 1 change (kernels/demo/grading/known/expected.toml): returns 3.\n'
         "#include <x>\nint f() { return 3; }\n")
     with pytest.raises(MutationError, match=r"demo/three: change 1's old text occurs 0 times in two"):
         answer_text("demo", replace(three, mutate=(("return 1;", "return 3;"),)))
@@ -143,18 +143,18 @@ def test_a_base_naming_an_answer_must_be_a_kernel_and_no_circle(tmp_path, monkey
 
 def test_a_rung_given_as_base_and_mutate(tmp_path, monkeypatch):
     _topic(tmp_path, monkeypatch, "")
-    (tmp_path / "demo" / "rungs").mkdir()
-    (tmp_path / "demo" / "rungs" / "old.cu").write_text("// old\nint g();\n")
-    (tmp_path / "demo" / "rungs" / "rungs.toml").write_text(
+    (here := tmp_path / "demo" / "grading" / "known" / "rungs").mkdir()
+    (here / "old.cu").write_text("// old\nint g();\n")
+    (here / "rungs.toml").write_text(
         '[earlier]\nabout = "returns 0"\nbase = "k.cu"\nmutate = [["return 1;", "return 0;"]]\n')
     assert [r.name for r in known.rungs("demo")] == ["earlier"]
     assert known.rung_source("demo", "earlier") == (
-        '// Measured rung "earlier" = k.cu with 1 change (autograder/submissions/demo/rungs/rungs.toml): returns 0.\n'
+        '// Measured rung "earlier" = k.cu with 1 change (kernels/demo/grading/known/rungs/rungs.toml): returns 0.\n'
         "#include <x>\nint f() { return 0; }\n")
     assert known.rung_source("demo", "old") == "// old\nint g();\n"  # a rung of its own file
     with pytest.raises(KeyError, match="no rung 'gone'"):
         known.rung_source("demo", "gone")
-    (tmp_path / "demo" / "rungs" / "rungs.toml").write_text(
+    (here / "rungs.toml").write_text(
         '[scored]\nbase = "k.cu"\nmutate = [["1", "0"]]\ncorrectness = 3\n')
     with pytest.raises(MutationError, match="no scores"):
         known.rungs("demo")

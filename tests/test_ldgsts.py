@@ -27,7 +27,7 @@ from autograder.spec import SOLUTION_MARGIN
 from kernels.topic import MODEL_BAND
 
 ROOT = Path(__file__).resolve().parents[1]
-SUBMISSIONS = ROOT / "autograder" / "submissions" / "ldgsts"
+SUBMISSIONS = ROOT / "kernels" / "ldgsts" / "grading" / "known"
 SLUG = "ldgsts"
 gpu = pytest.mark.skipif(not is_hopper(), reason="needs an sm_90 GPU")
 
@@ -666,7 +666,7 @@ def test_known_answers_score_as_expected_on_cpu():
 
 
 def _bar_copy_fraction() -> float:
-    return tomllib.loads((ROOT / "autograder" / "specs" / "ldgsts.toml").read_text())[
+    return tomllib.loads((ROOT / "kernels" / "ldgsts" / "spec.toml").read_text())[
         "exercises"][exercise.NAME]["throughput"]["copy_fraction"]
 
 

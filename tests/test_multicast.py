@@ -21,7 +21,7 @@ from kernels.multicast.launch import broadcast_sum, cubin, rotate, sum_ctas, sum
 from kernels.sass import disassemble, opcodes, path_evidence
 
 ROOT = Path(__file__).resolve().parents[1]
-SUBMISSIONS = ROOT / "autograder" / "submissions" / "multicast"
+SUBMISSIONS = ROOT / "kernels" / "multicast" / "grading" / "known"
 SLUG = "multicast"
 RECORDS = {p.stem.removeprefix("recorded_"): p
            for p in sorted((ROOT / "kernels" / "multicast").glob("recorded_*.json"))}

@@ -31,9 +31,9 @@ def _ops(slug):
 def _spec_with(mutant: dict) -> dict:
     import tomllib
 
-    from autograder.spec import SPECS
+    from autograder.spec import spec_path
 
-    data = tomllib.loads((SPECS / "tma.toml").read_text())
+    data = tomllib.loads(spec_path("tma").read_text())
     data["exercises"]["tma_add"]["mutants"] = [mutant]
     return data
 

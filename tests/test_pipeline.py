@@ -26,7 +26,7 @@ from kernels.sass import disassemble, opcodes, path_evidence
 
 ROOT = Path(__file__).resolve().parent.parent
 SLUG = "pipeline"
-SUBMISSIONS = ROOT / "autograder" / "submissions" / SLUG
+SUBMISSIONS = ROOT / "kernels" / SLUG / "grading" / "known"
 RUNGS = SUBMISSIONS / "rungs"  # the measured rungs of the lesson, kept with the known answers
 
 
@@ -576,7 +576,7 @@ H100_RUN = ROOT / "build" / "h100-run9"
 def test_model_within_band_of_the_h100_run():
     """The model with its fitted constants against what build/h100-run9 holds for this day (not in git): the
     recorded rows if the bench got that far, and the grader's calibration of the course solution of that run
-    (the search-per-target kernel, the rung search_per_target of autograder/submissions/pipeline/rungs/rungs.toml)."""
+    (the search-per-target kernel, the rung search_per_target of kernels/pipeline/grading/known/rungs/rungs.toml)."""
     rec = H100_RUN / SLUG / "recorded_h100.json"
     spec = H100_RUN / "specs" / f"{SLUG}.toml"
     if not rec.exists() and not spec.exists():
@@ -622,7 +622,7 @@ def test_spec_matches_the_exercise():
     tp = ex.parts["throughput"]
     assert tp.calibration_for("h100").bar < ex.roofline_for("h100") and tp.points > 0
     assert len(_spec().quiz.questions) >= 4
-    spec_toml = tomllib.loads((ROOT / "autograder" / "specs" / "pipeline.toml").read_text())
+    spec_toml = tomllib.loads((ROOT / "kernels" / "pipeline" / "spec.toml").read_text())
     # the bench holds the course reference to this bar of its own run's ceiling (bench.solution_checks)
     assert tp.copy_fraction == spec_toml["exercises"]["resample"]["throughput"]["copy_fraction"] == 0.80
     assert tp.ceiling_bar({"copy_tbps": CEIL}) == pytest.approx(0.80 * CEIL)
@@ -793,7 +793,7 @@ def test_bench_plot_and_cpu_mode(tmp_path):
 
 
 def test_search_per_target_rung_is_the_calibrated_kernel():
-    # The rung search_per_target (autograder/submissions/pipeline/rungs/rungs.toml) is the course solution the grader
+    # The rung search_per_target (kernels/pipeline/grading/known/rungs/rungs.toml) is the course solution the grader
     # calibrated on the H100 (2.419 TB/s, model.CALIBRATION): the same kernel body, 48 registers (5 blocks/SM), a
     # binary search per target.
     src = rung_source(SLUG, "search_per_target")
@@ -847,7 +847,7 @@ def test_pipe_consumer_wait_is_a_runtime_switch_here():
 
 
 def test_block_scope_rung():
-    # autograder/submissions/pipeline/rungs/block_scope.cu: the course solution's algorithm through a block-scope cuda::pipeline
+    # kernels/pipeline/grading/known/rungs/block_scope.cu: the course solution's algorithm through a block-scope cuda::pipeline
     # (the course solution until 2026-11-22): mbarriers, no cp.async groups; a measured rung, not a known answer.
     path_ = RUNGS / "block_scope.cu"
     assert "block_scope" not in _expected() and bench.MODEL_KIND["block_scope"] == "block_scope"

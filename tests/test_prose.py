@@ -228,7 +228,7 @@ def recorded_values() -> set[float]:
     for p in sorted((ROOT / "kernels").glob("*/recorded_*.json")) + sorted(
             (ROOT / "autograder").glob("recorded_cohort_*.json")):
         vals |= _numbers(json.loads(p.read_text()))
-    for p in sorted((ROOT / "autograder" / "specs").glob("*.toml")):
+    for p in sorted((ROOT / "kernels").glob("*/spec.toml")):
         for ex in tomllib.loads(p.read_text()).get("exercises", {}).values():
             cals = ex.get("throughput", {}).get("calibration", {})
             vals |= _numbers(cals)

@@ -22,7 +22,7 @@ from kernels.smem_tiling.launch import VARIANTS, cubin, grid_for, kernel_name, t
 from kernels.topic import MODEL_BAND
 
 ROOT = Path(__file__).resolve().parents[1]
-SUBMISSIONS = ROOT / "autograder" / "submissions" / "smem_tiling"
+SUBMISSIONS = ROOT / "kernels" / "smem_tiling" / "grading" / "known"
 SLUG = "smem_tiling"
 
 

@@ -7,10 +7,10 @@ import pytest
 from autograder.answers import _source, cells_by_grade_id, quiz_key, read_literal
 from autograder.grading import solution_notebook
 from autograder.spec import all_specs
-from autograder.known import SUBMISSIONS
+from autograder.known import known_dir
 
 SLUGS = [s.slug for s in all_specs()
-         if (SUBMISSIONS / s.slug / "correct.cu").exists() and (SUBMISSIONS / s.slug / "stub.py").exists()]
+         if (known_dir(s.slug) / "correct.cu").exists() and (known_dir(s.slug) / "stub.py").exists()]
 
 
 def _strip_markers(text: str) -> str:
@@ -32,8 +32,8 @@ def test_notebook_solution_is_the_correct_known_answer(slug):
         cell = _source(cells[ex.answer_cell])
         ans = read_literal(cell, ex.answer_var)
         assert ans.attempted and not ans.flags and ans.problem is None
-        assert _strip_markers(ans.value) in (SUBMISSIONS / slug / "correct.cu").read_text()
+        assert _strip_markers(ans.value) in (known_dir(slug) / "correct.cu").read_text()
         # the stub is the answer cell up to its first solution region, untouched
-        assert cell.split("### BEGIN SOLUTION")[0].strip() in (SUBMISSIONS / slug / "stub.py").read_text()
+        assert cell.split("### BEGIN SOLUTION")[0].strip() in (known_dir(slug) / "stub.py").read_text()
     for q in spec.quiz.questions.values():
         assert quiz_key(_source(cells[q.grade_id]), spec.quiz.answer_var, q.name) in q.choices, q.name

@@ -61,12 +61,12 @@ def test_release_check_catches_what_must_not_ship(releases, tmp_path):
     nb = nbformat.read(str(rng.choice(sorted((ROOT / "solutions" / week).glob("*.ipynb")))), as_version=4)
     key_line = next(line for c in nb.cells for line in c.source.splitlines() if 'assert QUIZ["q1"] ==' in line)
     (planted / "kernels" / "notes.py").write_text("# " + key_line.strip() + "\n")
-    (planted / "autograder" / "submissions").mkdir()
-    (planted / "autograder" / "submissions" / "x.cu").write_text("// nothing")
+    (planted / "kernels" / "tma" / "grading").mkdir(parents=True)
+    (planted / "kernels" / "tma" / "grading" / "x.cu").write_text("// nothing")
     problems = "\n".join(release_problems(planted))
     assert f"kernels/demo_kernel.cu: kernel" in problems and f"of {name}" in problems, (name, problems)
     assert "kernels/notes.py: carries solution or hidden-test text" in problems
-    assert "autograder/submissions/x.cu: instructor-only" in problems
+    assert "kernels/tma/grading/x.cu: instructor-only" in problems
 
 
 def test_the_release_runs_on_its_own(releases):
@@ -137,7 +137,7 @@ def test_a_capstone_stub_ships_but_its_solution_does_not(releases, tmp_path):
     week, out = next(iter(releases.items()))
     planted = tmp_path / "planted"
     shutil.copytree(out, planted)
-    tree = ast.parse((ROOT / "autograder" / "submissions" / slug / "stub.py").read_text())
+    tree = ast.parse((ROOT / "kernels" / slug / "grading" / "known" / "stub.py").read_text())
     stub_src = next(v.value for v in ast.walk(tree)
                     if isinstance(v, ast.Constant) and isinstance(v.value, str) and "__global__" in v.value)
     (planted / "kernels" / "given.cu").write_text(stub_src)

@@ -23,7 +23,7 @@ from kernels.swizzle.launch import SMEM_BYTES, colsum, cubin, kernel_name
 from kernels.tensormap import TensorMapError, validate_tensor
 
 ROOT = Path(__file__).resolve().parents[1]
-SUBMISSIONS = ROOT / "autograder" / "submissions" / "swizzle"
+SUBMISSIONS = ROOT / "kernels" / "swizzle" / "grading" / "known"
 SLUG = "swizzle"
 gpu = pytest.mark.skipif(not is_hopper(), reason="needs an sm_90 GPU")
 CEIL = 3.0

@@ -26,7 +26,7 @@ from kernels.tma import bench, exercise, model, workload
 from kernels.tma.launch import VARIANTS, copy, cubin, resident_blocks, smem_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
-SUBMISSIONS = ROOT / "autograder" / "submissions" / "tma"
+SUBMISSIONS = ROOT / "kernels" / "tma" / "grading" / "known"
 SLUG = "tma"
 gpu = pytest.mark.skipif(not is_hopper(), reason="needs an sm_90 GPU")
 CEIL = 3.0  # TB/s, a stand-in for the copy ceiling measured in the same run

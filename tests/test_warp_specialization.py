@@ -26,7 +26,7 @@ from kernels.warp_specialization.launch import cubin, rowsum, smem_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 SLUG = "warp_specialization"
-SUBMISSIONS = ROOT / "autograder" / "submissions" / SLUG
+SUBMISSIONS = ROOT / "kernels" / SLUG / "grading" / "known"
 gpu = pytest.mark.skipif(not is_hopper(), reason="needs an sm_90 GPU")
 CEIL = 3.0  # TB/s: the H100 copy ceiling week 1 recorded (2.97-3.01), the spec's bar base
 

@@ -74,7 +74,7 @@ def counted_launches(slugs=("ldgsts", "pipeline", "tma", "gemm")):
     for slug in slugs:
         ex = next(iter(load(slug).exercises.values()))
         wl = ex.workload()
-        cubin = compile_cuda((ROOT / "autograder" / "submissions" / slug / "correct.cu").read_text(),
+        cubin = compile_cuda((ROOT / "kernels" / slug / "grading" / "known" / "correct.cu").read_text(),
                              name=ex.answer_var)
         (q,) = {r.bytes[0] for r in rangeprof.counted_rules(ex.parts["path"])}
         plain = time_exercise(ex, wl, cubin, 101, "student")
@@ -542,7 +542,7 @@ def record_regrade(cohort: str, res: dict, device: dict | None = None, date: str
 
 
 # Per topic, a known answer that is correct but below the bar (the "known slow answer") — `--mutant-answers
-# slow`; `assistant`: autograder/assistant_answers/<slug>.cu, the answer a coding assistant wrote from the student
+# slow`; `assistant`: kernels/<slug>/grading/assistant.cu, the answer a coding assistant wrote from the student
 # release alone (full marks on an H100, 2026-11-28), kept verbatim as handed in (not a known answer: the cohort record
 # would have to grade it first).
 SLOW_ANSWER = {"naive_loads": "scalar_loads", "smem_tiling": "unpadded", "ldgsts": "plain_loads",
@@ -558,7 +558,7 @@ def _mutant_answer(slug: str, ans: str) -> tuple[str, str]:
     if ans.endswith(".cu"):
         return Path(ans).stem, Path(ans).read_text()
     if ans == "assistant":
-        return ans, (ROOT / "autograder" / "assistant_answers" / f"{slug}.cu").read_text()
+        return ans, (ROOT / "kernels" / slug / "grading" / "assistant.cu").read_text()
     name = SLOW_ANSWER[slug] if ans == "slow" else ans
     return name, kernel_source(slug, name)
 
@@ -726,7 +726,7 @@ def main() -> int:
         step("calibrate grader bars", calibrate_all, summary, graded, out)
         for s in graded:  # the calibrated specs come back with the results
             (out / "specs").mkdir(exist_ok=True)
-            shutil.copy(ROOT / "autograder" / "specs" / f"{s}.toml", out / "specs" / f"{s}.toml")
+            shutil.copy(ROOT / "kernels" / s / "spec.toml", out / "specs" / f"{s}.toml")
     if "known" not in args.skip:
         step("known answers on the GPU", known_all, summary, args.known_slugs or graded, args.known_names)
     if "sanitizer" not in args.skip:

@@ -3,9 +3,9 @@
     .venv/bin/python tools/structure.py [--json]
 
 - places a day lives: the top-level places holding a file or folder named after the day's slug (kernels/<slug>/,
-  autograder/specs/<slug>.toml, autograder/submissions/<slug>/, solutions/<week>/dayN_<slug>.ipynb, tests/...);
+  kernels/<slug>/spec.toml, kernels/<slug>/grading/known/, solutions/<week>/dayN_<slug>.ipynb, tests/...);
 - Python modules over 500 lines, functions over 80 lines (kernels/, autograder/, tools/);
-- CUDA functions over 120 lines (kernels/**/*.cu, *.cuh: a definition's body from its opening brace to its match);
+- CUDA functions over 120 lines (kernels/**/*.cu, *.cuh outside grading/: a definition's body from its opening brace to its match);
 - imports inside a function (a module's imports belong at its top unless a reason is written beside one).
 
 Duplicate pairs are the `duplicates` tool's (not counted here). Nothing is written; it reads the tree as text.
@@ -26,7 +26,9 @@ MODULE_LINES, FUNCTION_LINES, CUDA_LINES = 500, 80, 120
 
 
 def python_files(root: Path) -> list[Path]:
-    return sorted(p for pkg in PACKAGES for p in (root / pkg).rglob("*.py") if "__pycache__" not in p.parts)
+    """The course's Python modules (a day's grading/ folder holds answers written as cells, not modules)."""
+    return sorted(p for pkg in PACKAGES for p in (root / pkg).rglob("*.py")
+                  if "__pycache__" not in p.parts and "grading" not in p.parts)
 
 
 def long_functions(path: Path, limit: int = FUNCTION_LINES) -> list[tuple[str, int]]:
@@ -100,7 +102,7 @@ SKIP_TOP = (".venv", "build", ".git", "weeks")  # not the course's sources (week
 def day_places(root: Path) -> dict[str, list[str]]:
     """{slug: the top-level places that hold a file or folder named after it}: one walk of the tree (the folders of
     SKIP_TOP and every __pycache__ left out), each name matched against every slug."""
-    slugs = sorted(p.stem for p in (root / "autograder" / "specs").glob("*.toml"))
+    slugs = sorted(p.parent.name for p in (root / "kernels").glob("*/spec.toml"))
     named = {slug: re.compile(rf"(^|[^a-z]){slug}([^a-z]|$)") for slug in slugs}
     out: dict[str, set] = {slug: set() for slug in slugs}
     for folder, dirs, files in os.walk(root):
@@ -128,7 +130,8 @@ def measures(root: Path = ROOT) -> dict:
     lines = {str(p.relative_to(root)): len(p.read_text().splitlines()) for p in files}
     long_fn = {f"{p.relative_to(root)}:{n}": k for p in files for n, k in long_functions(p)}
     cuda = {f"{p.relative_to(root)}:{n}": k for ext in ("*.cu", "*.cuh")
-            for p in sorted((root / "kernels").rglob(ext)) for n, k in cuda_functions(p.read_text())}
+            for p in sorted((root / "kernels").rglob(ext)) if "grading" not in p.parts  # answers, not lessons
+            for n, k in cuda_functions(p.read_text())}
     places = day_places(root)
     return {"places_a_day_lives": max((len(v) for v in places.values()), default=0),
             "places": places,

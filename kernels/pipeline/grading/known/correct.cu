@@ -28,7 +28,7 @@
 // one taken). The count is a compile-time STAGES - 2, so the kernel says it (as kernels/pipeline/stream.cu does).
 // With it the kernel compiles to the SASS of correct_primitives (expected.toml: this file on the __pipeline_*
 // primitives), instruction for instruction with NVRTC 13.5 (768 instructions, the same registers). What crosses
-// threads is one BAR.SYNC per tile; compared with autograder/submissions/pipeline/rungs/block_scope.cu (the same algorithm
+// threads is one BAR.SYNC per tile; compared with kernels/pipeline/grading/known/rungs/block_scope.cu (the same algorithm
 // through a block-scope cuda::pipeline), no tile waits on a shared mbarrier phase.
 // SASS: LDGSTS.E.BYPASS.128 (rows), LDGSTS.E (times), LDGDEPBAR (producer_commit), DEPBAR.LE SB0, 0x2 (the wait),
 // BAR.SYNC (the tile barrier), BAR.RED.POPC (__syncthreads_count), VOTE.ANY (ballots), LDS.128, STG.E.128; no

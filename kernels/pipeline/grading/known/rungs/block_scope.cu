@@ -2,7 +2,7 @@
 // kept as a measured rung of the lesson (not a known answer: kernels/pipeline/bench.py times it beside the others).
 //
 // What it shows: the price of a shared pipeline state when nothing needs it. The algorithm, the tiles and the
-// order of the work are the course solution's (autograder/submissions/pipeline/correct.cu); what changed is the
+// order of the work are the course solution's (kernels/pipeline/grading/known/correct.cu); what changed is the
 // pipeline: cuda::pipeline_shared_state<thread_scope_block, 4> in shared memory, two mbarriers per stage
 // ("produced", "consumed", each expecting 256 arrivals), and every tile pays a shared mbarrier hand-over:
 // producer_acquire waits for all 256 threads to release the stage, producer_commit arrives on "produced" behind
