@@ -89,7 +89,7 @@ c.Autograde.autograde_preprocessors = [
 c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
 # nbgrader's feedback page with one change: its table of contents names each graded part ("row bias path") where
 # nbgrader's says "Test cell" (autograder/feedback_templates/course_feedback/). The flags of the trusted verdict are
-# added to each page after generate_feedback (autograder.pool.flag_feedback).
+# added to each page after generate_feedback (autograder.record.flag_feedback).
 import nbgrader as _nbgrader  # noqa: E402
 
 c.HTMLExporter.template_name = "course_feedback"

@@ -12,7 +12,7 @@ It reads what grading left in the grading folder (default: autograder.release.gr
                                                 the formgrader included), so the total is the sum of the columns
     grades_<week>.csv                           the gradebook export (write_grades_csv), if present (the total,
                                                 without a gradebook.db)
-    batch_<week>.json                           the batch record (autograder.pool.update_batch_record): every
+    batch_<week>.json                           the batch record (autograder.record.update_batch_record): every
                                                 run, and per student the newest run's entry (return code, notes,
                                                 start time, which GPU lane or Slurm task graded them, CPU or GPU),
                                                 each lane's ceilings, where the seed came from (never the seed)

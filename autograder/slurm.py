@@ -5,11 +5,12 @@
     autograder slurm resubmit week1       # a new array for the students with no result (and none queued)
 
 Slurm schedules; the course does not. Each array task runs `python -m autograder.slurm task`, which grades its
-students one by one with autograder.pool.grade_task — the same code a pool worker runs — each into a folder of its
+students one by one with autograder.task.grade_task — the same code a pool worker runs — each into a folder of its
 own under the shared folder <grading>/slurm/<week>/results/<student>/<array job>_<task>/ (its own gradebook.db, autograded notebooks,
-verdicts, and result.json written last). Nothing but `collect` writes the class's gradebook: it merges every
-finished result with autograder.pool.merge_result (replacing, keyed by student, notebook and cell), so running it
-twice changes nothing and a task that failed, timed out or never ran costs only its own students.
+verdicts, and result.json written last). Nothing but `collect` (autograder.slurm_collect) writes the class's
+gradebook: it merges every finished result with autograder.merge.merge_result (replacing, keyed by student,
+notebook and cell), so running it twice changes nothing and a task that failed, timed out or never ran costs only
+its own students.
 
 The grading folder (and the course checkout, and its Python) must be on a file system every node sees, at the
 same path: the usual cluster home or project space. The secret seed reaches the tasks through the environment sbatch
@@ -41,9 +42,11 @@ from pathlib import Path
 
 from kernels.paths import write_whole
 
-from .pool import (RESULT, STARTED, _atomic_json, _gpu_count, _slurm_ids, class_assignment, file_digests, grade_task,
-                   lane_figures, make_template, merge_result, read_result, result_digest, task_folder, withdraw)
-from .release import ROOT, grading_dir, nbgrader
+from .batch import _prepare_here, class_assignment, lane_figures, make_template
+from .children import grading_lock, read_seed_file
+from .plan import _gpu_count
+from .task import RESULT, STARTED, _atomic_json, _slurm_ids, file_digests, grade_task, read_result, task_folder
+from .release import ROOT, grading_dir
 from .students import submission_folder
 
 DEFAULTS = {"chunk": 1, "partition": None, "time": "01:00:00", "account": None, "gres": "gpu:1",
@@ -66,9 +69,9 @@ def _save_json(path: Path, data) -> None:
 # ------------------------------------------------------------------------------------------------- the script
 def submission_template(week: str, sdir: Path) -> Path:
     """The template gradebook the tasks of a submission made now start from: one per content of the week's sources
-    (`pool._assignment_key`), under <sdir>/templates/<key>/. A submit after the sources changed gets a template of its
+    (`batch._assignment_key`), under <sdir>/templates/<key>/. A submit after the sources changed gets a template of its
     own; an array submitted earlier keeps grading against the one its script names."""
-    from .pool import _assignment_key
+    from .batch import _assignment_key
 
     return sdir / "templates" / _assignment_key(week) / "template.db"
 
@@ -129,8 +132,6 @@ def submit(week: str, students: list[str], opts: dict, *, secret: str | None, se
         return None
     for d in ("logs", "results"):
         (sdir / d).mkdir(parents=True, exist_ok=True)
-    from .pool import grading_lock
-
     with grading_lock(grading_dir(), f"autograder slurm submit {week}"):
         # The class's gradebook knows the assignment; every task's gradebook starts from a template that knows it.
         class_assignment(week, grading_dir())
@@ -166,8 +167,6 @@ def submit(week: str, students: list[str], opts: dict, *, secret: str | None, se
 def run_task(week: str, roster: Path, index: int, template: Path | None = None) -> int:
     """One array task: measure this node's GPU (if any) once, then grade each student of line `index`, each from a
     copy of `template` (the submission's; a script written before scripts named one: <sdir>/template.db)."""
-    from .pool import _prepare_here
-
     students = roster_line(roster, index)
     sdir = shared_dir(week)
     if not os.environ.get("COURSE_SECRET_SEED", "").strip():
@@ -175,8 +174,6 @@ def run_task(week: str, roster: Path, index: int, template: Path | None = None) 
         if not f:
             print("no secret seed: COURSE_SECRET_SEED or COURSE_SECRET_SEED_FILE", file=sys.stderr)
             return 2
-        from .pool import read_seed_file
-
         try:
             os.environ["COURSE_SECRET_SEED"] = read_seed_file(f)
         except SystemExit as exc:
@@ -270,7 +267,7 @@ def graded_handin(rdir: Path) -> str | None:
 
 
 def results_dir(sdir: Path, student: str) -> Path:
-    """results/<task folder>/: named as the pool names a task's folder (pool.task_folder: the id itself where it is
+    """results/<task folder>/: named as the pool names a task's folder (task.task_folder: the id itself where it is
     plain), since nbgrader reads the task's path as a regular expression it does not escape."""
     return Path(sdir) / "results" / task_folder(student)
 
@@ -369,207 +366,13 @@ def finished_state(job: str, index: int, raw: str | None) -> tuple[str, str] | N
     return None
 
 
-# -------------------------------------------------------------------------------------------------- collect
-def _owners(state: dict) -> dict[str, tuple[str, int]]:
-    """student -> (job, array index) of the latest submission that included them."""
-    out = {}
-    for sub in state["submissions"]:
-        for i, group in enumerate(sub["students"]):
-            for s in group:
-                out[s] = (sub["job"], i)
-    return out
-
-
-def collect(week: str, out=print) -> dict:
-    """Merge every finished result into the class's gradebook (once: a result already merged is skipped), say per
-    student which array task its result came from, list who is still queued (not an error) and who has no result
-    with its task's Slurm state; regenerate feedback, the CSV export and the report when something changed.
-    Returns {"merged": [...], "missing": {student: why}, "queued": {student: why}, "changed": bool,
-    "per_student": {student: entry}} (the entries name hand-in mistakes: cli.hand_in_mistakes)."""
-    from .pool import grading_lock
-
-    with grading_lock(grading_dir(), f"autograder slurm collect {week}"):
-        return _collect(week, out)
-
-
-def _collect(week: str, out=print) -> dict:
-    sdir = shared_dir(week)
-    state = _load_state(sdir)
-    if not state["submissions"]:
-        raise SystemExit(f"nothing submitted for {week} (no {sdir / 'jobs.json'}): autograder slurm submit {week}")
-    owners = _owners(state)
-    merged_f = sdir / "merged.json"
-    merged = json.loads(merged_f.read_text()) if merged_f.exists() else {}
-    q = queued(sorted({j for j, _ in owners.values()}))
-    per_student, lanes, missing, waiting, new, lines, withdrawn = {}, {}, {}, {}, [], [], []
-    for student in sorted(owners):
-        job, idx = owners[student]
-        rdir, res = best_result(sdir, student, handin_digest(week, student))
-        if res is not None:
-            digest = result_digest(rdir)
-            if merged.get(student) != digest:
-                merge_result(rdir, grading_dir())
-                merged[student] = digest
-                new.append(student)
-            per_student[student], line = _graded_entry(student, res, job, idx, q, lanes)
-            lines.append(line)
-            continue
-        old = best_result(sdir, student)[1]  # a result of an earlier hand-in: its grade no longer counts
-        if merged.pop(student, None) is not None:
-            _withdraw(grading_dir(), week, student)
-            withdrawn.append(student)
-        earlier = "" if old is None else (f"the hand-in changed after array task {_task_of(old)} graded it (that "
-                                          "grade no longer counts)")
-        queued_now, why, per_student[student] = _ungraded_entry(sdir, student, job, idx, q, earlier)
-        (waiting if queued_now else missing)[student] = why
-    _save_json(merged_f, merged)
-    grading = grading_dir()
-    first = state.get("first_submitted_at") or min(s["submitted_at"] for s in state["submissions"])
-    changed = _record_changed(grading, week, new, per_student) or bool(withdrawn)
-    if changed or not (grading / f"grades_{week}.csv").exists():
-        _write_week(grading, week, first, state, lanes, per_student)
-    graded = len(owners) - len(missing) - len(waiting)
-    out(f"{week}: {graded} of {len(owners)} student(s) graded"
-        + (f", {len(new)} merged now" if new else ", nothing new to merge")
-        + (f", {len(withdrawn)} grade(s) of an earlier hand-in withdrawn" if withdrawn else "")
-        + (f", {len(waiting)} still queued" if waiting else "") + f"; report: {grading / f'report_{week}.html'}")
-    for line in lines:
-        out(line)
-    for student, why in sorted(waiting.items()):
-        out(f"  queued {student}: {why} (collect again later)")
-    for student, why in sorted(missing.items()):
-        out(f"  NOT GRADED {student}: {why}")
-    if missing:
-        out(f"  then: autograder slurm resubmit {week}")
-    return {"merged": new, "missing": missing, "queued": waiting, "changed": changed, "per_student": per_student}
-
-
-def _task_of(res: dict) -> str:
-    """The array task ("<array job>_<index>") that wrote a result."""
-    slurm = res.get("slurm") or {}
-    return f"{slurm.get('array_job', '?')}_{slurm.get('array_task', '?')}" if slurm else "a task outside Slurm"
-
-
-def _withdraw(grading: Path, week: str, student: str) -> None:
-    """Take back a grade merged from a result of an earlier hand-in (pool.withdraw: the gradebook's submission of
-    `week`, with it the CSV export's row, the autograded notebooks, verdicts and feedback of the week, the batch-record
-    entry that would otherwise stand in for the missing grade). The hand-in and the result folder stay."""
-    withdraw(grading, student, week, set())
-
-
-def _graded_entry(student: str, res: dict, job: str, idx: int, q: dict, lanes: dict) -> tuple[dict, str]:
-    """(per-student entry, line to print) of a student with a finished result; counts it in its task's lane."""
-    tid = f"{job}_{idx}"
-    src = _task_of(res)
-    label = f"{res.get('host')} task {src}" + (f" GPU {res['gpu']}" if res.get("gpu") else "")
-    lane = lanes.setdefault(label, {"gpu": res.get("gpu"), "host": res.get("host"), "state": "done",
-                                    "students": [], "device": (res.get("figures") or {}).get("device"),
-                                    "ceilings": (res.get("figures") or {}).get("ceilings"),
-                                    "wall_s": 0.0})
-    lane["students"].append(student)
-    lane["wall_s"] += res.get("wall_s") or 0.0
-    device = (res.get("figures") or {}).get("device")
-    note = []
-    if src != tid:  # a later array includes the student: say what became of it
-        later = f"Slurm task {tid} (submitted later) is {q[tid]}" if tid in q else \
-            f"Slurm task {tid} (submitted later): {(finished_state(job, idx, None) or ('no record', ''))[0]}"
-        note.append(f"result from array task {src}; {later}")
-    entry = {"returncode": 0, "wall_s": res.get("wall_s"), "gpu": res.get("gpu"),
-             "lane": label, "host": res.get("host"), "device": device, "cpu": not device,
-             "started_at": res.get("started_at"), "finished_at": res.get("finished_at"),
-             "malformed": res.get("malformed") or [], "ungraded": res.get("ungraded") or [],
-             "notes": (res.get("notes") or []) + note,
-             "log_tail": res.get("log_tail", ""), "slurm": src}
-    return entry, f"  {student}: graded by array task {src}" + (f" ({note[0].split('; ', 1)[1]})" if note else "")
-
-
-def _ungraded_entry(sdir: Path, student: str, job: str, idx: int, q: dict, changed: str = "") \
-        -> tuple[bool, str, dict]:
-    """(still queued, why, per-student entry) of a student with no finished result (of their hand-in as it is:
-    `changed` says when an earlier one was graded): its task is queued, or what Slurm and the task's own files say
-    became of it."""
-    tid = f"{job}_{idx}"
-    started, failed = {}, None
-    for p in results_of(sdir, student):
-        try:
-            st = json.loads((p / STARTED).read_text())
-        except (OSError, ValueError):
-            continue
-        if (st.get("slurm") or {}).get("array_job") == job:
-            started, failed = st, read_result(p)
-    st_info = started.get("slurm") or {}
-    raw = st_info.get("job") if st_info.get("array_job") == job else None
-    if tid in q:
-        why = f"Slurm task {tid} is {q[tid]} (squeue)" + (f"; {changed}" if changed else "")
-        return True, why, {"returncode": None, "not_graded": f"queued: {why}", "queued": True, "slurm": tid}
-    fin = finished_state(job, idx, raw)
-    why = f"Slurm task {tid}: {fin[0]} ({fin[1]})" if fin else \
-        f"Slurm task {tid} never started, or left no record (not in squeue, sacct or scontrol)"
-    if failed is not None and failed.get("why"):  # the task refused to grade (refuse_task)
-        why += f"; {failed['why']}"
-    elif failed is not None:  # the task ran and nbgrader failed
-        why += f"; nbgrader autograde exited {failed.get('returncode')}: {str(failed.get('log_tail'))[-300:]}"
-    elif started:
-        why += f"; it started on {started.get('host')} and wrote no result (killed, timed out or crashed)"
-    why = f"{changed}; {why}" if changed else why
-    return False, why, {"returncode": None, "not_graded": f"not graded, resubmit: {why}", "slurm": tid}
-
-
-def _record_changed(grading: Path, week: str, new: list, per_student: dict) -> bool:
-    """Whether something was merged now or a student's entry differs from the batch record's."""
-    batch_f = grading / f"batch_{week}.json"
-    try:
-        old = json.loads(batch_f.read_text())
-    except (OSError, ValueError):
-        old = {}
-    strip = lambda d: {k: v for k, v in (d or {}).items() if k not in ("run", "started_at")}  # noqa: E731
-    return bool(new) or any(strip((old.get("per_student") or {}).get(s)) != strip(e)
-                            for s, e in per_student.items())
-
-
-def _write_week(grading: Path, week: str, first: float, state: dict, lanes: dict, per_student: dict) -> None:
-    """The batch record, feedback, the CSV export and the report, written again."""
-    from .pool import export_week, flag_feedback, problem_feedback, update_batch_record
-
-    run = {"id": "slurm", "where": "slurm", "started_at": first, "wall_s": time.time() - first,
-           "jobs": [s["job"] for s in state["submissions"]], "lanes": lanes,
-           "cpu": all(not e.get("device") for e in per_student.values() if not e.get("not_graded"))}
-    record = update_batch_record(grading, week, run, per_student)
-    nbgrader("generate_feedback", week, "--force", check=False, here=True)
-    problem_feedback(grading, week, record["per_student"])
-    flag_feedback(grading, week, record["per_student"])
-    export_week(week, grading)
-    from .report import write_report
-
-    write_report(week, grading)
-
-
-def resubmit(week: str, opts: dict | None, *, secret: str | None, seed_file: str | None = None,
-             dry_run: bool = False, out=print) -> str | None:
-    """A new array for every student with no finished result whose task is not still queued or running."""
-    sdir = shared_dir(week)
-    state = _load_state(sdir)
-    if not state["submissions"]:
-        raise SystemExit(f"nothing submitted for {week}: autograder slurm submit {week}")
-    owners = _owners(state)
-    q = queued(sorted({j for j, _ in owners.values()}))
-    todo = []
-    for student, (job, idx) in sorted(owners.items()):
-        if best_result(sdir, student, handin_digest(week, student))[1] is None and f"{job}_{idx}" not in q:
-            todo.append(student)
-    if not todo:
-        out(f"{week}: every student has a result or a task in the queue: nothing to resubmit")
-        return None
-    merged_opts = {**DEFAULTS, **state["submissions"][-1].get("options", {}), **(opts or {})}
-    return submit(week, todo, merged_opts, secret=secret, seed_file=seed_file, dry_run=dry_run, out=out)
-
-
 def forget(grading: Path, students: list[str], week: str | None = None) -> list[str]:
     """Take students out of the Slurm state of `week` (of every week: None), for `autograder forget` (which calls
-    it after autograder.pool.forget; pool cannot import this module, which imports pool): out of the arrays' student
-    lists in jobs.json (a task's list keeps its place, so the array indices stay right) and out of merged.json, their
-    result folders (and hand-in digests) removed; so `collect` neither waits for them nor writes their row again. A
-    task of theirs still queued runs, and what it writes is never collected. Returns what was done, one line each."""
+    it after autograder.record.forget; record cannot import this module, which imports record): out of the arrays'
+    student lists in jobs.json (a task's list keeps its place, so the array indices stay right) and out of
+    merged.json, their result folders (and hand-in digests) removed; so `collect` neither waits for them nor writes
+    their row again. A task of theirs still queued runs, and what it writes is never collected. Returns what was
+    done, one line each."""
     gone, said = set(students), []
     for sdir in sorted(Path(grading).glob(f"slurm/{week or '*'}")):
         state = _load_state(sdir)

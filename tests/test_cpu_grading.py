@@ -39,7 +39,7 @@ def test_cpu_grading_awards_what_its_sentence_says():
 
 
 def test_gpus_all_under_course_force_cpu_is_refused_in_one_line():
-    from autograder.pool import lanes_for
+    from autograder.plan import lanes_for
 
     with pytest.raises(SystemExit) as e:
         lanes_for("all", {"COURSE_FORCE_CPU": "1"})

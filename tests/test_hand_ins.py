@@ -1,6 +1,6 @@
 """Hand-in mistakes an ordinary student makes, named where the instructor and the student look
-(autograder/pool.py: stage_submission, misplaced_hand_ins, problem_feedback; autograder/cli.py: the summary line
-and the exit status of `autograder grade`).
+(autograder/handin.py: stage_submission, misplaced_hand_ins; autograder/record.py: problem_feedback;
+autograder/grade_run.py and autograder/cli.py: the summary line and the exit status of `autograder grade`).
 
 - a notebook of another week in a week's folder: named with where it belongs, when either week is graded;
 - a notebook that is not JSON: not counted as graded in the summary line, exit status 2;
@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import sys
 
-from autograder import pool
+from autograder import handin, record
 from autograder.release import ROOT
 
 DAY1 = "day1_naive_loads.ipynb"
@@ -31,7 +31,7 @@ def _hand_in(folder, *names, src=ROOT / "weeks" / "week1"):
 
 def test_a_week1_notebook_in_week2_is_named_with_where_it_belongs_when_week2_is_graded(tmp_path):
     _hand_in(tmp_path / "sub" / "ann" / "week2", DAY1)
-    notes, malformed, ungraded = pool.stage_submission(tmp_path / "sub" / "ann" / "week2", tmp_path / "dest", W2,
+    notes, malformed, ungraded = handin.stage_submission(tmp_path / "sub" / "ann" / "week2", tmp_path / "dest", W2,
                                                        "week2")
     assert f"{DAY1} is a week1 notebook, found in week2/: move it to ann/week1/" in notes, notes
     assert not any("ignored" in n for n in notes) and not malformed and not ungraded
@@ -44,38 +44,38 @@ def test_a_week1_notebook_in_week2_is_named_when_week1_is_graded(tmp_path):
     _hand_in(sub / "ann" / "week2", DAY1)
     (sub / "ann" / "week1").mkdir(parents=True)
     shutil.copy(ROOT / "weeks" / "week1" / "day2_smem_tiling.ipynb", sub / "ann" / "week1")
-    notes, _, ungraded = pool.stage_submission(sub / "ann" / "week1", tmp_path / "dest", W1, "week1")
+    notes, _, ungraded = handin.stage_submission(sub / "ann" / "week1", tmp_path / "dest", W1, "week1")
     assert any(n.startswith(f"no {DAY1}; found {DAY1} in week2/") and "move it to ann/week1/" in n for n in notes), notes
     assert [u.split(":")[0] for u in ungraded] == [DAY1]
     assert sorted(p.name for p in (tmp_path / "dest").iterdir()) == ["day2_smem_tiling.ipynb"]
     # a student with no week1/ folder at all: the week-1 run says where their week-1 notebook is
     _hand_in(sub / "bob" / "week2", DAY1)
-    got = pool.misplaced_hand_ins(sub, "week1", skip=["ann"])
+    got = handin.misplaced_hand_ins(sub, "week1", skip=["ann"])
     assert list(got) == ["bob"]
     assert got["bob"]["notes"][0].startswith(f"no submission; found {DAY1} in week2/"), got
     assert "move it to bob/week1/" in got["bob"]["notes"][0] and got["bob"]["ungraded"]
-    assert pool.misplaced_hand_ins(sub, "week2", skip=[]) == {}, "a week-1 notebook is nothing week 2 misses"
+    assert handin.misplaced_hand_ins(sub, "week2", skip=[]) == {}, "a week-1 notebook is nothing week 2 misses"
 
 
 def test_two_copies_and_no_canonical_name_get_a_feedback_page(tmp_path):
     folder = tmp_path / "sub" / "cy" / "week1"
     _hand_in(folder, "day1_naive_loads (1).ipynb", "day1_naive_loads-Copy1.ipynb")
-    notes, malformed, ungraded = pool.stage_submission(folder, tmp_path / "dest", W1, "week1")
+    notes, malformed, ungraded = handin.stage_submission(folder, tmp_path / "dest", W1, "week1")
     assert not list((tmp_path / "dest").glob("*.ipynb")) and not malformed
     (u,) = ungraded
     assert u.startswith(f"{DAY1}:") and "day1_naive_loads (1).ipynb" in u and "day1_naive_loads-Copy1.ipynb" in u
     grading = tmp_path / "grading"
-    (page,) = pool.problem_feedback(grading, "week1", {"cy": {"notes": notes, "ungraded": ungraded}})
+    (page,) = record.problem_feedback(grading, "week1", {"cy": {"notes": notes, "ungraded": ungraded}})
     text = page.read_text()
     assert page == grading / "feedback" / "cy" / "week1" / "day1_naive_loads.html"
     assert "not graded" in text and "none graded" in text
     assert "day1_naive_loads (1).ipynb" in text and "day1_naive_loads-Copy1.ipynb" in text
     mtime = page.stat().st_mtime_ns
-    assert pool.problem_feedback(grading, "week1", {"cy": {"notes": notes, "ungraded": ungraded}}) == []
+    assert record.problem_feedback(grading, "week1", {"cy": {"notes": notes, "ungraded": ungraded}}) == []
     assert page.stat().st_mtime_ns == mtime, "the same page is not written again"
     # a page nbgrader wrote in a run that graded the notebook is replaced: it is not graded now
     page.write_text("<html>nbgrader's page: 5 of 7 points</html>")
-    assert pool.problem_feedback(grading, "week1", {"cy": {"notes": notes, "ungraded": ungraded}}) == [page]
+    assert record.problem_feedback(grading, "week1", {"cy": {"notes": notes, "ungraded": ungraded}}) == [page]
     assert "none graded" in page.read_text()
 
 

@@ -100,7 +100,7 @@ def test_old_batch_folders_are_pruned(cls):
 
 
 def test_a_second_grading_run_at_once_is_refused(cls):
-    from autograder.pool import grading_lock
+    from autograder.children import grading_lock
 
     grading = cls["grading"]
     with grading_lock(grading, "autograder grade week1 (the test holds it)"):
@@ -118,7 +118,7 @@ def test_the_weeks_csv_holds_that_week_only(cls):
 
 # ----------------------------------------------------------------------------------------------- 3. CPU, on purpose
 def test_gpus_all_without_a_gpu_is_an_error_that_says_what_was_found():
-    from autograder.pool import _gpu_count, lanes_for
+    from autograder.plan import _gpu_count, lanes_for
 
     if _gpu_count():
         pytest.skip("a GPU is visible here")
@@ -227,7 +227,7 @@ def test_forget_removes_a_student_from_gradebook_csv_and_report(cls):
     assert "nested" not in _report(grading)
     assert "nested" not in (grading / f"grades_{WEEK}.csv").read_text()
     assert not (grading / "submitted" / "nested").exists() and not (grading / "verdicts" / "nested").exists()
-    from autograder.pool import gradebook_rows
+    from autograder.merge import gradebook_rows
 
     assert not [k for k in gradebook_rows(grading, WEEK) if k[0] == "nested"]
 
@@ -243,7 +243,7 @@ def test_the_cohort_goes_to_a_grading_folder_of_its_own():
 def test_feedback_scope_leaves_out_only_students_not_graded_now(tmp_path):
     """generate_feedback's exclusion after a run: every student with autograded work of the week but the run's; an id
     with a comma (nbgrader splits the list on commas) is never left out by mistake, only written again."""
-    from autograder.cli import feedback_scope
+    from autograder.grade_run import feedback_scope
 
     for s in ("ann", "bo", "c,d", "zoë ø"):
         (tmp_path / "autograded" / s / WEEK).mkdir(parents=True)
@@ -366,7 +366,7 @@ def test_forget_takes_a_folder_name_that_is_not_utf8(odd):
     assert not results_dir(sdir, CAFE_ID).exists() and json.loads((sdir / "merged.json").read_text()) == \
         {"scalar": "d2"}
     assert json.loads((sdir / "jobs.json").read_text())["submissions"][0]["students"] == [[], ["scalar"]]
-    from autograder.pool import gradebook_rows
+    from autograder.merge import gradebook_rows
 
     assert not [k for k in gradebook_rows(grading, WEEK) if k[0] == CAFE_ID]
 
@@ -383,21 +383,22 @@ def test_the_retry_command_names_each_student_in_a_form_that_works(folders):
     import shlex
 
     from autograder import cli
+    from autograder.grade_run import students_option
     from autograder.students import student_id
 
     ids = sorted({i for f in folders if (i := student_id(os.fsdecode(f))) is not None})
     assume(ids)
-    opt = cli.students_option(ids)
+    opt = students_option(ids)
     args = cli.parser().parse_args(["grade", WEEK, *shlex.split(opt)])
     assert sorted(cli._named(args)) == ids, opt
-    assert cli.students_option(["ann", "bo"]) == "--students ann,bo"
+    assert students_option(["ann", "bo"]) == "--students ann,bo"
 
 
 def test_a_lanes_task_takes_a_student_whose_id_starts_with_a_dash(tmp_path, monkeypatch):
     """The task command a lane hands its process (pool._task_cmd) parses back to the same student: a folder named
     "-%" grades as -\\x25, which argparse took for an option (found by the class property test: the task process
     exited 2 with a usage line, twice, and its lane stopped grading)."""
-    from autograder import pool
+    from autograder import plan, pool
 
     seen = {}
 
@@ -407,9 +408,9 @@ def test_a_lanes_task_takes_a_student_whose_id_starts_with_a_dash(tmp_path, monk
 
     monkeypatch.setattr(pool, "grade_task", fake_grade_task)
     monkeypatch.setattr(pool, "lane_figures", lambda d: {})
-    lane = pool.Lane(id="0", env={}, label="gpu0")
+    lane = plan.Lane(id="0", env={}, label="gpu0")
     for sid in ["-\\x25", "--help", "-", "ann"]:
-        cmd = pool._task_cmd(WEEK, lane, pool.Job(sid), tmp_path / "out", grading=tmp_path, template=tmp_path / "t.db",
+        cmd = pool._task_cmd(WEEK, lane, plan.Job(sid), tmp_path / "out", grading=tmp_path, template=tmp_path / "t.db",
                              lane_dir=tmp_path / "lane")
         assert cmd[3] == "task"
         assert pool.main(cmd[3:]) == 0 and seen == {"week": WEEK, "student": sid}, cmd

@@ -240,7 +240,7 @@ def test_a_class_is_measured_on_every_lane_from_each_students_own_notebook(tmp_p
     import threading
 
     from autograder.cohort import build
-    from autograder.pool import Lane
+    from autograder.plan import Lane
 
     grading = tmp_path / "grading"
     build(grading / "submitted", "week1", ["good", "blank", "malformed", "tma-wrong_expect_tx"])

@@ -16,12 +16,18 @@ import os
 import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from autograder.cohort import build
-from autograder.pool import Lane, _Queue, gradebook_rows, lanes_for, merge_result, read_result, week_notebooks
+from autograder.batch import _assignment_key, assignment_release, assignment_template, class_assignment, make_template
+from autograder.handin import expected_notebooks, hand_in_work, part_notebooks, week_notebooks
+from autograder.merge import gradebook_rows, merge_result
+from autograder.plan import PART_SHARE, Lane, _Queue, expected_seconds, lanes_for, longest_first, plan_jobs
+from autograder.record import export_week
 from autograder.release import ROOT
+from autograder.task import RESULT, _atomic_json, read_result
 
 WEEK = "week1"
 COHORT = ["good", "blank", "malformed", "tamper", "naive_loads-scalar_loads"]
@@ -214,11 +220,11 @@ def test_report_shows_each_gpus_ceilings(tmp_path):
 
 
 def _count_nbgrader(monkeypatch) -> list[str]:
-    """The nbgrader steps autograder.pool runs from now on (each still runs), in order."""
-    from autograder import pool
+    """The nbgrader steps autograder.batch runs from now on (each still runs), in order."""
+    from autograder.release import nbgrader as real
 
-    real, calls = pool.nbgrader, []
-    monkeypatch.setattr(pool, "nbgrader", lambda *a, **k: (calls.append(a[0]), real(*a, **k))[1])
+    calls = []
+    monkeypatch.setattr("autograder.batch.nbgrader", lambda *a, **k: (calls.append(a[0]), real(*a, **k))[1])
     return calls
 
 
@@ -226,51 +232,47 @@ def test_one_generate_assignment_serves_every_batch_of_the_same_sources(tmp_path
     """The template gradebook is generate_assignment's output, made once per content of what it reads (this test run's
     cache may hold it already); the class gradebook starts as its copy, is left alone while its stamp matches, and is
     generated again when the week's sources change (here: a different key)."""
-    from autograder import pool
-
     calls = _count_nbgrader(monkeypatch)
-    t1 = pool.make_template(WEEK, tmp_path / "b1")
+    t1 = make_template(WEEK, tmp_path / "b1")
     first = list(calls)
     assert first in ([], ["generate_assignment"])
-    t2 = pool.make_template(WEEK, tmp_path / "b2")
+    t2 = make_template(WEEK, tmp_path / "b2")
     assert calls == first, "the second batch reuses the first's template"
-    assert t1.read_bytes() == t2.read_bytes() and pool.expected_notebooks(t1, WEEK) == sorted(
+    assert t1.read_bytes() == t2.read_bytes() and expected_notebooks(t1, WEEK) == sorted(
         p.name for p in (ROOT / "solutions" / WEEK).glob("*.ipynb"))
-    assert sorted(p.name for p in pool.assignment_release(WEEK).glob("*.ipynb")) == pool.expected_notebooks(t1, WEEK)
+    assert sorted(p.name for p in assignment_release(WEEK).glob("*.ipynb")) == expected_notebooks(t1, WEEK)
     with sqlite3.connect(t1) as con:
         assert _grade_cells(con) > 0 and con.execute("select count(*) from student").fetchone()[0] == 0
 
     grading = tmp_path / "grading"
     monkeypatch.setenv("COURSE_GRADING_DIR", str(grading))
-    pool.class_assignment(WEEK, grading)  # absent: a copy of the template, no nbgrader run
+    class_assignment(WEEK, grading)  # absent: a copy of the template, no nbgrader run
     assert calls == first and (grading / "gradebook.db").read_bytes() == t1.read_bytes()
-    pool.class_assignment(WEEK, grading)  # up to date: nothing to do
+    class_assignment(WEEK, grading)  # up to date: nothing to do
     assert calls == first
-    key = pool._assignment_key(WEEK)
-    monkeypatch.setattr(pool, "_assignment_key", lambda week: "sources-changed")
-    pool.class_assignment(WEEK, grading)
+    key = _assignment_key(WEEK)
+    monkeypatch.setattr("autograder.batch._assignment_key", lambda week: "sources-changed")
+    class_assignment(WEEK, grading)
     assert calls == first + ["generate_assignment"], "changed sources: nbgrader updates the class gradebook"
     assert (grading / f".assignment_{WEEK}").read_text() == "sources-changed" != key
-    assert pool.expected_notebooks(grading / "gradebook.db", WEEK) == pool.expected_notebooks(t1, WEEK)
+    assert expected_notebooks(grading / "gradebook.db", WEEK) == expected_notebooks(t1, WEEK)
 
 
 def test_the_template_key_follows_the_weeks_sources(tmp_path, monkeypatch):
     import shutil
 
-    from autograder import pool
-
     shutil.copytree(ROOT / "solutions" / WEEK, tmp_path / "solutions" / WEEK)
     (tmp_path / "autograder").mkdir()
     shutil.copy(ROOT / "autograder" / "__init__.py", tmp_path / "autograder")
-    monkeypatch.setattr(pool, "ROOT", tmp_path)
-    before = pool._assignment_key(WEEK)
-    assert pool._assignment_key(WEEK) == before
+    monkeypatch.setattr("autograder.batch.ROOT", tmp_path)
+    before = _assignment_key(WEEK)
+    assert _assignment_key(WEEK) == before
     nb = sorted((tmp_path / "solutions" / WEEK).glob("*.ipynb"))[-1]
     nb.write_text(nb.read_text().replace('"cells": [', '"cells": [ ', 1))
-    edited = pool._assignment_key(WEEK)
+    edited = _assignment_key(WEEK)
     assert edited != before, "an edited notebook makes a new template"
     (tmp_path / "solutions" / WEEK / "extra.txt").write_text("a file the release carries")
-    assert pool._assignment_key(WEEK) not in (before, edited)
+    assert _assignment_key(WEEK) not in (before, edited)
 
 
 def test_nbgrader_steps_in_this_process_read_each_calls_own_class(tmp_path, monkeypatch):
@@ -282,26 +284,25 @@ def test_nbgrader_steps_in_this_process_read_each_calls_own_class(tmp_path, monk
 
     from nbgrader.api import Gradebook
 
-    from autograder import pool
     from autograder.release import nbgrader
 
     a, b = tmp_path / "a", tmp_path / "b"
     for g in (a, b):
         monkeypatch.setenv("COURSE_GRADING_DIR", str(g))
-        pool.class_assignment(WEEK, g)
+        class_assignment(WEEK, g)
     with warnings.catch_warnings(), Gradebook(f"sqlite:///{a / 'gradebook.db'}") as gb:
         warnings.simplefilter("ignore")
         gb.update_or_create_student("ann")
         gb.add_submission(WEEK, "ann")
     env_before = dict(os.environ)
-    rows = {g.name: list(csv.DictReader(pool.export_week(WEEK, g).open())) for g in (a, b)}
+    rows = {g.name: list(csv.DictReader(export_week(WEEK, g).open())) for g in (a, b)}
     assert [r["student_id"] for r in rows["a"]] == ["ann"] and rows["b"] == []
     assert dict(os.environ) == env_before, "the call's environment is put back"
     ok = nbgrader("export", f"--to={tmp_path / 'ok.csv'}", f"--assignment={WEEK}", here=True)  # a step that ran: 0
     assert ok.returncode == 0 and (tmp_path / "ok.csv").exists(), ok
     args = ("export", "--to=/nonexistent-dir/x.csv", f"--assignment={WEEK}")
     bad = nbgrader(*args, check=False, here=True)
-    # (the export writes a temporary file beside the CSV first: pool.write_whole)
+    # (the export writes a temporary file beside the CSV first: kernels.paths.write_whole)
     assert bad.returncode == 1 and "No such file or directory: '/nonexistent-dir/" in bad.stderr, bad
     with pytest.raises(RuntimeError, match=r"nbgrader export failed \(1\)"):
         nbgrader(*args, here=True)
@@ -312,12 +313,10 @@ def test_parallel_batches_wait_for_one_template(tmp_path, monkeypatch):
     same file for all. (Threads: the lock is on an open file, so they exclude each other as processes would.)"""
     import threading
 
-    from autograder import pool
-
     monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path / "cache"))
     calls = _count_nbgrader(monkeypatch)
     got = []
-    threads = [threading.Thread(target=lambda: got.append(pool.assignment_template(WEEK))) for _ in range(3)]
+    threads = [threading.Thread(target=lambda: got.append(assignment_template(WEEK))) for _ in range(3)]
     for t in threads:
         t.start()
     for t in threads:
@@ -382,11 +381,11 @@ def _fake_pool(monkeypatch, grading, *, task_s: dict, ready_s: float = 0.0):
         return True, ""
 
     def task(cmd, lane, timeout):
-        student, out = cmd[-1], pool.Path(cmd[cmd.index("--out") + 1])
+        student, out = cmd[-1], Path(cmd[cmd.index("--out") + 1])
         note("start", student)
         time.sleep(task_s[student])
         out.mkdir(parents=True, exist_ok=True)
-        pool._atomic_json(out / pool.RESULT, {"student": student, "week": WEEK, "state": "done", "wall_s": 0.0})
+        _atomic_json(out / RESULT, {"student": student, "week": WEEK, "state": "done", "wall_s": 0.0})
         note("end", student)
         return 0, ""
 
@@ -411,21 +410,21 @@ def test_the_pool_hands_out_the_longest_expected_hand_in_first(tmp_path, monkeyp
     grading = tmp_path / "grading"
     task_s = {s: 0.0 for s in ("ann", "bo", "cy", "di", "ed")}
     log = _fake_pool(monkeypatch, grading, task_s=task_s)
-    week = pool.week_notebooks(WEEK)
+    week = week_notebooks(WEEK)
     names = {"ann": week[:1], "bo": week[1:2], "cy": week[2:3], "di": random.sample(week, 3), "ed": week[:2]}
     for s, nbs in names.items():  # ed hands in the release, untouched: nothing attempted
         for nb in nbs:
             shutil.copy(ROOT / ("weeks" if s == "ed" else "solutions") / WEEK / nb, grading / "submitted" / s / WEEK)
-    work = {s: pool.hand_in_work(grading / "submitted" / s / WEEK, WEEK) for s in names}
+    work = {s: hand_in_work(grading / "submitted" / s / WEEK, WEEK) for s in names}
     assert all(sum(work[s].values()) == len(names[s]) for s in ("ann", "bo", "cy", "di")) and \
         sum(work["ed"].values()) == 0, work
     record = {"per_student": {"ann": {"wall_s": 5.0}, "bo": {"wall_s": 75.0}, "cy": {"wall_s": 20.0},
                               "ed": {"not_graded": "not graded, retry", "wall_s": None}}}
     (grading / f"batch_{WEEK}.json").write_text(json.dumps(record))
     # the median rate is cy's, 20 s per 1.1 units: di (3.3 units) -> 60 s; ed (0.2 units) -> 3.6 s, after ann
-    exp = pool.expected_seconds(grading, WEEK, list(task_s))
+    exp = expected_seconds(grading, WEEK, list(task_s))
     assert exp["di"][0] == pytest.approx(60.0) and exp["ed"][0] == pytest.approx(20 / 1.1 * 0.2)
-    assert pool.longest_first(grading, WEEK, list(task_s)) == ["bo", "di", "cy", "ann", "ed"]
+    assert longest_first(grading, WEEK, list(task_s)) == ["bo", "di", "cy", "ann", "ed"]
     lanes = lanes_for("0", {"COURSE_FORCE_CPU": "1"})
     per, _ = pool.run_pool(WEEK, list(task_s), lanes, grading=grading, batch=tmp_path / "batch",
                            template=tmp_path / "template.db")
@@ -433,8 +432,8 @@ def test_the_pool_hands_out_the_longest_expected_hand_in_first(tmp_path, monkeyp
     assert sorted(per) == sorted(task_s)
     # no record at all: the most attempted work first (di's three exercises, before ed's two untouched notebooks)
     (grading / f"batch_{WEEK}.json").unlink()
-    assert pool.longest_first(grading, WEEK, ["ann", "ed", "di", "bo"])[0] == "di"
-    assert pool.longest_first(grading, WEEK, ["ed", "ann"]) == ["ann", "ed"]
+    assert longest_first(grading, WEEK, ["ann", "ed", "di", "bo"])[0] == "di"
+    assert longest_first(grading, WEEK, ["ed", "ann"]) == ["ann", "ed"]
 
 
 def test_a_runs_fixed_costs_are_paid_once_and_overlap_the_grading(tmp_path, monkeypatch):
@@ -496,29 +495,29 @@ def test_a_long_hand_in_is_graded_in_parts_on_several_lanes(tmp_path, monkeypatc
     grading = tmp_path / "grading"
     task_s = {"long": 2.0, **{f"s{i}": 0.3 for i in range(8)}}
     log = _fake_pool(monkeypatch, grading, task_s=task_s)
-    week = pool.week_notebooks(WEEK)
+    week = week_notebooks(WEEK)
     for s in task_s:
         for nb in week if s == "long" else week[:1]:
             (grading / "submitted" / s / WEEK / nb).write_text("{}")
     (grading / f"batch_{WEEK}.json").write_text(json.dumps({"per_student": {s: {"wall_s": t} for s, t in
                                                                               task_s.items()}}))
-    assert [j.parts for j in pool.plan_jobs(grading, WEEK, list(task_s), 1)] == [1] * len(task_s)
-    jobs = pool.plan_jobs(grading, WEEK, list(task_s), 4)
+    assert [j.parts for j in plan_jobs(grading, WEEK, list(task_s), 1)] == [1] * len(task_s)
+    jobs = plan_jobs(grading, WEEK, list(task_s), 4)
     long_parts = [j for j in jobs if j.student == "long"]
-    share = pool.PART_SHARE * sum(task_s.values()) / 4
+    share = PART_SHARE * sum(task_s.values()) / 4
     assert len(long_parts) == min(len(week), -(-2.0 // share)) > 1
     assert jobs[:len(long_parts)] == long_parts, "the parts of the longest hand-in first"
-    assert sorted(n for j in long_parts for n in pool.part_notebooks(week, (j.part, j.split))) == week
+    assert sorted(n for j in long_parts for n in part_notebooks(week, (j.part, j.split))) == week
 
     def task(cmd, lane, timeout):  # a part takes its share of the student's time
-        student, out = cmd[-1], pool.Path(cmd[cmd.index("--out") + 1])
+        student, out = cmd[-1], Path(cmd[cmd.index("--out") + 1])
         part = pool._part_arg(cmd[cmd.index("--part") + 1]) if "--part" in cmd else None
         log.append(("start", student, lane.label, time.monotonic()))
         time.sleep(task_s[student] / (len(part[1]) if part else 1))
         out.mkdir(parents=True, exist_ok=True)
-        pool._atomic_json(out / pool.RESULT, {"student": student, "week": WEEK, "state": "done", "wall_s": 0.1,
-                                              "part": [part[0], len(part[1])] if part else None,
-                                              "notebooks": pool.part_notebooks(week, part) if part else None})
+        _atomic_json(out / RESULT, {"student": student, "week": WEEK, "state": "done", "wall_s": 0.1,
+                                    "part": [part[0], len(part[1])] if part else None,
+                                    "notebooks": part_notebooks(week, part) if part else None})
         return 0, ""
 
     monkeypatch.setattr(pool, "_run_task", task)
@@ -572,7 +571,7 @@ def test_ids_and_folders_both_ways(tmp_path):
     """The roster maps each folder to its id (a hidden one left out, with a note); a task finds the folder back."""
     import os
 
-    from autograder.pool import task_folder
+    from autograder.task import task_folder
     from autograder.students import class_roster, submission_folder
 
     for name in (b"caf\xe9", b"smith,john", b"ann", b".ipynb_checkpoints", b"a[1]"):
@@ -626,7 +625,7 @@ def test_the_gpu_check_says_why_a_gpu_does_not_answer():
     not healthy, and the reason is the driver's, in one line. A CPU lane needs no check."""
     import shutil
 
-    from autograder.pool import gpu_healthy
+    from autograder.batch import gpu_healthy
 
     if shutil.which("nvidia-smi"):
         pytest.skip("a GPU driver is here: the check is run by make gpu-test's class scale")

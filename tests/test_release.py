@@ -29,7 +29,7 @@ def test_solutions_are_committed_without_outputs():
 
 @pytest.mark.slow
 def test_weeks_is_the_current_release():
-    from autograder.pool import assignment_release
+    from autograder.batch import assignment_release
 
     for week in weeks():
         # nbgrader's generate_assignment of the current sources (made once per content of the week's sources)

@@ -329,14 +329,14 @@ def test_each_students_points_link_to_their_feedback_pages(graded):
 
 def _class_gradebook(grading: Path) -> None:
     """The class gradebook of the synthetic cohort, as autograding leaves it: nbgrader's assignment of the week
-    (pool.class_assignment), each student's grades the points of their verdicts (mallory's: none, malformed)."""
+    (batch.class_assignment), each student's grades the points of their verdicts (mallory's: none, malformed)."""
     import warnings
 
     from nbgrader.api import Gradebook
 
-    from autograder import pool
+    from autograder import batch
 
-    pool.class_assignment(WEEK, grading)
+    batch.class_assignment(WEEK, grading)
     with warnings.catch_warnings(), Gradebook(f"sqlite:///{grading / 'gradebook.db'}") as gb:
         warnings.simplefilter("ignore")
         for student in ("alice", "bob", "mallory"):
@@ -359,7 +359,7 @@ def test_after_a_manual_score_the_total_is_the_sum_of_the_columns(graded):
 
     from nbgrader.api import Gradebook
 
-    from autograder.pool import export_week
+    from autograder.record import export_week
 
     grading, expected = graded
     _class_gradebook(grading)

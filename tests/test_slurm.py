@@ -188,7 +188,7 @@ def test_a_submit_after_the_sources_changed_grades_against_their_template(tmp_pa
     before keeps the template it named. (Fake sbatch; the template's content stands in for generate_assignment's.)"""
     import random
 
-    from autograder import pool, slurm
+    from autograder import batch, slurm
 
     fake = tmp_path / "fake"
     fake.mkdir()
@@ -200,8 +200,8 @@ def test_a_submit_after_the_sources_changed_grades_against_their_template(tmp_pa
     monkeypatch.setattr(slurm, "class_assignment", lambda week, grading: None)
     sources = {"key": f"k{random.randrange(10**6)}", "template": tmp_path / "t1.db"}
     sources["template"].write_bytes(random.randbytes(64))
-    monkeypatch.setattr(pool, "_assignment_key", lambda week: sources["key"])
-    monkeypatch.setattr(pool, "assignment_template", lambda week: sources["template"])
+    monkeypatch.setattr(batch, "_assignment_key", lambda week: sources["key"])
+    monkeypatch.setattr(batch, "assignment_template", lambda week: sources["template"])
 
     def submit_and_read(job: int) -> Path:
         slurm.submit(WEEK, ["ann"], dict(slurm.DEFAULTS, gres=""), secret="7", out=lambda *a: None)
@@ -432,7 +432,7 @@ def test_slurm_out_of_reach_is_one_line_naming_slurm_conf(tmp_path, monkeypatch)
 def test_forget_takes_the_student_out_of_the_slurm_arrays(tmp_path, monkeypatch, capsys):
     """`autograder forget` takes a student out of every array's student list (the others keep their task index) and
     out of merged.json, so `slurm collect` and `resubmit` no longer count them."""
-    from autograder import cli, slurm
+    from autograder import cli, slurm, slurm_collect
 
     grading = tmp_path / "grading"
     sdir = grading / "slurm" / WEEK
@@ -443,7 +443,7 @@ def test_forget_takes_the_student_out_of_the_slurm_arrays(tmp_path, monkeypatch,
     (sdir / "merged.json").write_text(json.dumps({"ann": "a1", "cy": "c1"}))
     monkeypatch.setenv("COURSE_GRADING_DIR", str(grading))
     assert cli.main(["forget", "cy"]) == 0
-    assert slurm._owners(slurm._load_state(sdir)) == {"ann": ("43", 0), "ben": ("42", 2)}
+    assert slurm_collect._owners(slurm._load_state(sdir)) == {"ann": ("43", 0), "ben": ("42", 2)}
     assert json.loads((sdir / "merged.json").read_text()) == {"ann": "a1"}
     said = capsys.readouterr().out
     assert not (sdir / "results" / "cy").exists() and "cy: out of the Slurm arrays of week1" in said, said
