@@ -24,8 +24,8 @@ import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from .held_out import HeldOut
 from .record import device_tag
-from .topic import HeldOut
 
 __all__ = ["Model", "MODELS", "check_of", "records", "kinds", "rule_holds", "summary", "table", "uncovered"]
 

@@ -885,18 +885,18 @@ def test_notebook_explores_the_overlap_rung_from_records(monkeypatch, capsys):
     import kernels.device
     import kernels.topic
     from kernels import sass
-    from kernels.attention import bench, launch, pictures
+    from kernels.attention import bench, launch, overlap, pictures
 
     cells = [s for s, _ in _code_cells(NOTEBOOK)]
     explore = cells[next(i for i, s in enumerate(cells) if "pictures.plot_tile_timeline(" in s):]
     assert "kernels.topic.fit_table(model.OVERLAP_FIT" in explore[0] and "model.overlap_report(" in explore[0]
-    assert "launch.OVERLAP_MISSING" in explore[1] and "bench.compare_overlap(" in explore[2]
+    assert "launch.OVERLAP_MISSING" in explore[1] and "overlap.compare_overlap(" in explore[2]
     assert "bench.ladder_table(bench.overlap_record())" in explore[2]
     for s in explore[:3]:
         assert not re.search(r"H100|H200|h100|h200|\d{3}\.\d", s), s
     assert sum("ATTN_KV_CU" in s for s in cells) >= 4  # the exercise's cells are still there
     monkeypatch.setattr(launch, "OVERLAP_FILE", ROOT / "kernels" / "attention" / "absent.cu")
-    ns = {"sass": sass, "kernels": kernels, "bench": bench, "model": model, "pictures": pictures,
+    ns = {"sass": sass, "kernels": kernels, "bench": bench, "model": model, "overlap": overlap, "pictures": pictures,
           "display": lambda *a: None}
     out = io.StringIO()
     with redirect_stdout(out):
@@ -915,10 +915,10 @@ def test_notebook_explores_the_overlap_rung_from_records(monkeypatch, capsys):
 
 
 def test_pipes_profiles_each_run_in_a_process_of_its_own(monkeypatch, tmp_path):
-    """kernels.attention.bench.pipes with ncu faked: one profile per run and pipe, the kernel each run launches named
+    """kernels.attention.overlap.pipes with ncu faked: one profile per run and pipe, the kernel each run launches named
     by the launcher, its shape and entry passed to the profiled process; ncu missing gives every run its error."""
     from kernels import ncu
-    from kernels.attention import bench
+    from kernels.attention import overlap
     from kernels.attention.launch import kernel_name, overlap_kernel_name
 
     seen = []
@@ -928,15 +928,15 @@ def test_pipes_profiles_each_run_in_a_process_of_its_own(monkeypatch, tmp_path):
         return {names[0]: 50.0 if "xu" in names[0] else 80.0, "gpu__time_duration.sum": 2.0e6}
 
     monkeypatch.setattr(ncu, "metrics", fake)
-    res = bench.pipes(tmp_path)
-    assert list(res) == [r[0] for r in bench.PIPE_RUNS]
+    res = overlap.pipes(tmp_path)
+    assert list(res) == [r[0] for r in overlap.PIPE_RUNS]
     assert all(m["tensor"] == 80.0 and m["xu"] == 50.0 and m["ms"] == pytest.approx(2.0) for m in res.values())
     kernels_ = [k for _, n, k in seen if n == ncu.TENSOR_PIPE[0]]
     assert kernels_ == [f"regex:^{kernel_name(128, 3)}$", f"regex:^{overlap_kernel_name(128, 'n128 k3v2')}$",
                         f"regex:^{overlap_kernel_name(64, 'n128 k4v4')}$", f"regex:^{overlap_kernel_name(64, 'n176 k3v3')}$"]
     assert seen[0][0] == ["cuda", "3", "-", "4,32,4096,128,0"] and seen[2][0][2] == "n128 k3v2"
     monkeypatch.setattr(ncu, "metrics", lambda *a, **k: (_ for _ in ()).throw(ncu.ProfilerUnavailable("no ncu")))
-    assert bench.pipes(tmp_path) == {r[0]: {"error": "no ncu"} for r in bench.PIPE_RUNS}
+    assert overlap.pipes(tmp_path) == {r[0]: {"error": "no ncu"} for r in overlap.PIPE_RUNS}
 
 
 def test_recorded_pipes_say_what_limits_each_rung():
@@ -950,7 +950,7 @@ def test_recorded_pipes_say_what_limits_each_rung():
     rec = json.loads((ROOT / "kernels" / "attention" / "recorded_h100.json").read_text())
     assert (doc["device"], doc["driver"]) == (rec["device"], rec["driver"])
     runs = doc["runs"]
-    assert set(runs) == {r[0] for r in __import__("kernels.attention.bench", fromlist=["x"]).PIPE_RUNS}
+    assert set(runs) == {r[0] for r in __import__("kernels.attention.overlap", fromlist=["x"]).PIPE_RUNS}
     today, ov128 = runs["attn_fwd d128 s3"], runs["attn_overlap d128 n128 k3v2"]
     assert ov128["tensor"] > today["tensor"] + 5
     for label in ("attn_overlap d64 n128 k4v4", "attn_overlap d64 n176 k3v3"):

@@ -108,12 +108,13 @@ def test_every_known_answer_was_graded_under_nbgrader_on_a_gpu(record):
 
 
 def test_a_partial_regrade_replaces_only_its_rows_and_leaves_pending(tmp_path):
-    """tools/gpu_check.py --members: the re-graded students' rows replace theirs, they leave pending_regrade (which
-    goes when empty), the entry says when and on what; a student not in the cohort, or another GPU, is refused."""
+    """tools/gpu_check.py --members (tools/gpu_cohort.py): the re-graded students' rows replace theirs, they leave
+    pending_regrade (which goes when empty), the entry says when and on what; a student not in the cohort, or another
+    GPU, is refused."""
     import importlib.util
     import random
 
-    spec = importlib.util.spec_from_file_location("gpu_check", AUTOGRADER.parent / "tools" / "gpu_check.py")
+    spec = importlib.util.spec_from_file_location("gpu_cohort", AUTOGRADER.parent / "tools" / "gpu_cohort.py")
     gc = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gc)
     names = [f"s{i}" for i in range(random.randint(4, 9))]

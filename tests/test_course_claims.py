@@ -182,13 +182,13 @@ def test_multicast_q2_reason_names_the_choices_it_means():
 # ------------------------------------------------------------------------------ 6. rung 6's header: STG and E
 def test_store_warp_header_counts_stg_from_sass_and_epilogue_from_model():
     """gemm_store_warp.cu's header says how many plain stores rung 5's epilogue issues per thread (counted in the
-    SASS of gemm_cluster) and how long the model's epilogue takes per tile (model.rung6_gain's, the fitted
+    SASS of gemm_cluster) and how long the model's epilogue takes per tile (epilogue.rung6_gain's, the fitted
     EPILOGUE_NS), each as the code computes it."""
-    from kernels.gemm import model
+    from kernels.gemm import epilogue
     from kernels.gemm.launch import cubin
 
     stg = Counter(opcodes(cubin("cluster"), "gemm_cluster"))["STG.E"]
-    epi_us = model.rung6_gain()["cluster"]["epilogue_ns"] / 1e3
+    epi_us = epilogue.rung6_gain()["cluster"]["epilogue_ns"] / 1e3
     print(f"gemm_cluster: {stg} STG.E; the model's epilogue per tile: {epi_us:.2f} us")
     header = _flat(kernel_file("gemm", "gemm_store_warp.cu").read_text().split("#include")[0].replace("//", ""))
     assert f"store C with {stg} plain STG.E per thread and tile" in header

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from kernels.compile import COURSE_INCLUDE, compile_cuda, kernel_file
-from kernels.gemm import exercise, model, workload
+from kernels.gemm import epilogue, exercise, model, occupancy, story, workload
 from autograder.known import kernel_source, known_answers, solution_literal
 from kernels.sass import disassemble, opcodes
 
@@ -171,7 +171,7 @@ def test_rung6_sass(tune):
 
 
 def test_rung6_fits_shared_memory_and_names_its_switches():
-    from kernels.gemm import bench
+    from kernels.gemm import rung6
     from kernels.gemm.launch import CONFIG, TUNE, smem_bytes, tuned
 
     src = kernel_file(SLUG, "gemm_store_warp.cu").read_text()
@@ -179,11 +179,11 @@ def test_rung6_fits_shared_memory_and_names_its_switches():
     for macro, key in (("GEMM_CLUSTER", "cluster"), ("GEMM_GROUP_M", "group_m"), ("GEMM_STAGES", "stages"),
                        ("GEMM_SLOTS", "slots")):
         assert re.search(rf"#define {macro} {d[key]}\b", src), macro  # the source's default is the launcher's
-    labels = [name for name, _ in bench.RUNG6_TUNES]
-    assert len(set(labels)) == len(labels) and bench.RUNG6_TUNES[0][1] == {}
-    for _, t in bench.RUNG6_TUNES:
+    labels = [name for name, _ in rung6.RUNG6_TUNES]
+    assert len(set(labels)) == len(labels) and rung6.RUNG6_TUNES[0][1] == {}
+    for _, t in rung6.RUNG6_TUNES:
         cub, _ = _rung6(t or None)
-        total = smem_bytes("store_warp", tune=t) + model.static_smem(cub, "gemm_store_warp")
+        total = smem_bytes("store_warp", tune=t) + occupancy.static_smem(cub, "gemm_store_warp")
         assert total <= 227 * 1024, (t, total)  # the driver refuses more
         assert tuned(t)["stages"] * 48 * 1024 + 1024 <= smem_bytes("store_warp", tune=t)
     assert smem_bytes("store_warp") == 1024 + 4 * 48 * 1024 + 2 * 2 * 8 * 1024  # 225 KiB
@@ -372,16 +372,16 @@ def test_staging_offsets_are_the_c_maps_swizzle():
             assert row * 128 + ((chunk ^ (row % 8)) << 4) == swizzle_offset(row * 128 + 16 * chunk, "128B")
     assert any(row * 128 + (chunk << 4) != swizzle_offset(row * 128 + 16 * chunk, "128B")
                for row in range(64) for chunk in range(8))
-    assert model.staging_bank_ways(True) == 1 and model.staging_bank_ways(False) == 8
+    assert occupancy.staging_bank_ways(True) == 1 and occupancy.staging_bank_ways(False) == 8
     assert exercise.C_BOX == (64, 64) and exercise.C_BOX[1] * exercise.ELEMENT_BYTES == 128  # the 128B span
 
 
 def test_the_design_table_holds_what_the_notebook_says():
-    """model.epilogue_choices: four stages and two whole accumulators do not fit the launch's shared memory, three
+    """epilogue.epilogue_choices: four stages and two whole accumulators do not fit the launch's shared memory, three
     stages and the solution's pieces do; the ring is tensor-bound from three stages; an overlapped epilogue beats the
     exposed one, an unswizzled staging costs more than a swizzled one; the course solution's choice is in the table
     and fits with the static_assert's arithmetic."""
-    rows = model.epilogue_choices()
+    rows = epilogue.epilogue_choices()
     by = {(r["choice"], r["stages"]): r for r in rows}
     whole = "whole accumulator staged, 32 KiB"
     assert not by[(whole, 4)]["fits"] and by[(whole, 4)]["tflops"] is None
@@ -404,7 +404,7 @@ def test_the_design_table_holds_what_the_notebook_says():
     assert "constexpr int STAGES = 4;" in src and "constexpr unsigned STAGING_BYTES = 2 * PIECE_BYTES;" in src
     assert "constexpr unsigned PIECE_BYTES = 64 * PIECE_COLS * 2;" in src and "constexpr int PIECE_COLS = 64;" in src
     assert f"constexpr unsigned SMEM_BYTES = {exercise.SMEM_BYTES // 1024} * 1024;" in src
-    text = model.epilogue_table()
+    text = epilogue.epilogue_table()
     assert f"{exercise.SMEM_BYTES / 1024:.0f} KiB" in text and "NO " in text and "8-way" in text
 
 
@@ -490,10 +490,10 @@ def test_spec_and_contract_agree():
     # the kernel's static shared memory (its mbarriers and the 1 KiB ptxas adds) fits the 2 KiB the contract leaves
     # beside the dynamic bytes: the driver refuses a launch whose dynamic + static bytes pass 227 KiB
     for name in ("correct", "one_stage", "dead_branch"):
-        static = model.static_smem(_exercise_cubin(name), "gemm_epilogue")
+        static = occupancy.static_smem(_exercise_cubin(name), "gemm_epilogue")
         assert 1024 < static <= exercise.SMEM_OPTIN - exercise.SMEM_BYTES, (name, static)
     assert "the course solution's: 1088 bytes" in (ROOT / "kernels" / "gemm" / "exercise.py").read_text()
-    assert model.static_smem(_exercise_cubin("correct"), "gemm_epilogue") == 1088
+    assert occupancy.static_smem(_exercise_cubin("correct"), "gemm_epilogue") == 1088
 
 
 def test_flops_declared_once():
@@ -523,13 +523,13 @@ def test_model_structure():
     skinny = model.predict_config(model.configs_for(workload.SKINNY_SHAPE)["persistent"])
     assert skinny.tflops < 0.4 * p["persistent"]  # 32 CTAs of 132 SMs
     assert not set(model.FIT_ROWS) & set(model.HELD_OUT)
-    assert model.resident_ctas(128, 160, 33 * 1024 + 64) == 3 and model.resident_ctas(384, 168, 193 * 1024) == 1
+    assert occupancy.resident_ctas(128, 160, 33 * 1024 + 64) == 3 and occupancy.resident_ctas(384, 168, 193 * 1024) == 1
 
 
 def test_rung6_model_gains_the_epilogue():
     """Rung 6 is rung 5's mainloop with the exercise's epilogue term: the model puts the gain in E alone (the per-tile
     wait of the tensor core between two tiles), and the tensor core's busy share rises with it — what ncu's
-    tensor-pipe counter measures on the GPU (bench.tensor_pipe)."""
+    tensor-pipe counter measures on the GPU (rung6.tensor_pipe)."""
     shape = workload.BENCH_SHAPE
     cfgs = model.configs_for(shape)
     r5, r6 = cfgs["cluster"], cfgs["store_warp"]
@@ -544,17 +544,17 @@ def test_rung6_model_gains_the_epilogue():
     assert p6.tflops == pytest.approx(model.predict_config(cfgs["exercise"]).tflops)
     # with rung 6's E swapped for rung 5's, nothing is left of the gain
     assert model.predict_config(r6, STAGING_NS=model.CONSTANTS["EPILOGUE_NS"]).tflops == pytest.approx(p5.tflops)
-    g = model.rung6_gain(shape)
+    g = epilogue.rung6_gain(shape)
     assert g["store_warp"]["epilogue_ns"] < 0.25 * g["cluster"]["epilogue_ns"]
     assert 0.9 < g["cluster"]["tensor_busy"] < g["store_warp"]["tensor_busy"] <= 1.0
     # ... and the busy share it puts on each is what ncu's tensor-pipe counter read on the fit record's GPU (within 4
     # points: the counter also counts the cycles before the first tile and after the last)
-    tp = model.measured_tensor_pipe(doc)
+    tp = story.measured_tensor_pipe(doc)
     assert tp and tp["device"] == doc["device"] and set(tp["variants"]) == {"cluster", "store_warp"}
     assert tp["variants"]["cluster"]["pct"] < tp["variants"]["store_warp"]["pct"]
     for v in ("cluster", "store_warp"):
         assert g[v]["tensor_busy"] * 100 == pytest.approx(tp["variants"][v]["pct"], abs=4.0), v
-    assert model.measured_tensor_pipe(_record("h200")) is None or (ROOT / "kernels" / SLUG / "counters_h200.json"
+    assert story.measured_tensor_pipe(_record("h200")) is None or (ROOT / "kernels" / SLUG / "counters_h200.json"
                                                                    ).exists()
     for t in ({"cluster": 1}, {"stages": 3, "slots": 4}, {"group_m": 8}):
         c = model.store_warp_config(shape, t)
@@ -600,9 +600,10 @@ def test_rung6_claim_and_extra(tmp_path):
     assert ext["parity"]["goal_met"] == (med >= bench.PARITY_GOAL)
     assert ("not reached" in bench.parity_line(doc)) == (med < bench.PARITY_GOAL)
     from kernels import ncu
+    from kernels.gemm import rung6
 
     if not ncu.available()[0]:
-        res = bench.tensor_pipe(tmp_path)
+        res = rung6.tensor_pipe(tmp_path)
         assert set(res) == {"cluster", "store_warp"} and all("error" in v for v in res.values())
 
 
@@ -703,15 +704,15 @@ def test_rung6_lines_from_the_record_and_the_model(monkeypatch):
 
     doc = _record("h100")
     text = bench.rung6_lines(doc)
-    g = model.rung6_gain(workload.BENCH_SHAPE, doc["ceilings"]["copy_tbps"])
-    tp = model.measured_tensor_pipe(doc)
+    g = epilogue.rung6_gain(workload.BENCH_SHAPE, doc["ceilings"]["copy_tbps"])
+    tp = story.measured_tensor_pipe(doc)
     for v in ("cluster", "store_warp"):
         assert f"epilogue {g[v]['epilogue_ns']:.0f} ns per tile" in text and f"{g[v]['tensor_busy']:.1%}" in text
         assert f"tensor pipe active {tp['variants'][v]['pct']:.1f} %" in text
     assert f"{doc['rung6_over_cublas']:.3f}x in this pass" in text and doc["device"] in text
     assert "no tensor-pipe counter" in bench.rung6_lines(_record("h200"))
     monkeypatch.setattr(launch, "RUNGS", tuple(v for v in launch.RUNGS if v != "store_warp"))
-    bare = model.rung6_gain(workload.BENCH_SHAPE, doc["ceilings"]["copy_tbps"])
+    bare = epilogue.rung6_gain(workload.BENCH_SHAPE, doc["ceilings"]["copy_tbps"])
     for v in ("cluster", "store_warp"):
         assert {k: x for k, x in bare[v].items() if k != "bound"} == pytest.approx(
             {k: x for k, x in g[v].items() if k != "bound"}) and bare[v]["bound"] == g[v]["bound"]
@@ -722,7 +723,7 @@ def test_tensor_pipe_takes_the_first_metric_name_ncu_knows(monkeypatch, tmp_path
     does not know is skipped for the next, a pipe with no known name is an error row, and ncu missing altogether
     gives every variant its error."""
     from kernels import ncu
-    from kernels.gemm import bench
+    from kernels.gemm import rung6
 
     calls = []
 
@@ -733,15 +734,15 @@ def test_tensor_pipe_takes_the_first_metric_name_ncu_knows(monkeypatch, tmp_path
         return {names[0]: 97.5 if cmd[-1] == "store_warp" else 92.0, "gpu__time_duration.sum": 1.4e6}
 
     monkeypatch.setattr(ncu, "metrics", fake)
-    res = bench.tensor_pipe(tmp_path)
+    res = rung6.tensor_pipe(tmp_path)
     assert res == {"cluster": {"pct": 92.0, "metric": ncu.TENSOR_PIPE[1], "ms": pytest.approx(1.4)},
                    "store_warp": {"pct": 97.5, "metric": ncu.TENSOR_PIPE[1], "ms": pytest.approx(1.4)}}
     assert [c[1] for c in calls] == [ncu.TENSOR_PIPE[0], ncu.TENSOR_PIPE[1]] * 2
 
     monkeypatch.setattr(ncu, "metrics", lambda cmd, names, **kw: (_ for _ in ()).throw(ncu.ProfileError("no")))
-    assert all("error" in v for v in bench.tensor_pipe(tmp_path).values())
+    assert all("error" in v for v in rung6.tensor_pipe(tmp_path).values())
     monkeypatch.setattr(ncu, "metrics", lambda *a, **k: (_ for _ in ()).throw(ncu.ProfilerUnavailable("no ncu")))
-    assert bench.tensor_pipe(tmp_path) == {v: {"error": "no ncu"} for v in ("cluster", "store_warp")}
+    assert rung6.tensor_pipe(tmp_path) == {v: {"error": "no ncu"} for v in ("cluster", "store_warp")}
     assert "gemm_tensor_pipe" in (ROOT / "tools" / "gpu_check.py").read_text()
 
 
@@ -750,18 +751,18 @@ def test_ring_occupancy_from_the_kernel():
     up to 3 stages (the registers allow no more), one from 4 stages on; 4 and 6 stages are the same SM to the model."""
     from kernels.gemm.launch import CONFIG, smem_bytes
 
-    occ = {o["stages"]: o for o in model.ring_occupancy()}
+    occ = {o["stages"]: o for o in occupancy.ring_occupancy()}
     for st, o in occ.items():
         assert o["smem"]["dynamic"] == smem_bytes("pipelined", st) == st * CONFIG["pipelined"]["stage_bytes"] + 1024
         assert 16 * st <= o["smem"]["static"] <= 16 * st + 1024  # the 2 x STAGES mbarriers, and what ptxas adds
-        assert o["smem"]["total"] == o["smem"]["dynamic"] + o["smem"]["static"] + model.SMEM_RESERVED
+        assert o["smem"]["total"] == o["smem"]["dynamic"] + o["smem"]["static"] + occupancy.SMEM_RESERVED
         assert o["smem"]["fits_a_block"] and o["by_regs"] == 2
-        assert o["by_smem"] == model.SMEM_PER_SM // o["smem"]["total"]
+        assert o["by_smem"] == occupancy.SMEM_PER_SM // o["smem"]["total"]
     assert [occ[s]["resident"] for s in sorted(occ)] == [2, 2, 2, 1, 1, 1]
     four, six = (model.predict_config(model.configs_for(workload.BENCH_SHAPE, s)["pipelined"]) for s in (4, 6))
     assert four.tflops == pytest.approx(six.tflops) and four.bound == six.bound == "drain"
-    story = model.stage_depth_story()
-    assert "4 and 6 stages are the same SM to the model" in story
+    text = story.stage_depth_story()
+    assert "4 and 6 stages are the same SM to the model" in text
 
 
 def test_wave_traffic():
@@ -773,12 +774,12 @@ def test_wave_traffic():
     panel = 128 * 8192 * 2
     assert w["dram_bytes"] == pytest.approx(w["tile_rows"] * panel + 64 * panel + 132 * 128 * 128 * 2)
     assert w0["dram_bytes"] - w["dram_bytes"] == pytest.approx((132 - 64) * panel)
-    assert model.b_reuse_distance(c) == pytest.approx(64 * panel * 64 / 132)
-    assert model.b_reuse_distance(c) > model.L2_BYTES  # out of step, L2 cannot keep B between the two reads
+    assert story.b_reuse_distance(c) == pytest.approx(64 * panel * 64 / 132)
+    assert story.b_reuse_distance(c) > model.L2_BYTES  # out of step, L2 cannot keep B between the two reads
     small = model.wave_traffic(model.configs_for(workload.SMALL_SHAPE)["pipelined"])
     assert small["dram_bytes"] < 2 * (2 * 2048 * 2048 * 2)  # A and B (8 MiB each) fit in L2: read once
     # a slower DRAM lowers the floors, never the SM-bound predictions
-    slow, fast = (model.no_reuse_floor(c, d) for d in (3.0, 4.2))
+    slow, fast = (story.no_reuse_floor(c, d) for d in (3.0, 4.2))
     assert slow == pytest.approx(fast * 3.0 / 4.2)
     p3, p42 = (model.predict_config(c, d).tflops for d in (3.0, 4.2))
     assert p3 == pytest.approx(p42)
@@ -846,11 +847,11 @@ def test_constants_are_the_fit_of_the_h100_record():
 
 @pytest.mark.parametrize("tag", sorted(RECORDS))
 def test_stage_depth_story(tag):
-    text = model.stage_depth_story(_record(tag))
+    text = story.stage_depth_story(_record(tag))
     assert "Fastest: 2 stages" in text and "the floor is" in text
     assert ("named miss" in text) == (tag == "h100")
     # the ncu counters are printed exactly where a counters file of the record's GPU exists
-    assert ("measured by ncu" in text) == (model.measured_dram(_record(tag)) is not None)
+    assert ("measured by ncu" in text) == (story.measured_dram(_record(tag)) is not None)
 
 
 def test_measured_dram_bytes_as_the_story_says():
@@ -863,21 +864,21 @@ def test_measured_dram_bytes_as_the_story_says():
     doc = _record("h100")
     counters = json.loads((ROOT / "kernels" / SLUG / "counters_h100.json").read_text())
     assert (counters["device"], counters["driver"], counters["date"]) == (doc["device"], doc["driver"], doc["date"])
-    meas = model.measured_dram(doc)
+    meas = story.measured_dram(doc)
     assert sorted(meas) == [2, 4, 6]
     assert max(meas, key=meas.get) == 6  # the deepest ring reads the most
     c = model.configs_for(workload.BENCH_SHAPE, 4)["pipelined"]
-    in_step, no_reuse = model.dram_read_bytes(c), model.dram_read_bytes(c, b_reuse=False)
+    in_step, no_reuse = story.dram_read_bytes(c), story.dram_read_bytes(c, b_reuse=False)
     assert meas[4] == pytest.approx(in_step, rel=0.05)
     assert meas[6] > 1.5 * meas[4] and meas[6] <= no_reuse
     c2 = model.configs_for(workload.BENCH_SHAPE, 2)["pipelined"]
-    assert c2.ctas_per_sm == 2 and model.dram_read_bytes(c2) < meas[2] < meas[6]
+    assert c2.ctas_per_sm == 2 and story.dram_read_bytes(c2) < meas[2] < meas[6]
     assert "pipelined s6 8192x8192x8192" in model.KNOWN_MISSES  # the miss these bytes explain
-    text = model.stage_depth_story(doc)
+    text = story.stage_depth_story(doc)
     assert all(f"{st} stages {meas[st] / 1e9:.2f} GB" in text for st in meas)
     assert f"ncu measured {meas[2] / 1e9:.2f} GB" in text and "does not order those two" in text
     assert "grow" not in text
-    assert model.measured_dram(_record("h200")) is None or (ROOT / "kernels" / SLUG / "counters_h200.json").exists()
+    assert story.measured_dram(_record("h200")) is None or (ROOT / "kernels" / SLUG / "counters_h200.json").exists()
 
 
 @pytest.mark.parametrize("tag", sorted(RECORDS))

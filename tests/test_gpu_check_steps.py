@@ -1,4 +1,4 @@
-"""make gpu-test's understanding step (tools/gpu_check.understanding_checks) with the GPU measurement faked: one
+"""make gpu-test's understanding step (tools/gpu_mutants.understanding_checks) with the GPU measurement faked: one
 worker per visible GPU, each answer measured in processes that see only its GPU, a deadline after which answers are
 written as not measured, and each topic's file rewritten after every answer (a step cut short keeps what it has)."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-import gpu_check  # noqa: E402
+import gpu_mutants  # noqa: E402
 
 
 @pytest.mark.parametrize("visible", ["0,1,2", "4,6"])
@@ -34,7 +34,7 @@ def test_each_answer_runs_on_one_gpu_and_the_deadline_is_kept(tmp_path, monkeypa
 
     monkeypatch.setattr(mutants, "measure_answer", fake)
     gpus = visible.split(",")
-    res = gpu_check.understanding_checks(tmp_path, ["tma", "gemm", "swizzle"], ["solution", "slow", "assistant"],
+    res = gpu_mutants.understanding_checks(tmp_path, ["tma", "gemm", "swizzle"], ["solution", "slow", "assistant"],
                                          3, 8, deadline_s=0.3)
     assert {g for _, g, _ in seen} <= set(gpus) and len({g for _, g, _ in seen}) == len(gpus)
     measured = {k for k in res["rows"]}

@@ -1,4 +1,4 @@
-"""Every model's held-out check through the one mechanism (kernels.topic.HeldOut): on each topic's recorded GPUs the
+"""Every model's held-out check through the one mechanism (kernels.held_out.HeldOut): on each topic's recorded GPUs the
 errors of the held-out rows are the numbers the models' own functions computed before the mechanism replaced them
 (tests/data/held_out_errors.json), the same rows in the declared order; the benchmarks declare the check and write
 no held-out keys of their own; the records carry the one key set (extra["model"])."""
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kernels import topic
+from kernels import held_out, topic
 
 ROOT = Path(__file__).resolve().parents[1]
 BEFORE = json.loads((ROOT / "tests" / "data" / "held_out_errors.json").read_text())
@@ -31,7 +31,7 @@ def _record(slug, tag):
 def test_every_recorded_topic_is_guarded():
     """Each topic whose model declares a HeldOut has a fixture row for every recorded GPU, and no other topic does."""
     declared = {p.parent.name for p in (ROOT / "kernels").glob("*/model.py")
-                if isinstance(getattr(_model(p.parent.name), "HELD_OUT_CHECK", None), topic.HeldOut)}
+                if isinstance(getattr(_model(p.parent.name), "HELD_OUT_CHECK", None), held_out.HeldOut)}
     assert declared == set(TOPICS)
     for slug in TOPICS:
         assert set(BEFORE[slug]) == {p.stem.removeprefix("recorded_") for p in (ROOT / "kernels" / slug).glob(

@@ -305,11 +305,11 @@ def test_the_gpu_steps_answers_each_have_mutants():
     answer a coding assistant wrote from the release (kept verbatim): each has sites for the day's operators (a slow
     answer that never uses the mechanism would measure nothing)."""
     sys.path.insert(0, str(mutants.ROOT / "tools"))
-    import gpu_check
+    import gpu_mutants
 
     for spec in SPECS_WITH_MUTANTS:
         for ans in ("solution", "slow", "assistant"):
-            name, src = gpu_check._mutant_answer(spec.slug, ans)
+            name, src = gpu_mutants._mutant_answer(spec.slug, ans)
             assert mutate(spec.slug, src), f"{spec.slug} {name}: no mutant"
 
 
@@ -372,7 +372,7 @@ def test_the_recorded_outcome_tables_cover_every_exercise_and_stay_with_the_inst
     from autograder.spec import all_specs
 
     sys.path.insert(0, str(ROOT / "tools"))
-    from gpu_check import SLOW_ANSWER, _mutant_answer
+    from gpu_mutants import SLOW_ANSWER, _mutant_answer
 
     for s in all_specs():
         files = sorted((ROOT / "kernels" / s.slug).glob("mutants_*.json"))

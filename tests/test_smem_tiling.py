@@ -17,7 +17,8 @@ from kernels import record, topic
 from kernels.compile import NotAttempted, compile_cuda
 from kernels.device import is_hopper
 from kernels.sass import disassemble, opcodes, path_evidence
-from kernels.smem_tiling import bench, exercise, model, workload
+from kernels import smem
+from kernels.smem_tiling import bench, exercise, model, pictures, workload
 from kernels.smem_tiling.launch import VARIANTS, cubin, grid_for, kernel_name, transpose, validate
 from kernels.topic import MODEL_BAND
 
@@ -118,8 +119,8 @@ def test_wavefronts_wide_accesses_use_phases():
     assert w([128 * i for i in range(32)], width=16) == 32
     # lanes of different quarter-warps in the same banks do not conflict: lane l reads chunk l % 8
     assert w([16 * (i % 8) + 512 * (i // 8) for i in range(32)], width=16) == 4
-    assert model.ideal_wavefronts(16) == 4 and model.ideal_wavefronts(8) == 2 and model.ideal_wavefronts(4) == 1
-    assert model.ideal_wavefronts(16, [0] * 8 + [None] * 24) == 1
+    assert smem.ideal_wavefronts(16) == 4 and smem.ideal_wavefronts(8) == 2 and smem.ideal_wavefronts(4) == 1
+    assert smem.ideal_wavefronts(16, [0] * 8 + [None] * 24) == 1
 
 
 def test_wavefronts_rejects_bad_input():
@@ -136,9 +137,9 @@ def test_wavefronts_rejects_bad_input():
 
 
 def test_conflict_table_shows_the_bank():
-    t = model.conflict_table(model.tile_smem_addresses("smem", "load", 0, 0))
+    t = smem.conflict_table(model.tile_smem_addresses("smem", "load", 0, 0))
     assert list(t) == [0] and len(t[0]) == 32
-    t = model.conflict_table(model.tile_smem_addresses("padded", "load", 0, 0))
+    t = smem.conflict_table(model.tile_smem_addresses("padded", "load", 0, 0))
     assert sorted(t) == list(range(32)) and all(len(v) == 1 for v in t.values())
 
 
@@ -201,7 +202,7 @@ def test_kernel_index_math_transposes_awkward_shapes(variant, shape):
 
 def test_bank_maps():
     for variant in model.SMEM_VARIANTS:
-        banks = model.bank_map(variant)
+        banks = pictures.bank_map(variant)
         for a in range(32):
             assert sorted(banks[a]) == list(range(32)), f"{variant}: row {a} is not conflict-free"
         cols = [sorted(banks[a][b] for a in range(32)) for b in range(32)]

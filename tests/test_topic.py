@@ -15,7 +15,7 @@ import kernels.bench
 import kernels.device
 from autograder import benchmarks
 from autograder.spec import SOLUTION_MARGIN, load
-from kernels import topic
+from kernels import held_out, topic
 
 
 class _Res:
@@ -217,7 +217,7 @@ def _held_out_check(rows, scale):
     def refit(record):
         return {"S": sum(scale[n] for n in names[:2]) / 2}
 
-    return topic.HeldOut(fit, tuple(names[:2]), tuple(reversed(names[2:])), band=0.10, predict=predict, unit="TB/s",
+    return held_out.HeldOut(fit, tuple(names[:2]), tuple(reversed(names[2:])), band=0.10, predict=predict, unit="TB/s",
                          refit=refit, constants={"S": 1.0}, select=lambda r: True)
 
 
@@ -238,7 +238,7 @@ def test_held_out_check_errors_report_and_record(tmp_path, monkeypatch):
     text = check.report(record)
     assert text.count("named in model.FIT") == 2 and text.count("NOT named in model.FIT") == 1
     assert "NVIDIA H100 80GB HBM3" in text and "its own fit rows refit: S" in text
-    assert all(topic.held_out_line(n, rows[i]["tbps"], errs[n], band=0.10, unit="TB/s",
+    assert all(held_out.held_out_line(n, rows[i]["tbps"], errs[n], band=0.10, unit="TB/s",
                                    named=check.fit["held_out_outside_band"]["h100"]) in text.splitlines()
                for i, n in ((3, rows[3]["kernel"]), (2, rows[2]["kernel"])))
     t = _topic(rows)

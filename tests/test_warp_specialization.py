@@ -21,7 +21,7 @@ from kernels.device import is_hopper
 from kernels.sass import opcodes, path_evidence
 from kernels.sim import H100
 from kernels.tma import model as tma_model
-from kernels.warp_specialization import bench, exercise, model, workload
+from kernels.warp_specialization import bench, exercise, handover, model, workload
 from kernels.warp_specialization.launch import cubin, rowsum, smem_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -265,37 +265,37 @@ def test_old_depth_claim_failed_on_the_h100():
 
 # ------------------------------------------------------------------------------------------------ the hand-over
 def test_mbarrier_phase_and_parity():
-    b = model.MBarrier(2)
+    b = handover.MBarrier(2)
     assert b.try_wait(1) and not b.try_wait(0)  # phase 0 running: "the phase before" (parity 1) counts as done
     b.arrive()
     assert not b.try_wait(0)
     b.arrive()  # phase 0 completes
     assert b.try_wait(0) and not b.try_wait(1)
-    f = model.MBarrier(1)
+    f = handover.MBarrier(1)
     f.arrive_expect_tx(16384)
     assert not f.try_wait(0)  # the arrival is in, the bytes are not
     f.complete_tx(16384)
     assert f.try_wait(0)
     with pytest.raises(RuntimeError):
-        model.MBarrier(1).arrive() or model.MBarrier(1)._maybe_complete() or _overflow()
+        handover.MBarrier(1).arrive() or handover.MBarrier(1)._maybe_complete() or _overflow()
 
 
 def _overflow():
-    b = model.MBarrier(1)
+    b = handover.MBarrier(1)
     b.pending = 0
     b.arrive()
 
 
 @pytest.mark.parametrize("stages", [1, 2, 3, 4])
 def test_the_course_parities_run_several_passes(stages):
-    r = model.handover(stages, 5 * stages + 1)
+    r = handover.handover(stages, 5 * stages + 1)
     assert r["status"] == "done" and r["wrong_reads"] == []
     issued = [k for _, what, k in r["log"] if what == "issue"]
     assert issued == list(range(5 * stages + 1))
 
 
 def test_parity_schedule_matches_the_kernels():
-    sched = model.parity_schedule(4, 12)
+    sched = handover.parity_schedule(4, 12)
     assert [r["full_parity"] for r in sched] == [0] * 4 + [1] * 4 + [0] * 4
     assert [r["empty_parity"] for r in sched] == [1] * 4 + [0] * 4 + [1] * 4
     assert [r["producer_waits"] for r in sched] == [False] * 4 + [True] * 8
@@ -307,25 +307,25 @@ def test_parity_schedule_matches_the_kernels():
 
 
 def test_wrong_empty_parity_deadlocks_at_the_first_tile():
-    r = model.handover(3, 10, empty_parity=lambda n: n & 1)
+    r = handover.handover(3, 10, empty_parity=lambda n: n & 1)
     assert r["status"] == "deadlock" and r["producer_at"] == 0 and r["consumers_at"] == [0, 0]
 
 
 def test_missing_release_deadlocks_after_the_first_pass():
-    r = model.handover(3, 10, consumer_arrives=False)
+    r = handover.handover(3, 10, consumer_arrives=False)
     assert r["status"] == "deadlock" and r["producer_at"] == 3 and r["consumers_at"] == [3, 3]
-    assert model.handover(3, 3, consumer_arrives=False)["status"] == "done"  # one pass only: no refill, no hang
+    assert handover.handover(3, 3, consumer_arrives=False)["status"] == "done"  # one pass only: no refill, no hang
 
 
 def test_early_release_reads_the_refilled_stage():
-    r = model.handover(3, 10, release_before_read=True)
+    r = handover.handover(3, 10, release_before_read=True)
     assert r["status"] == "done" and r["wrong_reads"]
     assert all(held == k + 3 for _, k, held in r["wrong_reads"])  # the refill's tile (k + stages) was read
-    assert model.handover(3, 3, release_before_read=True)["wrong_reads"] == []  # nothing to refill: no race
+    assert handover.handover(3, 3, release_before_read=True)["wrong_reads"] == []  # nothing to refill: no race
 
 
 def test_a_consumer_parity_that_never_flips_reads_early_or_hangs():
-    r = model.handover(3, 10, full_parity=lambda n: 0)
+    r = handover.handover(3, 10, full_parity=lambda n: 0)
     assert r["status"] == "deadlock" or r["wrong_reads"]
 
 
@@ -528,7 +528,7 @@ def _static_path(result) -> float:
 
 # ------------------------------------------------------------------------------------------ the parity picture
 def test_parity_picture_is_the_schedule():
-    """The picture's cells are model.parity_schedule, cell for cell, for fresh (stages, tiles); the course's parity
+    """The picture's cells are handover.parity_schedule, cell for cell, for fresh (stages, tiles); the course's parity
     rule holds in every cell (n = k // stages: full waits n & 1; empty waits (n & 1) ^ 1, and only after the first
     pass); the figure draws one cell per (tile, barrier), shaded by parity, the first pass hatched."""
     import io
@@ -541,7 +541,7 @@ def test_parity_picture_is_the_schedule():
 
     rng = random.Random()
     for stages, tiles in [(3, 8)] + [(rng.randint(1, 8), rng.randint(1, 40)) for _ in range(4)]:
-        sched = model.parity_schedule(stages, tiles)
+        sched = handover.parity_schedule(stages, tiles)
         cells = pictures.parity_cells(stages, tiles)
         assert len(cells) == 2 * tiles
         by = {(c["tile"], c["barrier"]): c for c in cells}

@@ -373,7 +373,7 @@ def goal_line(doc: dict | None) -> str:
     return (f"overlap rung ({', '.join(sorted({DEFAULT_OVERLAP[d] for d in DEFAULT_OVERLAP}))}) over cuDNN in ONE "
             f"pass of the ladder on {doc['device']} ({doc['date']}): " + "; ".join(parts) + " — one pass is no claim "
             "(runs move by more than these differences): the goals are judged on interleaved rounds, which this "
-            "record does not hold (python -m kernels.attention.bench --overlap writes them)")
+            "record does not hold (python -m kernels.attention.overlap writes them)")
 
 
 LADDER = ("cuda", "overlap", "cudnn", "flash", "triton")
@@ -449,119 +449,9 @@ def plot_stages(rows: list[dict], ceilings: dict | None = None):
                         "Attention forward, B4 H32 S4096: ring depth vs model")
 
 
-# What pipes() profiles: (label, variant, stages, overlap entry, shape): today's rung at its best d128 depth, the
-# overlap rung's defaults at d128 and d64, and the d64 entry with wider K/V tiles.
-PIPE_RUNS = (("attn_fwd d128 s3", "cuda", 3, None, SHAPES["d128"]),
-             ("attn_overlap d128 n128 k3v2", "overlap", None, "n128 k3v2", SHAPES["d128"]),
-             ("attn_overlap d64 n128 k4v4", "overlap", None, "n128 k4v4", SHAPES["d64"]),
-             ("attn_overlap d64 n176 k3v3", "overlap", None, "n176 k3v3", SHAPES["d64"]))
-
-
-def pipes(workdir, runs=PIPE_RUNS) -> dict:
-    """What limits each run, as ncu sees one launch (a process of its own per run; kernels.ncu.pipe_shares): the
-    tensor pipe's and the XU pipe's (MUFU: the softmax's ex2) active share of their peak sustained while the SMs
-    were active. {label: {"tensor", "xu", "metrics", "ms"} or {"error"}}."""
-    import sys
-    from pathlib import Path
-
-    from .. import ncu
-    from .launch import kernel_name, overlap_kernel_name
-
-    code = ("import sys, torch; from kernels.attention.launch import attention; "
-            "from kernels.attention.workload import make_inputs; "
-            "v, st, cfg, shape = sys.argv[1], sys.argv[2], sys.argv[3], tuple(map(int, sys.argv[4].split(','))); "
-            "x = make_inputs(shape, 1); "
-            "[attention(x['q'], x['k'], x['v'], bool(shape[4]), v, stages=int(st) if st != '-' else None, "
-            "config=cfg if cfg != '-' else None) for _ in range(3)]; torch.cuda.synchronize()")
-    root = Path(__file__).resolve().parents[2]
-    out: dict = {}
-    for label, variant, stages, entry, shape in runs:
-        d = shape[3]
-        kernel = kernel_name(d, stages) if variant == "cuda" else overlap_kernel_name(d, entry)
-        cmd = [sys.executable, "-c", code, variant, str(stages or "-"), entry or "-", ",".join(map(str, shape))]
-        try:
-            out[label] = ncu.pipe_shares(cmd, {"tensor": ncu.TENSOR_PIPE, "xu": ncu.XU_PIPE},
-                                         kernel=f"regex:^{kernel}$", workdir=Path(workdir) / label.replace(" ", "_"),
-                                         cwd=str(root))
-        except ncu.ProfilerUnavailable as exc:
-            return {r[0]: {"error": str(exc)[-800:]} for r in runs}
-    return out
-
-
 def load_record(tag: str | None = None) -> dict | None:
     """The record of GPU `tag`, else of the GPU this runs on, else the H100's (kernels.record.load)."""
     return record.load(SLUG, tag)
-
-
-# ---------------------------------------------------------------------------------------------- the overlap rung
-# Today's rung at the depths the comparison times beside the overlap rung: every depth non-causal, 2 causal (configs).
-def compare_overlap(reps: int = 10, seed: int = 0, out: str | None = "build/gpu/attention_overlap.json",
-                    check: bool = True) -> list[dict]:
-    """One process, one GPU: attention_overlap.cu's entries checked against torch's fp32 math SDPA on the awkward
-    test shapes (with attention.cu's depths beside them), then timed at the bench's three shapes beside attention.cu
-    ("cuda"), cuDNN and FlashAttention-2 on the same inputs (the exercise's, fresh each repetition) with
-    kernels.bench; prints one table (TFLOPS, x cuDNN of the same shape, the models' figures, SM MHz) and the overlap
-    model's fit on these rows; writes the rows to `out` (JSON) for the record.
-
-        python -m kernels.attention.bench --overlap [--out build/gpu]
-    """
-    import json
-    import os
-
-    import torch
-
-    from ..clock import SmClock
-
-    if not overlap_available():
-        from ..compile import SourceLeftOut
-        from .launch import OVERLAP_MISSING
-
-        raise SourceLeftOut(OVERLAP_MISSING)
-    fails = check_rungs(seed=1) if check else []
-    print(f"check vs fp32 SDPA on {len(TEST_SHAPES)} awkward shapes: " + ("all correct" if not fails else
-                                                                         f"{len(fails)} FAILED"))
-    for f in fails:
-        print("  FAIL", f)
-    rows = []
-    with SmClock() as clock:
-        for tag, shape in SHAPES.items():
-            torch.cuda.empty_cache()
-            pool = _pool(shape, seed)
-            for cfg in [c for c in configs() if c["shape"] == shape and c["variant"] in ("cuda", "overlap", "cudnn",
-                                                                                           "flash")]:
-                res, mhz = _time(cfg["variant"], cfg["stages"], shape, "exercise", pool, clock, reps, seed,
-                                 cfg.get("entry"))
-                pred = model.predict_row({"config": cfg["config"]}) if cfg["config"] else None
-                rows.append(row(cfg["name"], shape_name(shape), res, pred, config=cfg["config"],
-                                variant=cfg["variant"], stages=cfg["stages"], data="exercise", sm_mhz=mhz,
-                                clock_source=clock.source, **({"entry": cfg["entry"]} if cfg.get("entry") else {})))
-            del pool
-    with SmClock() as clock:  # the goals' evidence: interleaved rounds, not the pass above
-        rows += overlap_rounds(clock, reps=reps, seed=seed)
-    dev = torch.cuda.get_device_name()
-    ratio = vs_cudnn(rows)
-    print(f"\n{dev}, B4 H32 S4096, TFLOPS = 4 B H S^2 D (halved causal); x cuDNN = same shape, same run")
-    print(f"{'kernel':<34}{'TFLOPS':>8}{'x cuDNN':>9}{'model':>8}{'SM MHz':>8}")
-    for r in rows:
-        x = ratio.get(f"{r['kernel']} | {r['shape']}")
-        pred, mhz = r.get("model_prediction"), r.get("sm_mhz")
-        print(f"{r['kernel']:<34}{r['tflops']:8.1f}" + (f"{x:9.3f}" if x else " " * 9)
-              + (f"{pred:8.1f}" if pred else " " * 8) + (f"{mhz:8.0f}" if mhz else ""))
-    print(goal_line({"rows": rows, "device": dev, "date": "this run"}))
-    fit = model.fit_overlap(rows)
-    print("overlap model fit on these rows:", json.dumps(fit, default=str))
-    if fit.get("fitted"):
-        print("held-out errors (prediction / measured - 1):",
-              {k: round(v, 3) for k, v in model.overlap_errors(rows, fit).items()})
-        print("serial chain refit on these rows (TC_EFF from the overlap fit):",
-              json.dumps(model.fit(rows, tc_eff=fit["TC_EFF"]), default=str))
-    if out:
-        os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
-        with open(out, "w") as f:
-            json.dump({"device": dev, "rows": rows, "check_failures": fails, "overlap_fit": fit}, f, indent=1,
-                      default=str)
-        print("rows written to", out)
-    return rows
 
 
 TOPIC = Topic(
@@ -579,11 +469,4 @@ run = TOPIC.run
 
 
 if __name__ == "__main__":
-    import sys
-
-    if "--overlap" in sys.argv:  # the overlap rung beside today's and the libraries (compare_overlap)
-        args = [a for a in sys.argv[1:] if a != "--overlap"]
-        out_dir = args[args.index("--out") + 1] if "--out" in args else "build/gpu"
-        compare_overlap(out=f"{out_dir}/attention_overlap.json")
-    else:
-        TOPIC.main(__doc__)
+    TOPIC.main(__doc__)

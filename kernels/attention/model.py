@@ -54,9 +54,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..held_out import HeldOut
 from ..sim import H100
 from ..tma.model import LATENCY_NS as TMA_LATENCY_NS
-from ..topic import HeldOut
 from .workload import BM, BN, flops
 
 __all__ = ["Config", "predict_config", "predict", "fit", "HELD_OUT_CHECK", "FIT_ROWS", "HELD_OUT", "HELD_OUT_BAND",
@@ -282,8 +282,8 @@ def _refit_serial(record: dict) -> dict:
                block_ns=ov["BLOCK_NS"] if ov.get("fitted") else None)
 
 
-# The serial chain's held-out check (kernels.topic.HeldOut): each record's held-out rows on the exercise's data, and a
-# refit on the record's own fit rows. The scaffold records it as extra["model"].
+# The serial chain's held-out check (kernels.held_out.HeldOut): each record's held-out rows on the exercise's data, and
+# a refit on the record's own fit rows. The scaffold records it as extra["model"].
 HELD_OUT_CHECK = HeldOut(FIT, FIT_ROWS, HELD_OUT, band=HELD_OUT_BAND, predict=_predict_row, unit="TFLOPS",
                          refit=_refit_serial,
                          constants=dict(zip(CONSTANTS, (TC_EFF, SOFTMAX_NS, CONTENTION, L2_TBPS, BLOCK_NS))),
@@ -411,7 +411,7 @@ def _predict_overlap_row(row: dict, record: dict, constants: dict | None = None)
                            else None)
 
 
-# The overlap model's held-out check: the same mechanism (kernels.topic.HeldOut), on the records that hold the rung's
+# The overlap model's held-out check: the same mechanism (kernels.held_out.HeldOut), on the records that hold the rung's
 # rows (the H100's); the bench records it beside the serial chain's, with the same keys, as extra["overlap_model"].
 OVERLAP_CHECK = HeldOut(OVERLAP_FIT, OVERLAP_FIT_ROWS, OVERLAP_HELD_OUT, band=OVERLAP_BAND,
                         predict=_predict_overlap_row, unit="TFLOPS",

@@ -22,13 +22,12 @@ rows; a persistent grid walks GROUP_M tile rows per column sweep. With the wave'
 comes from DRAM once (all of A and B once, if they fit in L2); that traffic per k-tile over the DRAM of the same run
 (its copy ceiling: `dram_tbps`, never a fixed constant — an H100's HBM3 and an H200's HBM3e differ) is one more term
 of t_sm, and the compulsory bytes (A, B read once, C written once) / DRAM a floor under the whole run.
-`resident_ctas` / `ring_occupancy` read the CTAs per SM from the kernel itself: registers from its SASS, shared memory
-= the launch's dynamic bytes + the cubin's static bytes + 1 KiB reserved per block, against 228 KiB per SM.
+The CTAs per SM come from the kernel itself (kernels/gemm/occupancy.py).
 
-Rung 6 (gemm_store_warp.cu: rung 5's mainloop, the epilogue handed to a store stage) differs from rung 5 in one
-term: its consumers only stage the tile in shared memory and go back to the mainloop, the TMA store's global writes
-run under the next tile, so E is the staging alone (`rung6_gain`: E per tile and the tensor core's busy share of
-each, which ncu's tensor-pipe counter measures). Its rows are held out: that term was fitted to nothing.
+Rung 6 (gemm_store_warp.cu: rung 5's mainloop, the epilogue handed to a store stage) differs from rung 5 in one term:
+its consumers only stage the tile in shared memory and go back to the mainloop, the TMA store's global writes run under
+the next tile, so E is the staging alone (kernels.gemm.epilogue.rung6_gain: E per tile and the tensor core's busy share
+of each, which ncu's tensor-pipe counter measures). Its rows are held out: that term was fitted to nothing.
 
 Constants (fit by `fit` on the FIT_ROWS of the run named in FIT, an H100's; HELD_OUT rows were not used and are
 checked against +-10 % on every recorded GPU, each with its own run's copy ceiling):
@@ -50,9 +49,9 @@ What the model leaves out (the held-out rows of the records show it; FIT["held_o
 - rungs 4 and 5 at the skinny shape (32 tiles on 132 SMs: one tile per CTA, nothing to overlap the fill with; rung
   3 with six stages there too, on the H200);
 - whether the CTAs of a non-persistent grid stay in step: rung 3 at one CTA per SM streams all of B from DRAM every
-  wave (~ 75 % of an H100's copy ceiling at 4 stages); CTAs that drift apart read B twice. Six stages at 8192^3 ran
-  at that floor on the H100 (+34 % miss, KNOWN_MISSES; `stage_depth_story` tells it from a record, with the DRAM
-  bytes ncu measured where kernels/gemm/counters_<gpu>.json exists);
+  wave (~ 75 % of an H100's copy ceiling at 4 stages); CTAs that drift apart read B twice. Six stages at 8192^3 ran at
+  that floor on the H100 (+34 % miss, KNOWN_MISSES; kernels.gemm.story.stage_depth_story tells it from a record, with
+  the DRAM bytes ncu measured where kernels/gemm/counters_<gpu>.json exists);
 - the SM clock: the FMA rung's rate follows it (its 2048^3 row moved by ~ 20 % between a cool and a warm GPU), and
   the tensor cores' clock depends on the data they multiply (the benchmark's data-effect rows measure it).
 """
@@ -61,26 +60,19 @@ from __future__ import annotations
 
 import math
 import re
-import struct
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from ..held_out import HeldOut
 from ..sim import H100
-from ..topic import HeldOut
+from .occupancy import SMEM_PER_SM, SMEM_RESERVED, _staging_ns, resident_ctas, sass_registers, static_smem
 
 __all__ = ["Config", "Prediction", "CONSTANTS", "FIT", "FIT_ROWS", "HELD_OUT", "HELD_OUT_BAND", "KNOWN_MISSES",
-           "configs_for", "predict_config", "predict", "fit", "HELD_OUT_CHECK", "main_row", "resident_ctas", "explain", "bound_table",
-           "smem_per_cta", "ring_occupancy", "wave_traffic", "b_reuse_distance", "no_reuse_floor",
-           "stage_depth_story", "held_out_report", "dram_read_bytes", "measured_dram", "measured_tensor_pipe",
-           "ktile_times", "staging_bank_ways", "epilogue_choices", "epilogue_table", "store_warp_config", "rung6_gain",
-           "RUNG6_HELD_OUT"]
+           "configs_for", "predict_config", "predict", "fit", "HELD_OUT_CHECK", "main_row", "explain", "bound_table",
+           "wave_traffic", "held_out_report", "ktile_times", "store_warp_config", "RUNG6_HELD_OUT"]
 
 SMS = H100.sm_count
 BK = 64
-REGS_PER_SM = H100.registers_per_sm
-SMEM_PER_SM = H100.smem_per_sm_bytes   # 228 KiB per SM (the H200 has the same SM)
-SMEM_PER_BLOCK = H100.smem_per_block_optin_bytes  # 227 KiB per block, opt-in
-SMEM_RESERVED = H100.smem_reserved_per_block_bytes
 L2_BYTES = H100.l2_bytes
 GROUP_M = 8              # gemm_persistent.cu and triton_matmul.py: tile rows per scheduling group
 
@@ -202,72 +194,6 @@ class Prediction:
     tflops: float
     bound: str
     ms: float
-
-
-def resident_ctas(block: int, regs_per_thread: int, smem_bytes: int) -> int:
-    """CTAs of a kernel that fit on one SM: by registers (allocated per warp, 8-register granularity), by shared
-    memory (plus the 1 KiB the system reserves per block), by threads (2048) and the 32-block limit."""
-    regs = -(-regs_per_thread // 8) * 8
-    by_regs = REGS_PER_SM // (regs * (-(-block // 32) * 32))
-    by_smem = SMEM_PER_SM // (smem_bytes + SMEM_RESERVED) if smem_bytes else 32
-    return max(0, min(by_regs, by_smem, 2048 // block, 32))
-
-
-def sass_registers(cubin, kernel: str) -> int:
-    """Registers per thread of a compiled kernel, read from its SASS (highest Rn + 1, + 2 the hardware reserves)."""
-    from ..sass import disassemble
-
-    ins = disassemble(cubin)[kernel]
-    return max((int(x) for i in ins for x in re.findall(r"\bR(\d+)\b", i.text)), default=0) + 3
-
-
-def _elf_section_sizes(data: bytes) -> dict[str, int]:
-    """Section name -> size of an ELF64 little-endian file (a cubin)."""
-    shoff, = struct.unpack_from("<Q", data, 0x28)
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
-    heads = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
-    names = heads[shstrndx][4]
-
-    def name(off: int) -> str:
-        return data[names + off:data.index(b"\0", names + off)].decode()
-
-    return {name(h[0]): h[5] for h in heads}
-
-
-def static_smem(cubin, kernel: str) -> int:
-    """Static shared memory of a compiled kernel: the size of its .nv.shared.<kernel> section (the mbarriers and what
-    the compiler adds), read from the cubin."""
-    return _elf_section_sizes(cubin.data).get(f".nv.shared.{kernel}", 0)
-
-
-def smem_per_cta(variant: str, stages: int | None = None) -> dict:
-    """Shared memory one CTA of a rung holds on its SM, from the kernel itself: the dynamic bytes of the launch
-    (launch.smem_bytes: stages x stage bytes + 1 KiB alignment slack), the static bytes of the cubin, and the 1 KiB
-    the system reserves per resident block."""
-    from .launch import KERNELS, cubin, smem_bytes
-
-    dyn = smem_bytes(variant, stages)
-    stat = static_smem(cubin(variant, stages) if stages else cubin(variant), KERNELS[variant])
-    return {"dynamic": dyn, "static": stat, "reserved": SMEM_RESERVED, "total": dyn + stat + SMEM_RESERVED,
-            "fits_a_block": dyn + stat <= SMEM_PER_BLOCK}
-
-
-def ring_occupancy(stages=(1, 2, 3, 4, 5, 6)) -> list[dict]:
-    """Rung 3 (gemm_pipelined.cu) at each ring depth: shared memory per CTA, the CTAs per SM that shared memory and
-    registers each allow, and the resident CTAs (the smaller) — computed from the compiled kernel."""
-    from .launch import CONFIG, KERNELS, cubin
-
-    block = CONFIG["pipelined"]["block"]
-    out = []
-    for st in stages:
-        sm = smem_per_cta("pipelined", st)
-        regs = sass_registers(cubin("pipelined", st), KERNELS["pipelined"])
-        by_regs = REGS_PER_SM // (-(-regs // 8) * 8 * (-(-block // 32) * 32))
-        by_smem = SMEM_PER_SM // sm["total"]
-        out.append({"stages": st, "stage_bytes": CONFIG["pipelined"]["stage_bytes"], "smem": sm, "registers": regs,
-                    "block": block, "by_smem": by_smem, "by_regs": by_regs,
-                    "resident": min(by_smem, by_regs, 2048 // block, 32)})
-    return out
 
 
 def configs_for(shape, stages: int | None = None) -> dict[str, Config]:
@@ -542,223 +468,12 @@ def _refit(record: dict) -> dict:
     return fit([r for r in record["rows"] if main_row(r)], c["copy_tbps"], peak_floor=c.get("cublas_bf16_tflops"))
 
 
-# The held-out check (kernels.topic.HeldOut): each record's held-out rows with its own run's DRAM; the one row
+# The held-out check (kernels.held_out.HeldOut): each record's held-out rows with its own run's DRAM; the one row
 # outside the hard band carries its explanation (KNOWN_MISSES: stage_depth_story).
 HELD_OUT_CHECK = HeldOut(FIT, FIT_ROWS, HELD_OUT, band=HELD_OUT_BAND, predict=_predict_row, unit="TFLOPS",
                          refit=_refit, constants=CONSTANTS, select=main_row, name=_name, width=34, fmt="6.1f",
                          known={k: "model.KNOWN_MISSES: stage_depth_story" for k in KNOWN_MISSES})
 held_out_report = HELD_OUT_CHECK.report
-
-
-def b_reuse_distance(cfg: Config) -> float:
-    """Bytes L2 must hold between the two reads of a B panel by the CTAs that share it, if a non-persistent grid's
-    CTAs run out of step (each starting when the CTA `P` launches before it retires, spread evenly over a CTA's
-    life): the second reader of panel x (tile row + 1, `columns` launches later) runs columns / P of a lifetime
-    behind, while the wave streams every B panel once per lifetime."""
-    w = wave_traffic(cfg)
-    m, n, k = cfg.shape
-    cols = math.ceil(n / cfg.tile[1])
-    return cols * cfg.tile[1] * k * 2.0 * min(1.0, cols / w["ctas"])
-
-
-def no_reuse_floor(cfg: Config, dram_tbps: float | None = None) -> float:
-    """TFLOPS at which reading every CTA's B panel from DRAM (no L2 reuse of B between the CTAs that share it) takes
-    all of the DRAM's time: flops / (waves x the wave's DRAM bytes without B reuse / DRAM)."""
-    m, n, k = cfg.shape
-    w = wave_traffic(cfg, b_reuse=False)
-    tiles = math.ceil(m / cfg.tile[0]) * math.ceil(n / cfg.tile[1])
-    t = tiles / w["ctas"] * w["dram_bytes"] / (float(dram_tbps or DRAM_TBPS) * 1e12)
-    return 2.0 * m * n * k / t / 1e12
-
-
-def dram_read_bytes(cfg: Config, b_reuse: bool = True) -> float:
-    """Bytes the whole run reads from DRAM in the model's wave picture (wave_traffic without the C stores, times the
-    waves): with the CTAs that share a B panel in step, or (`b_reuse=False`) every CTA reading its own B panel."""
-    m, n, _ = cfg.shape
-    w = wave_traffic(cfg, b_reuse)
-    tiles = math.ceil(m / cfg.tile[0]) * math.ceil(n / cfg.tile[1])
-    return tiles / w["ctas"] * (w["dram_bytes"] - w["ctas"] * cfg.tile[0] * cfg.tile[1] * 2.0)
-
-
-def measured_dram(record: dict | None) -> dict | None:
-    """{stages: DRAM bytes read} that ncu measured for rung 3 at 8192^3 on the record's GPU
-    (kernels/gemm/counters_<gpu>.json, <gpu> = kernels.record.device_tag of the record's device), or None where no
-    such file exists."""
-    import json
-    from pathlib import Path
-
-    from ..record import device_tag
-
-    if not record:
-        return None
-    f = Path(__file__).with_name(f"counters_{device_tag(record.get('device'))}.json")
-    if not f.exists():
-        return None
-    doc = json.loads(f.read_text())
-    return {int(st): v["dram_read_gb"] * 1e9 for st, v in doc.get("stages", {}).items()
-            if v.get("dram_read_gb") is not None}
-
-
-def measured_tensor_pipe(record: dict | None) -> dict | None:
-    """The tensor pipe's active share that ncu measured for rungs 5 and 6 at 8192^3 on the record's GPU
-    (kernels/gemm/counters_<gpu>.json "tensor_pipe", written by `make gpu-test`): {"device", "driver", "date",
-    "metric", "variants": {variant: {"pct", "ms"}}}, or None where the file or the entry does not exist."""
-    import json
-    from pathlib import Path
-
-    from ..record import device_tag
-
-    if not record:
-        return None
-    f = Path(__file__).with_name(f"counters_{device_tag(record.get('device'))}.json")
-    tp = json.loads(f.read_text()).get("tensor_pipe") if f.exists() else None
-    if not tp:
-        return None
-    var = {v: {"pct": m["pct"], "ms": m.get("ms")} for v, m in tp.get("variants", {}).items() if "pct" in m}
-    if not var:
-        return None
-    metric = next(m["metric"] for m in tp["variants"].values() if "pct" in m)
-    return {"device": tp.get("device"), "driver": tp.get("driver"), "date": tp.get("date"), "metric": metric,
-            "variants": var}
-
-
-def _occupancy_lines(occ: list[dict]) -> list[str]:
-    """The kernel side of the story: shared memory and registers per CTA at each depth, and from which depth on one
-    CTA per SM is left."""
-    st_bytes = occ[0]["stage_bytes"]
-    lines = [f"Rung 3 (gemm_pipelined.cu): a stage is one k-tile of A and B, 2 x (128 x 64) bf16 = {st_bytes // 1024} "
-             f"KiB; {occ[0]['block']} threads x {occ[0]['registers']} registers. An SM has "
-             f"{SMEM_PER_SM // 1024} KiB of shared memory ({SMEM_PER_BLOCK // 1024} KiB per block) and "
-             f"{REGS_PER_SM // 1024}K registers:",
-             f"  {'stages':>6} {'smem per CTA':>13} {'CTAs/SM by smem':>16} {'by registers':>13} {'resident':>9}"]
-    for o in occ:
-        lines.append(f"  {o['stages']:>6} {o['smem']['total'] / 1024:>9.1f} KiB {o['by_smem']:>16} {o['by_regs']:>13}"
-                     f" {o['resident']:>9}")
-    lines.append("  (smem per CTA = dynamic stages x 32 KiB + 1 KiB alignment slack, + the cubin's static bytes "
-                 "(mbarriers), + 1 KiB reserved per block)")
-    one = [o["stages"] for o in occ if o["resident"] == 1]
-    two = [o["stages"] for o in occ if o["resident"] >= 2]
-    lines.append(f"Up to {max(two)} stages two CTAs fit (the registers allow no more than two): while one CTA's "
-                 "consumer drains its wgmma group and hands the stage back, the other's keeps the tensor core busy. "
-                 f"From {min(one)} stages on one CTA is left, and its drain is exposed on every k-tile: "
-                 f"{min(one)} and {max(one)} stages are the same SM to the model (same occupancy, same drain).")
-    return lines
-
-
-def _measured_tflops(record: dict, name: str) -> dict:
-    """{stages: TFLOPS} of the record's rung 3 exercise rows at shape `name` (no stages given: 4)."""
-    tf = {}
-    for r in record["rows"]:
-        if r.get("variant") == "pipelined" and r["shape"] == name and r.get("tflops") \
-                and r.get("data", "exercise") == "exercise" and not r.get("lesson"):
-            tf[r.get("stages") or 4] = r["tflops"]
-    return tf
-
-
-def _deep_ring_lines(record: dict, shape, tf: dict, pred: dict, cfgs: dict, deep: list, dram: float) -> list[str]:
-    """Why the shallowest and the deepest one-CTA depths part or not: DRAM with and without B reuse, and whether the
-    deeper ring landed near the no-reuse floor (a named miss) or stayed with the model."""
-    from ..record import device_tag
-
-    lines = []
-    a, b = deep[0], deep[-1]
-    c = cfgs[a]
-    w = wave_traffic(c)
-    floor = no_reuse_floor(c, dram)
-    t_in_step = w["dram_bytes"] * (math.ceil(shape[0] / c.tile[0]) * math.ceil(shape[1] / c.tile[1])) \
-        / w["ctas"] / (2.0 * shape[0] * shape[1] * shape[2] / (tf[a] * 1e12))
-    lines.append(
-        f"{a} and {b} stages, one CTA per SM each: {tf[a]:.1f} and {tf[b]:.1f} TFLOPS ({tf[b] / tf[a] - 1:+.0%}). "
-        f"What can part them is DRAM: a wave of {w['ctas']} CTAs is {w['ctas'] / w['tile_cols']:.1f} tile rows "
-        f"deep "
-        f"across all {w['tile_cols']:.0f} tile columns, so it streams all of B "
-        f"({w['tile_cols'] * c.tile[1] * shape[2] * 2 / 2**20:.0f} MiB, more than the {L2_BYTES / 2**20:.0f} MiB "
-        f"L2) from DRAM once per wave — with the CTAs that share a B panel in step (the model's DRAM term): "
-        f"{t_in_step / 1e12:.2f} TB/s at {a} stages' rate, {t_in_step / 1e12 / dram:.0%} of this run's copy "
-        f"ceiling. If those CTAs drift apart, L2 must hold B for {b_reuse_distance(c) / 2**20:.0f} MiB of "
-        f"other traffic between the two reads and cannot: B comes from DRAM twice, and the floor is "
-        f"{floor:.0f} TFLOPS here. {b} stages measured {tf[b]:.1f} ({tf[b] / floor - 1:.0%} above that floor), "
-        f"{a} stages {tf[a]:.1f} ({tf[a] / floor - 1:.0%} above it).")
-    if tf[b] < 0.9 * pred[b]:
-        lines.append(f"On this GPU ({device_tag(record['device'])}) the deeper ring landed near the no-reuse "
-                     f"floor and the model misses it by {pred[b] / tf[b] - 1:+.0%} (a named miss: "
-                     "model.KNOWN_MISSES); the model does not say which state a run falls into. A deeper ring "
-                     "is not free: beyond the depth that hides the round trip it buys nothing and costs CTAs.")
-    else:
-        lines.append(f"On this GPU ({device_tag(record['device'])}) the two stayed within "
-                     f"{abs(tf[b] / tf[a] - 1):.0%} of each other and within {abs(pred[b] / tf[b] - 1):.0%} of "
-                     f"the model; its DRAM is fast enough that the no-reuse floor ({floor:.0f}) sits close to "
-                     "the drain bound, so the two states are hard to tell apart here.")
-    return lines
-
-
-def _measured_depth_lines(record: dict, shape, name: str, tf: dict, one: list) -> list[str]:
-    """The record's TFLOPS per depth against the model, the fastest depth, and the one-CTA depths compared."""
-    dram = record["ceilings"]["copy_tbps"]
-    cfgs = {st: configs_for(shape, st)["pipelined"] for st in tf}
-    pred = {st: predict_config(c, dram).tflops for st, c in cfgs.items()}
-    gpu = f"{record['device']} ({record['date']}, copy ceiling {dram:.2f} TB/s)"
-    lines = [f"Measured at {name} on {gpu}, TFLOPS (model):  " +
-             "  ".join(f"{st} stage{'s' * (st > 1)} {tf[st]:.1f} ({pred[st]:.0f})" for st in sorted(tf))]
-    best = max(tf, key=tf.get)
-    lines.append(f"Fastest: {best} stages ({tf[best] / tf[min(tf)]:.2f}x one stage).")
-    deep = sorted(st for st in tf if st in one)
-    if len(deep) >= 2:
-        lines.extend(_deep_ring_lines(record, shape, tf, pred, cfgs, deep, dram))
-    return lines
-
-
-def _dram_counter_lines(record: dict, shape, name: str, one: list) -> list[str]:
-    """The DRAM bytes ncu measured per depth against the model's wave with and without B reuse (none without a
-    counters file)."""
-    from ..record import device_tag
-
-    lines = []
-    dram_meas = measured_dram(record)
-    if dram_meas:
-        c4 = configs_for(shape, 4)["pipelined"]
-        in_step, no_reuse = dram_read_bytes(c4), dram_read_bytes(c4, b_reuse=False)
-        lines.append(f"DRAM bytes read, measured by ncu (kernels/gemm/counters_{device_tag(record['device'])}.json), "
-                     "rung 3 at " + name + ": " + ", ".join(f"{st} stage{'s' * (st > 1)} {dram_meas[st] / 1e9:.2f} GB"
-                                                            for st in sorted(dram_meas)) +
-                     f". The model's wave, one CTA per SM: {in_step / 1e9:.2f} GB with the CTAs that share a B panel "
-                     f"in step, {no_reuse / 1e9:.2f} GB with every CTA reading its own B panel.")
-        deep_m = sorted(st for st in dram_meas if st in one)
-        if len(deep_m) >= 2:
-            a, b = deep_m[0], deep_m[-1]
-            lines.append(f"{a} stages read {dram_meas[a] / in_step:.2f}x the in-step bytes; {b} stages read "
-                         f"{dram_meas[b] / dram_meas[a]:.2f}x what {a} stages read, "
-                         f"{(dram_meas[b] - in_step) / (no_reuse - in_step):.0%} of the way to reading B once per CTA: "
-                         "the deeper ring's CTAs drift out of step and B comes from DRAM again.")
-        two = sorted(st for st in dram_meas if st not in one)
-        if two and deep_m:
-            st, b = two[-1], deep_m[-1]
-            c2 = configs_for(shape, st)["pipelined"]
-            lines.append(f"{st} stages keep {c2.ctas_per_sm} CTAs per SM, a wave of {wave_traffic(c2)['ctas']} CTAs "
-                         f"(another wave, not on the one-CTA scale above): the model's in-step figure for it is "
-                         f"{dram_read_bytes(c2) / 1e9:.2f} GB; ncu measured {dram_meas[st] / 1e9:.2f} GB, "
-                         f"{dram_meas[st] / dram_meas[b]:.2f}x what {b} stages read. What the counter shows is the "
-                         f"deep ring's extra bytes; the shallower rings' bytes sit far below them, and the model "
-                         f"does not order those two.")
-    return lines
-
-
-def stage_depth_story(record: dict | None = None, shape=(8192, 8192, 8192)) -> str:
-    """Rung 3's ring depths explained from the kernel (shared memory per stage x stages, the CTAs per SM that leaves,
-    registers) and, with a record, from its measurements: which depth is fastest and why, and what the model cannot
-    tell apart (four and six stages). The notebook prints it for the record of the GPU it runs on."""
-    occ = ring_occupancy()
-    lines = _occupancy_lines(occ)
-    one = [o["stages"] for o in occ if o["resident"] == 1]
-    if not record:
-        return "\n".join(lines)
-    name = "x".join(map(str, shape))
-    tf = _measured_tflops(record, name)
-    if not tf:
-        return "\n".join(lines)
-    lines.extend(_measured_depth_lines(record, shape, name, tf, one))
-    lines.extend(_dram_counter_lines(record, shape, name, one))
-    return "\n".join(lines)
 
 
 def bound_table(shape=(8192, 8192, 8192)) -> list[dict]:
@@ -768,121 +483,6 @@ def bound_table(shape=(8192, 8192, 8192)) -> list[dict]:
         p = predict_config(cfg)
         out.append({"rung": name, "tile": cfg.tile, "stages": cfg.stages, "ctas_per_sm": cfg.ctas_per_sm,
                     "predicted_tflops": round(p.tflops, 1), "bound": p.bound})
-    return out
-
-
-# ---------------------------------------------------------------------------------------------- the exercise's design
-# The exercise (kernels/gemm/exercise.py) gives the mainloop and asks for the epilogue: STAGES of the ring and the
-# staging of each consumer warpgroup's m64n256 accumulator under the launch's dynamic shared memory. The guide below
-# puts each choice's shared-memory bytes beside the model's time for it: the ring's depth through t1 (rung 4's
-# "overlap" structure: max(W, (L + W) / S)), the epilogue through the per-tile term E of predict_config:
-#   exposed     (the given plain stores): EPILOGUE_NS, the fitted per-tile
-#               epilogue of rung 4, whose epilogue is exactly those plain stores;
-#   overlapped  (TMA stores left in flight under the next tile's mainloop): the consumers' time on the staging
-#               alone — the tile's C bytes written to shared memory (x the warp stores' bank-conflict ways) and read
-#               back by the TMA, at the SM's shared-memory rate (banks x 4 bytes per clock, at the datasheet clock).
-# What it leaves out: the latency of a bulk_wait_read between pieces through one buffer, and C's bytes on their way
-# to L2 and DRAM under the mainloop (64 KiB a tile beside 48 KiB per k-tile of A and B). A bulk_wait<0> after every
-# store (waiting for the global write, not only the read) has no row: the model has no term for a store's
-# completion, and the known answer serial_epilogue (autograder's expected.toml) timed like the solution on an H100.
-
-def staging_bank_ways(swizzle: bool = True) -> int:
-    """Bank-conflict ways of one warp's bf16x2 store of the accumulator into a staging piece with 128-byte rows (64
-    bf16): lane l of warp w holds row 16 w + l / 4 (and 8 rows lower), cols 8 j + 2 (l % 4) — 16-byte chunk j, byte
-    4 (l % 4) in it. With the 128B swizzle chunk j of row r sits at chunk j ^ (r % 8) (kernels/swizzle/model.py
-    swizzle_offset); without, at chunk j. The worst chunk's wavefronts (day 2's kernels.smem_tiling.model.wavefronts:
-    a 4-byte access is one phase, so its wavefronts are the most distinct words asked of one bank)."""
-    from ..smem_tiling.model import wavefronts
-    from ..swizzle.model import swizzle_offset
-
-    def lane_offset(j: int, lane: int) -> int:
-        off = (lane // 4) * 128 + 16 * j + 4 * (lane % 4)
-        return swizzle_offset(off, "128B") if swizzle else off
-
-    return max(wavefronts([lane_offset(j, lane) for lane in range(32)], 4) for j in range(8))
-
-
-def _staging_ns(tile=(128, 256), swizzle: bool = True) -> float:
-    """ns per tile the consumers spend on an overlapped epilogue: the tile's bf16 C written to shared memory (each
-    warp store replayed once per bank-conflict way) and read back by the TMA, at banks x 4 bytes per clock."""
-    c_bytes = tile[0] * tile[1] * 2
-    per_clock = H100.smem_banks * H100.bank_bytes
-    return (staging_bank_ways(swizzle) + 1) * c_bytes / per_clock / H100.clock_ghz
-
-
-# (name, stages, staging bytes per consumer, overlapped, swizzled): the choices the notebook's table compares.
-EPILOGUE_CHOICES = (
-    ("given plain stores (STG)", 4, 0, False, True),
-    ("whole accumulator staged, 32 KiB", 4, 32768, True, True),
-    ("whole accumulator staged, 32 KiB", 3, 32768, True, True),
-    ("whole accumulator staged, 32 KiB", 2, 32768, True, True),
-    ("4 pieces, 2 x 8 KiB buffers", 4, 16384, True, True),
-    ("4 pieces, one 8 KiB buffer", 4, 8192, True, True),
-    ("4 pieces, 2 x 8 KiB, unswizzled", 4, 16384, True, False),
-    ("4 pieces, 2 x 8 KiB buffers", 1, 16384, True, True),
-)
-
-
-def epilogue_choices(shape=(8192, 8192, 8192), dram_tbps: float | None = None) -> list[dict]:
-    """Each EPILOGUE_CHOICES row: dynamic shared memory (1 KiB alignment + stages x 48 KiB + 2 consumers' staging),
-    whether it fits the exercise's SMEM_BYTES, the model's per-k-tile time t1 at that ring depth, the exposed
-    epilogue per tile, and the predicted TFLOPS at `shape` (predict_config of the exercise's config with that depth
-    and that epilogue). An unswizzled staging buffer does not match the contract's C map (128B swizzle): its row is
-    what the layout would cost, not an answer that passes."""
-    from . import exercise
-
-    out = []
-    for name, stages, staging, overlapped, swizzle in EPILOGUE_CHOICES:
-        smem = exercise.ALIGN_SLACK + stages * exercise.STAGE_BYTES + 2 * staging
-        cfg = replace(configs_for(shape, stages)["exercise"], epilogue="tma" if overlapped else "stores")
-        t = ktile_times(cfg.tile)
-        t1 = max(t["W"], (t["L"] + t["W"]) / stages)
-        epi = _staging_ns(cfg.tile, swizzle) if overlapped else CONSTANTS["EPILOGUE_NS"]
-        pred = predict_config(cfg, dram_tbps, STAGING_NS=epi)
-        out.append({"choice": name, "stages": stages, "staging_per_consumer": staging, "smem": smem,
-                    "fits": smem <= exercise.SMEM_BYTES, "overlapped": overlapped, "swizzle": swizzle,
-                    "bank_ways": staging_bank_ways(swizzle) if staging else None, "t1_ns": t1,
-                    "ring_bound": "tensor" if t["W"] >= (t["L"] + t["W"]) / stages else "latency",
-                    "epilogue_ns": epi, "tflops": pred.tflops if smem <= exercise.SMEM_BYTES else None})
-    return out
-
-
-def epilogue_table(shape=(8192, 8192, 8192), dram_tbps: float | None = None) -> str:
-    """epilogue_choices as the notebook prints it, with the budget and the model's terms in the head."""
-    from . import exercise
-
-    t = ktile_times((128, 256))
-    head = (f"dynamic shared memory of the launch: {exercise.SMEM_BYTES / 1024:.0f} KiB (a k-tile stage "
-            f"{exercise.STAGE_BYTES // 1024} KiB, + {exercise.ALIGN_SLACK // 1024} KiB alignment); model at "
-            f"{'x'.join(map(str, shape))}: W = {t['W']:.0f} ns, L = {t['L']:.0f} ns per k-tile, exposed epilogue "
-            f"EPILOGUE_NS = {CONSTANTS['EPILOGUE_NS']:.0f} ns per tile ({FIT['device']} fit)")
-    lines = [head, f"{'choice':<40} {'stages':>6} {'staging':>8} {'smem KiB':>8}  {'fits':<4} {'ring':<8} "
-                   f"{'conflicts':>9} {'epilogue ns':>11} {'TFLOPS':>7}"]
-    for r in epilogue_choices(shape, dram_tbps):
-        ways = "-" if r["bank_ways"] is None else f"{r['bank_ways']}-way"
-        tf = "-" if r["tflops"] is None else f"{r['tflops']:.1f}"
-        lines.append(f"{r['choice']:<40} {r['stages']:>6} {r['staging_per_consumer'] // 1024:>5} KiB "
-                     f"{r['smem'] / 1024:>8.0f}  {'yes' if r['fits'] else 'NO':<4} {r['ring_bound']:<8} {ways:>9} "
-                     f"{r['epilogue_ns']:>11.0f} {tf:>7}")
-    return "\n".join(lines)
-
-
-def rung6_gain(shape=(8192, 8192, 8192), dram_tbps: float | None = None) -> dict:
-    """Rung 6 against rung 5 in the model at `shape`: each one's per-tile epilogue term E (what the tensor core waits
-    for between two tiles), the per-CTA time and the predicted TFLOPS, and the tensor core's busy share of a CTA's
-    time (ktiles x W over the whole): the same share ncu's tensor-pipe counter reads (tools/gpu_check.py;
-    measured_tensor_pipe). Rung 6's figures need no source of it (store_warp_config): a student release gets them."""
-    cfgs = {**configs_for(shape), "store_warp": store_warp_config(shape)}
-    out = {}
-    for v in ("cluster", "store_warp"):
-        cfg = cfgs[v]
-        p = predict_config(cfg, dram_tbps)
-        e = _staging_ns(cfg.tile) if cfg.epilogue == "tma" else CONSTANTS["EPILOGUE_NS"]
-        w = ktile_times(cfg.tile, cfg.share)["W"]
-        busy = math.ceil(shape[2] / BK) * w * math.ceil(
-            math.ceil(shape[0] / cfg.tile[0]) * math.ceil(shape[1] / cfg.tile[1])
-            / min(SMS, math.ceil(shape[0] / cfg.tile[0]) * math.ceil(shape[1] / cfg.tile[1]))) / (p.ms * 1e6)
-        out[v] = {"epilogue_ns": e, "tflops": p.tflops, "ms": p.ms, "bound": p.bound, "tensor_busy": busy}
     return out
 
 

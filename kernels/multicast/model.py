@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..held_out import HeldOut
 from ..sim import H100
-from ..topic import HeldOut
 from ..tma.model import LATENCY_NS as H100_TMA_LATENCY_NS
 
 __all__ = ["L2_TBPS", "SUM_T0_NS", "EX_LATENCY_NS", "FIT", "FIT_ROWS", "HELD_OUT", "HELD_OUT_BAND", "Config",
@@ -201,7 +201,7 @@ def _predict_row(row: dict, record: dict, constants: dict | None = None) -> floa
     return predict_config(Config(**row["config"]), record["ceilings"]["copy_tbps"], n_sm=n_sm, **kw)
 
 
-# The held-out check (kernels.topic.HeldOut): each record's held-out rows with its own run's copy ceiling, and what a
+# The held-out check (kernels.held_out.HeldOut): each record's held-out rows with its own run's copy ceiling, and what a
 # refit on that record's own fit rows says.
 HELD_OUT_CHECK = HeldOut(FIT, FIT_ROWS, HELD_OUT, band=HELD_OUT_BAND, predict=_predict_row, unit="TB/s",
                          refit=lambda rec: fit(rec["rows"], rec["ceilings"]["copy_tbps"], n_sm=rec.get("sms")),

@@ -1,19 +1,6 @@
-"""Day 2's model: a bank-conflict wavefront counter, and from it the time of each transpose rung.
+"""Day 2's model: the time of each transpose rung, from the bank-conflict wavefront counter (kernels/smem.py).
 
-1. The counter (any access pattern). Shared memory has 32 banks of 4 bytes; word w (byte address // 4) lives in
-   bank w % 32. Each bank delivers one 4-byte word per clock, so a warp's access is served in *wavefronts*: in
-   one wavefront every bank hands out at most one word (any number of lanes may share that word: a broadcast).
-
-       wavefronts(addresses, width) = sum over phases of  max over banks of  |distinct words asked of the bank|
-
-   Phases: a warp's 32 lanes x `width` bytes are at most 128 bytes (one wavefront's worth) only for width <= 4.
-   For 8-byte accesses the hardware serves the two half-warps (lanes 0-15, 16-31) in separate phases; for 16-byte
-   accesses the four quarter-warps (lanes 0-7, 8-15, 16-23, 24-31). Conflicts only count within a phase, and a
-   conflict-free LDS.64 / LDS.128 costs 2 / 4 wavefronts. Supported widths: 1, 2, 4, 8, 16 bytes, naturally
-   aligned; `None` marks an inactive lane. Not modelled: the special cases in which some architectures merge
-   uniform-address 64/128-bit accesses across phases (they only ever lower the count).
-
-2. The transpose (kernels/smem_tiling/transpose.cu; one 32x32 tile per block of 32x8 threads). Three resources,
+The transpose (kernels/smem_tiling/transpose.cu; one 32x32 tile per block of 32x8 threads). Three resources,
    the slowest sets the time:
 
        time = max(DRAM:  useful bytes / DRAM efficiency / (copy ceiling x DRAM_FRACTION_OF_COPY),
@@ -61,18 +48,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from math import ceil
 
+from ..held_out import HeldOut
 from ..naive_loads.model import DRAM_GRANULE_BYTES, PARTIAL_WRITE_COST  # day 1's DRAM finding, fit there
 from ..sim import H100, read_traffic_bytes, sectors_per_request, write_traffic_bytes
-from ..topic import HeldOut
+from ..smem import wavefronts  # the course's bank-conflict counter
 
-__all__ = [
-    "CLOCK_GHZ", "WAVEFRONTS_PER_CLK", "DRAM_FRACTION_OF_COPY", "L2_REQUESTS_PER_NS", "FIT_SOURCE",
-    "VARIANTS", "SMEM_VARIANTS", "MERGES",
-    "bank", "phases", "wavefronts", "ideal_wavefronts", "conflict_table",
-    "tile_smem_addresses", "tile_global_addresses", "bank_map", "TileCost", "tile_cost",
-    "Prediction", "predict", "predict_tbps", "predict_all", "explain", "plot_bank_maps",
-    "record_smem_addresses", "RecordCost", "record_cost", "predict_records",
-]
+__all__ = ["CLOCK_GHZ", "WAVEFRONTS_PER_CLK", "DRAM_FRACTION_OF_COPY", "L2_REQUESTS_PER_NS", "FIT_SOURCE", "VARIANTS",
+           "SMEM_VARIANTS", "MERGES", "tile_smem_addresses", "tile_global_addresses", "TileCost", "tile_cost",
+           "Prediction", "predict", "predict_tbps", "predict_all", "explain", "record_smem_addresses", "RecordCost",
+           "record_cost", "predict_records"]
 
 # ------------------------------------------------------------------------------------------------- named constants
 # Three constants were fit ONCE, each to the rung that only it limits, and the fit is recorded here:
@@ -113,81 +97,6 @@ TILE = 32
 BLOCK_ROWS = 8
 ELEMENT_BYTES = 4
 LINE_BYTES = H100.cache_line_bytes
-
-
-# --------------------------------------------------------------------------------------------- the generic counter
-def bank(address: int, banks: int = H100.smem_banks, bank_bytes: int = H100.bank_bytes) -> int:
-    """Bank of the byte at `address` (shared-memory byte offset)."""
-    return (int(address) // bank_bytes) % banks
-
-
-def phases(width: int) -> int:
-    """How many phases a warp's access of `width` bytes per lane is served in: 1 (<= 4 B), 2 (8 B), 4 (16 B)."""
-    if width not in (1, 2, 4, 8, 16):
-        raise ValueError(f"access width {width}: shared-memory accesses are 1, 2, 4, 8 or 16 bytes per lane")
-    return max(1, width // 4)
-
-
-def _lanes(addresses, width: int) -> list[int | None]:
-    lanes = list(addresses)
-    if len(lanes) > H100.warp_size:
-        raise ValueError(f"{len(lanes)} addresses: a warp has {H100.warp_size} lanes")
-    for i, a in enumerate(lanes):
-        if a is None:
-            continue
-        if int(a) < 0:
-            raise ValueError(f"lane {i}: negative address {a}")
-        if int(a) % width:
-            raise ValueError(f"lane {i}: address {a} is not {width}-byte aligned (a misaligned {width}-byte shared "
-                             "access faults on the GPU)")
-    return lanes
-
-
-def wavefronts(addresses, width: int = 4, *, banks: int = H100.smem_banks, bank_bytes: int = H100.bank_bytes) -> int:
-    """Shared-memory wavefronts one warp-wide access costs.
-
-    addresses: up to 32 byte addresses, one per lane in lane order (None = lane inactive).
-    width: bytes each lane accesses (1, 2, 4, 8 or 16), naturally aligned.
-    Per phase (see `phases`): max over banks of the number of distinct 4-byte words the phase's lanes ask of that
-    bank (lanes sharing a word cost nothing extra); summed over phases with at least one active lane.
-    """
-    lanes = _lanes(addresses, width)
-    n_ph = phases(width)
-    per_phase = H100.warp_size // n_ph
-    total = 0
-    for p in range(n_ph):
-        words_by_bank: dict[int, set[int]] = {}
-        for a in lanes[p * per_phase:(p + 1) * per_phase]:
-            if a is None:
-                continue
-            a = int(a)
-            for w in range(a // bank_bytes, (a + width - 1) // bank_bytes + 1):
-                words_by_bank.setdefault(w % banks, set()).add(w)
-        if words_by_bank:
-            total += max(len(ws) for ws in words_by_bank.values())
-    return total
-
-
-def ideal_wavefronts(width: int = 4, addresses=None) -> int:
-    """The conflict-free cost: one wavefront per phase that has an active lane (all 32 lanes active if
-    `addresses` is None)."""
-    n_ph = phases(width)
-    if addresses is None:
-        return n_ph
-    lanes = _lanes(addresses, width)
-    per_phase = H100.warp_size // n_ph
-    return sum(any(a is not None for a in lanes[p * per_phase:(p + 1) * per_phase]) for p in range(n_ph))
-
-
-def conflict_table(addresses, width: int = 4) -> dict[int, list[int]]:
-    """bank -> sorted distinct words asked of it (all phases together): what a notebook prints to show a conflict."""
-    out: dict[int, set[int]] = {}
-    for a in _lanes(addresses, width):
-        if a is None:
-            continue
-        for w in range(int(a) // 4, (int(a) + width - 1) // 4 + 1):
-            out.setdefault(w % H100.smem_banks, set()).add(w)
-    return {b: sorted(ws) for b, ws in sorted(out.items())}
 
 
 # ------------------------------------------------------------------------------- the transpose's access patterns
@@ -233,11 +142,6 @@ def tile_global_addresses(variant: str, access: str, ty: int, j: int, rows: int,
         else:
             raise ValueError(f"access {access!r}: 'load' (x) or 'store' (y)")
     return out
-
-
-def bank_map(variant: str) -> list[list[int]]:
-    """bank_map(v)[a][b] = bank of logical tile element (a, b): a column of equal numbers is a conflict."""
-    return [[bank(_smem_offset(variant, a, b)) for b in range(TILE)] for a in range(TILE)]
 
 
 def _steps():
@@ -398,27 +302,6 @@ def explain(copy_tbps: float | None = None, shape=(8192, 8192)) -> str:
                  f"costing {PARTIAL_WRITE_COST:g}x, day 1): DRAM efficiency "
                  f"{un.cost.dram_efficiency('instruction'):.3f} -> {un.tbps:.2f} TB/s")
     return "\n".join(lines)
-
-
-def plot_bank_maps(variants=SMEM_VARIANTS):
-    """One panel per tile layout: the bank of each logical element (a, b) of the 32x32 tile, with the column that
-    phase 2 reads in one LDS outlined. One colour down that column = all 32 lanes in one bank. Returns a Figure."""
-    from matplotlib.figure import Figure
-    from matplotlib.patches import Rectangle
-
-    fig = Figure(figsize=(4.2 * len(variants), 4.4), layout="constrained")
-    titles = {"smem": "float tile[32][32]", "padded": "float tile[32][33]", "swizzled": "tile[a][b ^ a]"}
-    for i, v in enumerate(variants):
-        ax = fig.add_subplot(1, len(variants), i + 1)
-        im = ax.imshow(bank_map(v), cmap="hsv", vmin=0, vmax=31, interpolation="nearest")
-        ax.add_patch(Rectangle((4.5, -0.5), 1, 32, fill=False, edgecolor="black", linewidth=2))
-        lds = wavefronts(tile_smem_addresses(v, "load", 5, 0))
-        ax.set_title(f"{titles.get(v, v)}\ncolumn 5 read by one LDS: {lds} wavefront{'s' * (lds > 1)}",
-                     fontsize="medium")
-        ax.set_xlabel("tile column b")
-        ax.set_ylabel("tile row a")
-    fig.colorbar(im, ax=fig.axes, label="bank", shrink=0.8)
-    return fig
 
 
 # --------------------------------------------------------------------- the demo: sums over records (records.cu)
@@ -605,8 +488,8 @@ FIT = {"source": "kernels/smem_tiling/recorded_h100.json: NVIDIA H100 80GB HBM3,
            "exercise:swizzled": _DRAM_H200_WHY, "records_padded": _DRAM_H200_WHY,
            "records_swizzled": _DRAM_H200_WHY}}}
 
-# The held-out check (kernels.topic.HeldOut; kernels.models reads it — not the scaffold's HELD_OUT_CHECK: the recorded
-# runs predate it): each record's rows with its own run's copy ceiling.
+# The held-out check (kernels.held_out.HeldOut; kernels.models reads it — not the scaffold's HELD_OUT_CHECK: the
+# recorded runs predate it): each record's rows with its own run's copy ceiling.
 RECORD_CHECK = HeldOut(FIT, FIT_ROWS, HELD_OUT, band=HELD_OUT_BAND, predict=_predict_row, unit="TB/s",
                        refit=lambda rec: fit(rec["rows"], rec["ceilings"]["copy_tbps"]),
                        constants={"CLOCK_GHZ": CLOCK_GHZ, "DRAM_FRACTION_OF_COPY": DRAM_FRACTION_OF_COPY,

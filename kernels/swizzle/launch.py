@@ -18,8 +18,9 @@ import torch
 
 from ..compile import compile_cuda, excerpt, kernel_file
 from ..launch import ceil_div, i32, launch
-from ..tensormap import SWIZZLE_SPAN, TensorMapError, make_tensor_map, validate_tensor  # noqa: F401
+from ..tensormap import TensorMapError, make_tensor_map, validate_tensor  # noqa: F401
 from ..tensormap import cached_tensor_map as tensor_map  # the one descriptor cache
+from ..tensormap_rules import SWIZZLE_SPAN
 from .workload import LAYOUTS, MAX_PASSES, TILE, layout_name
 
 SWIZZLES = ("none", "32B", "64B", "128B")

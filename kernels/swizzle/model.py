@@ -65,11 +65,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import ceil
 
+from ..held_out import HeldOut
 from ..sim import H100
+from ..smem import wavefronts  # day 2's bank-conflict counter: the one counter of the course
 from ..smem_tiling.model import DRAM_FRACTION_OF_COPY  # day 2: a transpose drains at 0.92 x the copy ceiling
-from ..smem_tiling.model import wavefronts  # day 2's bank-conflict counter: the one counter of the course
 from ..tma.model import LATENCY_NS as H100_TMA_LATENCY_NS  # day 5 (an H100): 540 ns
-from ..topic import HeldOut
 
 __all__ = ["MODES", "SPAN", "swizzle_offset", "swizzle_address", "swizzle_bitwise", "swz_chunk", "chunk_layout",
            "repeat_bytes", "colsum_offsets", "lds_wavefronts", "tile_wavefronts", "Config", "predict_config",
@@ -344,8 +344,8 @@ def _predict_row(row: dict, record: dict, constants: dict | None = None) -> floa
     return p.tbps if p is not None else None
 
 
-# The held-out check (kernels.topic.HeldOut): every HELD_OUT row within HELD_OUT_BAND on the record of every GPU, each
-# with its own run's copy ceiling, or named in FIT; the benchmark records it, the notebook prints held_out_report.
+# The held-out check (kernels.held_out.HeldOut): every HELD_OUT row within HELD_OUT_BAND on the record of every GPU,
+# each with its own run's copy ceiling, or named in FIT; the benchmark records it, the notebook prints held_out_report.
 HELD_OUT_CHECK = HeldOut(FIT, FIT_ROWS, HELD_OUT, band=HELD_OUT_BAND, predict=_predict_row, unit="TB/s", width=28,
                          refit=lambda record: fit(record["rows"], record["ceilings"]["copy_tbps"]),
                          constants={"WAVEFRONTS_PER_NS": WAVEFRONTS_PER_NS, "ROW32_EFFICIENCY": ROW32_EFFICIENCY,

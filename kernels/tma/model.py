@@ -54,9 +54,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..held_out import HeldOut
 from ..naive_loads.model import IDLE_LATENCY_NS, LATENCY_SLOPE_NS_PER_TBPS  # day 1's loaded latency, fit there
 from ..sim import H100
-from ..topic import HeldOut
 
 __all__ = ["LATENCY_NS", "IDLE_LATENCY_NS", "LATENCY_SLOPE_NS_PER_TBPS", "FIT", "FIT_ROWS", "HELD_OUT",
            "HELD_OUT_BAND", "RECORD_CHECK", "held_out_report", "Config", "MODELLED",
@@ -197,8 +197,9 @@ def _predict_row(row: dict, record: dict, constants: dict | None = None) -> floa
     return predict_config(Config(**row["config"]), record["ceilings"]["copy_tbps"], latency_ns=lat)
 
 
-# The held-out check (kernels.topic.HeldOut): the record's held-out rows with its own run's copy ceiling (kernels.models
-# reads it; not the scaffold's HELD_OUT_CHECK: the recorded run predates it and carries no extra["model"]).
+# The held-out check (kernels.held_out.HeldOut): the record's held-out rows with its own run's copy ceiling
+# (kernels.models reads it; not the scaffold's HELD_OUT_CHECK: the recorded run predates it and carries no
+# extra["model"]).
 RECORD_CHECK = HeldOut(FIT, FIT_ROWS, HELD_OUT, band=HELD_OUT_BAND, predict=_predict_row, unit="TB/s", width=26,
                          refit=lambda rec: fit(rec["rows"], rec["ceilings"]["copy_tbps"], names=FIT_ROWS),
                          constants={"LATENCY_NS": LATENCY_NS})

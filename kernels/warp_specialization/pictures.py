@@ -1,4 +1,4 @@
-"""Week 2, day 2's picture of the full/empty ring's parities, drawn from model.parity_schedule.
+"""Week 2, day 2's picture of the full/empty ring's parities, drawn from handover.parity_schedule.
 
     cells = parity_cells(stages=3, tiles=8)     # one cell per (tile, barrier): the data the picture draws
     print(parity_table(3, 8))                   # the schedule as a few text lines
@@ -11,16 +11,16 @@ barrier's first and returns at once.
 
 from __future__ import annotations
 
-from . import model
+from . import handover
 
 PARITY_COLORS = {0: "#DDE6F3", 1: "#4C72B0"}  # a cell's face: the parity its wait names
 
 
 def parity_cells(stages: int, tiles: int) -> list[dict]:
-    """One cell per tile and barrier, from model.parity_schedule: {"tile", "stage", "use", "barrier" ("empty" for
+    """One cell per tile and barrier, from handover.parity_schedule: {"tile", "stage", "use", "barrier" ("empty" for
     the producer's wait, "full" for the consumers'), "who", "parity", "waits" (False: returns at once)}."""
     cells = []
-    for r in model.parity_schedule(stages, tiles):
+    for r in handover.parity_schedule(stages, tiles):
         common = {"tile": r["tile"], "stage": r["stage"], "use": r["use"]}
         cells.append({**common, "barrier": "empty", "who": "producer", "parity": r["empty_parity"],
                       "waits": r["producer_waits"]})
@@ -29,8 +29,8 @@ def parity_cells(stages: int, tiles: int) -> list[dict]:
 
 
 def parity_table(stages: int, tiles: int) -> str:
-    """model.parity_schedule as text: one column per tile; '*' marks a producer wait that returns at once."""
-    sched = model.parity_schedule(stages, tiles)
+    """handover.parity_schedule as text: one column per tile; '*' marks a producer wait that returns at once."""
+    sched = handover.parity_schedule(stages, tiles)
     w = max(3, len(str(tiles - 1)) + 2)
     rows = [("tile k", [str(r["tile"]) for r in sched]),
             (f"stage s = k % {stages}", [str(r["stage"]) for r in sched]),
@@ -45,7 +45,7 @@ def parity_table(stages: int, tiles: int) -> str:
 def plot_parity(stages: int, tiles: int):
     """The parity schedule as a grid: tiles along x; for each stage s a row for the producer's wait on empty[s] and
     one for the consumers' wait on full[s]; a cell holds the parity waited on, shaded by parity, hatched where the
-    producer's wait returns at once (first pass). Drawn from parity_cells (model.parity_schedule)."""
+    producer's wait returns at once (first pass). Drawn from parity_cells (handover.parity_schedule)."""
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch, Rectangle
 
@@ -77,5 +77,5 @@ def plot_parity(stages: int, tiles: int):
                        Patch(facecolor="white", edgecolor="k", hatch="///", label="first pass: returns at once")],
               loc="upper center", bbox_to_anchor=(0.5, -0.25 if tiles < 10 else -0.18), ncol=3, fontsize=7,
               frameon=False)
-    ax.set_title(f"parities of a {stages}-stage ring over {tiles} tiles (model.parity_schedule)", fontsize=9)
+    ax.set_title(f"parities of a {stages}-stage ring over {tiles} tiles (handover.parity_schedule)", fontsize=9)
     return fig
