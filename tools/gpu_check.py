@@ -77,7 +77,7 @@ def counted_launches(slugs=("ldgsts", "pipeline", "tma", "gemm")):
     for slug in slugs:
         ex = next(iter(load(slug).exercises.values()))
         wl = ex.workload()
-        cubin = compile_cuda((ROOT / "autograder" / "submissions" / slug / "correct.cu").read_text(),
+        cubin = compile_cuda((ROOT / "kernels" / slug / "grading" / "known" / "correct.cu").read_text(),
                              name=ex.answer_var)
         (q,) = {r.bytes[0] for r in rangeprof.counted_rules(ex.parts["path"])}
         plain = time_exercise(ex, wl, cubin, 101, "student")
@@ -388,7 +388,7 @@ def main() -> int:
         step("calibrate grader bars", calibrate_all, summary, graded, out)
         for s in graded:  # the calibrated specs come back with the results
             (out / "specs").mkdir(exist_ok=True)
-            shutil.copy(ROOT / "autograder" / "specs" / f"{s}.toml", out / "specs" / f"{s}.toml")
+            shutil.copy(ROOT / "kernels" / s / "spec.toml", out / "specs" / f"{s}.toml")
     if "known" not in args.skip:
         step("known answers on the GPU", known_all, summary, args.known_slugs or graded, args.known_names)
     if "sanitizer" not in args.skip:

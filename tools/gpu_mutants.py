@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 # Per topic, a known answer that is correct but below the bar (the "known slow answer") — `--mutant-answers
-# slow`; `assistant`: autograder/assistant_answers/<slug>.cu, the answer a coding assistant wrote from the student
+# slow`; `assistant`: kernels/<slug>/grading/assistant.cu, the answer a coding assistant wrote from the student
 # release alone (full marks on an H100, 2026-11-28), kept verbatim as handed in (not a known answer: the cohort record
 # would have to grade it first).
 SLOW_ANSWER = {"naive_loads": "scalar_loads", "smem_tiling": "unpadded", "ldgsts": "plain_loads",
@@ -31,7 +31,7 @@ def _mutant_answer(slug: str, ans: str) -> tuple[str, str]:
     if ans.endswith(".cu"):
         return Path(ans).stem, Path(ans).read_text()
     if ans == "assistant":
-        return ans, (ROOT / "autograder" / "assistant_answers" / f"{slug}.cu").read_text()
+        return ans, (ROOT / "kernels" / slug / "grading" / "assistant.cu").read_text()
     name = SLOW_ANSWER[slug] if ans == "slow" else ans
     return name, kernel_source(slug, name)
 
