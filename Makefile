@@ -50,16 +50,16 @@ export CUDA_CACHE_PATH := $(CACHE)/nv
 # The course root on the path: nbgrader's autograde kernel imports kernels/ and autograder/ from it.
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
-.PHONY: venv test lab formgrader gpu-test autograde weeks release clean
+.PHONY: venv test lab formgrader gpu-test autograde weeks release clean new-day
 
 # Targets that run in the venv see its scripts first: nbgrader runs `alembic` by name, and tests may call
 # `nbgrader` / `jupyter`. (Not gpu-test: there `python3` must stay the machine's own interpreter.)
-test lab autograde weeks release: export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+test lab autograde weeks release new-day: export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # Python's bytecode cache (__pycache__, ignored by git; a student release leaves it out) on for every target that runs
 # the venv, also where the machine sets PYTHONDONTWRITEBYTECODE (this one and CI do): a module is compiled the first time
 # any process imports it, not again by each of the suite's ~400 processes (a fresh clone's make test on 2 cores:
 # 256-267 s with it set, 233 s with it cleared). The install compiles nothing ahead (tools/venv_install.py).
-venv test lab formgrader autograde weeks release: export PYTHONDONTWRITEBYTECODE :=
+venv test lab formgrader autograde weeks release new-day: export PYTHONDONTWRITEBYTECODE :=
 
 venv: $(STAMP)
 
@@ -107,3 +107,7 @@ clean:
 	find . -path ./$(VENV) -prune -o -type d \( -name __pycache__ -o -name .ipynb_checkpoints \) -print0 \
 	  | xargs -0 -r rm -rf
 	rm -rf *.egg-info
+
+# A new day from tools/day_template/: make new-day SLUG=my_topic WEEK=week2 DAY=6 TITLE="My topic"
+new-day: venv
+	$(VPY) tools/new_day.py "$(SLUG)" --week "$(WEEK)" --day "$(DAY)" --title "$(TITLE)"
