@@ -312,7 +312,7 @@ def mutate(slug: str, source: str, exercise: str | None = None, ops: list[Operat
 
 # ------------------------------------------------------------------------------------------------ on the GPU (child)
 def _emit(rec: dict) -> None:
-    from .hangs import emit_record
+    from .spawn import emit_record
 
     emit_record("MUTANT " + json.dumps(rec, default=str))
 
@@ -390,7 +390,7 @@ def _child_runs(a) -> int:
     from kernels.compile import CompileError
     from kernels.device import gpu
 
-    from .hangs import debug_cubin
+    from .hangs_trace import debug_cubin
     from .spec import load
 
     ex = load(a.slug).exercises[a.exercise] if a.exercise else next(iter(load(a.slug).exercises.values()))
@@ -462,7 +462,7 @@ def outcome(slug: str, exercise: str | None, mutant: str, base: str, *, runs: in
     ends one; the next run starts a new one). Cached by (mutant, base, GPU, settings)."""
     from kernels.paths import cache_dir
 
-    from .hangs import _as_file, _spawn
+    from .spawn import _as_file, _spawn
 
     if device is None:
         from kernels.device import gpu
