@@ -85,7 +85,8 @@ def test_without_the_macro_the_debug_api_emits_nothing():
     from kernels.compile import compile_cuda as cc
 
     assert b"course_barrier_trace" not in cc(plain % "mbar_wait(0, 0);", name="plain.cu").data
-    assert b"course_barrier_trace" in cc(plain % "mbar_wait(0, 0);", name="dbg.cu", defines=hangs_trace.DEBUG_DEFINES).data
+    dbg = cc(plain % "mbar_wait(0, 0);", name="dbg.cu", defines=hangs_trace.DEBUG_DEFINES)
+    assert b"course_barrier_trace" in dbg.data
 
 
 def test_instrument_names_the_barriers_and_keeps_line_numbers():

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from autograder import mutants
 from autograder.known import course_solution, kernel_source
-from autograder.mutants import Operator, classify, mask, mutate
+from autograder.mutants import Operator, classify
+from autograder.mutation import mask, mutate
 from autograder.release import ROOT
 from autograder.spec import SpecError, all_specs, parse
 
