@@ -40,7 +40,6 @@ import re
 from dataclasses import dataclass, field, replace
 
 _STUB = re.compile(r"raise\s+NotImplementedError")
-_HIDDEN = re.compile(r"###\s*BEGIN HIDDEN TESTS(.*?)###\s*END HIDDEN TESTS", re.S)
 
 
 # Named cheats, recognised in answer-cell code (which is never run) by the calls it makes: each gets its own flag on
@@ -482,38 +481,3 @@ def _short(value) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
-
-# ------------------------------------------------------------------------------------------------- quiz keys
-def _quiz_assert(grade_cell_source: str, var: str, question: str) -> ast.Assert | None:
-    """The hidden test's `assert QUIZ["q<n>"] == "<key>"[, "Why ..."]` of one question (between ### BEGIN HIDDEN
-    TESTS / ### END HIDDEN TESTS of the instructor's grade cell), or None."""
-    m = _HIDDEN.search(grade_cell_source)
-    if not m:
-        return None
-    for node in ast.walk(ast.parse(m.group(1))):
-        test = getattr(node, "test", None)
-        if isinstance(node, ast.Assert) and isinstance(test, ast.Compare) and len(test.ops) == 1 \
-                and isinstance(test.ops[0], ast.Eq):
-            left = test.left
-            if isinstance(left, ast.Subscript) and isinstance(left.value, ast.Name) and left.value.id == var \
-                    and ast.literal_eval(left.slice) == question:
-                return node
-    return None
-
-
-def quiz_key(grade_cell_source: str, var: str, question: str) -> str | None:
-    """The key of one quiz question, read from its hidden test: `assert QUIZ["q<n>"] == "<key>"`."""
-    node = _quiz_assert(grade_cell_source, var, question)
-    return None if node is None else ast.literal_eval(node.test.comparators[0])
-
-
-def quiz_reason(grade_cell_source: str, var: str, question: str) -> str | None:
-    """The reason the instructor gave for one quiz key: the message of its hidden test's assert,
-    `assert QUIZ["q<n>"] == "<key>", "Why (<key>): ..."`. None when the assert carries no (literal) message."""
-    node = _quiz_assert(grade_cell_source, var, question)
-    if node is None or node.msg is None:
-        return None
-    try:
-        return str(ast.literal_eval(node.msg)).strip() or None
-    except ValueError:
-        return None

@@ -17,8 +17,9 @@ import nbformat
 
 from kernels.runner import derive
 
-from .answers import cells_by_grade_id, quiz_key, quiz_reason, read_answer, _source
+from .answers import cells_by_grade_id, read_answer, _source
 from .harness import run_exercise
+from .quizzes import quiz_key, quiz_reason
 from .score import ExerciseScore, PartScore, score
 from .spec import Spec
 

@@ -3,14 +3,15 @@
     python -m autograder.hangs warp_specialization.wrong_empty_parity     # a known answer (slug.answer)
     python -m autograder.hangs my_axpy.cu --exercise warp_specialization   # any .cu, under an exercise's launch contract
 
-1. The debug build. `debug_cubin` compiles a kernel with COURSE_DEBUG_BARRIERS through kernels.compile: the course's
-   mbarrier waits (kernels/include/mbarrier_debug.cuh) then give up after a bound (default 2 s), record who waited
-   on what into a __device__ trace, stop every other wait, and let the kernel end. `instrument` first names the
-   kernel's `__shared__` barrier variables (full, empty, ...) in the trace, on the lines that declare them (line
-   numbers unchanged). The launch goes through the course's runner (kernels.runner.checked_launch: poisoned output,
-   deadline, checker), in a process of its own: a kernel that still hangs (a cluster barrier, __syncthreads, a spin
-   loop: nothing the debug build can time out) costs that process only, and its trace is read while it runs.
-   `decode_trace` reads the trace's bytes; `describe` prints one line per stuck warp,
+1. The debug build (autograder.hangs_trace). `debug_cubin` compiles a kernel with COURSE_DEBUG_BARRIERS through
+   kernels.compile: the course's mbarrier waits (kernels/include/mbarrier_debug.cuh) then give up after a bound
+   (default 2 s), record who waited on what into a __device__ trace, stop every other wait, and let the kernel end.
+   `instrument` first names the kernel's `__shared__` barrier variables (full, empty, ...) in the trace, on the
+   lines that declare them (line numbers unchanged). The launch goes through the course's runner
+   (kernels.runner.checked_launch: poisoned output, deadline, checker), in a process of its own (autograder.spawn):
+   a kernel that still hangs (a cluster barrier, __syncthreads, a spin loop: nothing the debug build can time out)
+   costs that process only, and its trace is read while it runs. `decode_trace` reads the trace's bytes;
+   `describe` prints one line per stuck warp,
 
        block 0 warp 0 (1 lane): waits on empty[0] parity 0, its 1st wait on it (for phase 0); ran out after 2.00 s;
        last completed: none
@@ -18,12 +19,14 @@
    and `diagnose` says what the counts mean (how many of a phase's arrivals came; whether the phase waits for
    transaction bytes that never landed; a first wait on parity 0).
 2. compute-sanitizer. `sanitize` runs one answer under one tool (memcheck, racecheck, synccheck, initcheck) in a
-   process group that a timeout kills, and `parse_sanitizer` turns its output into counts and the first message.
+   process group that a timeout kills, and `parse_sanitizer` (autograder.sanitizer) turns its output into counts
+   and the first message.
    `hangs_and_races` (a step of `make gpu-test`) runs the debug build and the tools on week 2's known answers that
    hang or race and on the course solutions, and records per answer and tool what was caught
    (kernels/<slug>/sanitizer_<gpu>.json).
 
-The trace layout is mbarrier_debug.cuh's: TRACE_LAYOUT below reads it back (change one, change both).
+The trace layout is mbarrier_debug.cuh's: autograder.hangs_trace.TRACE_LAYOUT reads it back (change one, change
+both).
 """
 
 from __future__ import annotations
@@ -31,44 +34,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import struct
-import subprocess
 import sys
-import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from .harness import _kill_group
+from .hangs_trace import (DEFAULT_BOUND_S, debug_cubin, decode_trace, describe, diagnose, read_trace,
+                          reset_trace)
+from .sanitizer import parse_sanitizer, sanitizer_binary, sanitizer_version, verdict
+from .spawn import _as_file, _spawn
 
 ROOT = Path(__file__).resolve().parents[1]
-TRACE_SYMBOL = "course_barrier_trace"
-# The capacities every debug build here is compiled with (mbarrier_debug.cuh's macros), and so the trace's layout.
-WARPS, STUCK, SLOTS, NAMES, INITS = 16384, 4096, 32, 32, 64
-DEFAULT_BOUND_S = 2.0
-HEADER = struct.Struct("<IIQQII")  # abort, n_stuck, timeout_ns, abort_ns, n_init, pad
-STUCK_REC = struct.Struct("<10IQ")  # block, warp, bar, parity, waits, flags, lanes, tag, tagged, pad, waited_ns
-WARP_WORDS = 10  # block1, warp, last_bar, last_parity, completed, tag, tagged, last_arrive, arrived, pad
-SLOT_WORDS = 3  # bar, waits, arrivals
-UNTRACKED = 0xFFFFFFFF
 
-
-def trace_layout(warps: int = WARPS, stuck: int = STUCK, slots: int = SLOTS) -> dict[str, int]:
-    """Byte offsets of the trace's parts (CourseBarrierTrace in mbarrier_debug.cuh) and its size."""
-    names = HEADER.size
-    inits = names + NAMES * 8
-    stuck_at = inits + INITS * 8
-    warps_at = stuck_at + stuck * STUCK_REC.size
-    warp_bytes = 4 * (WARP_WORDS + SLOT_WORDS * slots)
-    size = warps_at + warps * warp_bytes
-    return {"names": names, "inits": inits, "stuck": stuck_at, "warps": warps_at, "warp_bytes": warp_bytes,
-            "size": size + (-size) % 8, "n_warps": warps, "n_stuck": stuck, "n_slots": slots}
-
-
-TRACE_LAYOUT = trace_layout()
-DEBUG_DEFINES = {"COURSE_DEBUG_BARRIERS": 1, "COURSE_DEBUG_BARRIER_WARPS": WARPS,
-                 "COURSE_DEBUG_BARRIER_STUCK": STUCK, "COURSE_DEBUG_BARRIER_SLOTS": SLOTS}
 
 # Week 2's known answers that hang or race (kernels/<slug>/grading/known/expected.toml), measured by `make
 # gpu-test` beside the course solution. tests/test_hangs.py holds the list to the files: every answer whose
@@ -84,320 +61,7 @@ HUNG = ("timeout", "hung")  # a launch's status when it did not end by itself
 SANITIZE_BOUND_S = 10.0     # the debug build's bound under a sanitizer (a tool slows every wait's partner)
 
 
-# ---------------------------------------------------------------------------------------------- the debug build
-_BARRIER_DECL = re.compile(
-    r"__shared__\s+(?:(?:__align__|alignas)\s*\(\s*\d+\s*\)\s+)*"
-    r"(?:unsigned\s+long\s+long(?:\s+int)?|uint64_t|unsigned\s+__int64)\s+(?P<decls>[^;{}()]+);")
-_DECLARATOR = re.compile(r"^\s*(?P<name>[A-Za-z_]\w*)\s*(?:\[[^\]]*\])*\s*$")
-
-
-def instrument(source: str) -> tuple[str, dict[int, str]]:
-    """`source` with each `__shared__` 64-bit barrier variable declared inside a function named in the debug trace
-    (COURSE_DEBUG_NAME_BARRIER(var, id) appended on the declaring line: line numbers do not move), and the names by
-    id. Barriers elsewhere (in dynamic shared memory, at namespace scope) are reported by address."""
-    from kernels.compile import _strip_comments
-
-    clean = _strip_comments(source)
-    names: dict[int, str] = {}
-    inserts: list[tuple[int, str]] = []
-    for m in _BARRIER_DECL.finditer(clean):
-        depth = clean.count("{", 0, m.start()) - clean.count("}", 0, m.start())
-        if depth <= 0 or "extern" in clean[max(0, m.start() - 12):m.start()]:
-            continue
-        calls = []
-        for decl in m.group("decls").split(","):
-            d = _DECLARATOR.match(decl)
-            if not d or len(names) >= NAMES:
-                continue
-            i = len(names)
-            names[i] = d.group("name")
-            calls.append(f" COURSE_DEBUG_NAME_BARRIER({d.group('name')}, {i});")
-        if calls:
-            inserts.append((m.end(), "".join(calls)))
-    out = source
-    for pos, text in reversed(inserts):
-        out = out[:pos] + text + out[pos:]
-    return out, names
-
-
-def debug_cubin(source: str, name: str = "debug.cu"):
-    """(Cubin, names): `source` instrumented and compiled with COURSE_DEBUG_BARRIERS through kernels.compile."""
-    from kernels.compile import compile_cuda
-
-    text, names = instrument(source)
-    return compile_cuda(text, name=name, defines=DEBUG_DEFINES), names
-
-
-# ------------------------------------------------------------------------------------------- reading the trace
-@dataclass
-class StuckWait:
-    block: int
-    warp: int
-    bar: int
-    parity: int
-    waits: int | None  # waits on bar the warp completed before (None: the warp had no record)
-    own: bool  # its own bound ran out (else: it was waiting when the abort came)
-    cluster: bool
-    lanes: int  # active mask
-    tag: int | None
-    waited_s: float
-
-
-@dataclass
-class WarpRecord:
-    block: int
-    warp: int
-    last_bar: int
-    last_parity: int
-    completed: int
-    tag: int | None
-    last_arrive: int
-    arrived: int
-    slots: dict[int, list[int]] = field(default_factory=dict)  # bar -> [waits completed, arrivals made]
-
-
-@dataclass
-class Trace:
-    aborted: bool
-    n_stuck: int
-    timeout_s: float
-    stuck: list[StuckWait]
-    warps: list[WarpRecord]
-    names: dict[int, tuple[str, int, int]]  # id -> (variable, address, bytes)
-    inits: dict[int, int]  # address -> arrival count (block 0's mbar_init calls)
-
-    def to_dict(self) -> dict:
-        return {"aborted": self.aborted, "n_stuck": self.n_stuck, "timeout_s": self.timeout_s,
-                "stuck": [asdict(s) for s in self.stuck],
-                "warps": [{**asdict(w), "slots": {str(k): v for k, v in w.slots.items()}} for w in self.warps],
-                "names": {str(k): list(v) for k, v in self.names.items()},
-                "inits": {str(k): v for k, v in self.inits.items()}}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "Trace":
-        return cls(d["aborted"], d["n_stuck"], d["timeout_s"], [StuckWait(**s) for s in d["stuck"]],
-                   [WarpRecord(**{**w, "slots": {int(k): v for k, v in w["slots"].items()}}) for w in d["warps"]],
-                   {int(k): tuple(v) for k, v in d["names"].items()}, {int(k): v for k, v in d["inits"].items()})
-
-    def warp(self, block: int, warp: int) -> WarpRecord | None:
-        return next((w for w in self.warps if w.block == block and w.warp == warp), None)
-
-    def name(self, addr: int) -> str:
-        """A barrier's name: `empty[2]` where autograder.hangs named its variable, else its shared-memory address."""
-        for var, base, nbytes in self.names.values():
-            if base <= addr < base + max(nbytes, 8):
-                return var if nbytes <= 8 else f"{var}[{(addr - base) // 8}]"
-        return f"the barrier at shared 0x{addr:x}"
-
-    def arrivals(self, block: int, bar: int) -> int:
-        return sum(w.slots.get(bar, [0, 0])[1] for w in self.warps if w.block == block)
-
-
-def decode_trace(raw: bytes, names: dict[int, str] | None = None, *, layout: dict | None = None,
-                 keep_blocks=None) -> Trace:
-    """The trace's bytes (read from course_barrier_trace after a launch) as records. `names`: the id -> variable map
-    `instrument` returned. `keep_blocks`: keep the warp records of these blocks only (and of the blocks a stuck wait
-    names); None keeps every warp that recorded anything."""
-    lay = layout or TRACE_LAYOUT
-    if len(raw) < lay["size"]:
-        raise ValueError(f"trace of {len(raw)} bytes, the layout needs {lay['size']}: not a debug build of this "
-                         "course's headers (or compiled with other capacities)")
-    abort, n_stuck, timeout_ns, _abort_ns, n_init, _ = HEADER.unpack_from(raw, 0)
-    nm = {}
-    for i, var in (names or {}).items():
-        addr, nbytes = struct.unpack_from("<II", raw, lay["names"] + 8 * int(i))
-        if nbytes:
-            nm[int(i)] = (var, addr, nbytes)
-    inits = {}
-    for i in range(min(n_init, INITS)):
-        addr, count = struct.unpack_from("<II", raw, lay["inits"] + 8 * i)
-        inits.setdefault(addr, count)
-    stuck = []
-    for i in range(min(n_stuck, lay["n_stuck"])):
-        at = lay["stuck"] + i * STUCK_REC.size
-        b, w, bar, par, waits, flags, lanes, tag, tagged, _, ns = STUCK_REC.unpack_from(raw, at)
-        stuck.append(StuckWait(b, w, bar, par, None if waits == UNTRACKED else waits, bool(flags & 1),
-                               bool(flags & 2), lanes, tag if tagged else None, ns / 1e9))
-    keep = None if keep_blocks is None else set(keep_blocks) | {s.block for s in stuck}
-    words = lay["warp_bytes"] // 4
-    warps = []
-    table = memoryview(raw)[lay["warps"]:lay["warps"] + lay["n_warps"] * lay["warp_bytes"]].cast("I")
-    for i in range(lay["n_warps"]):
-        base = i * words
-        if table[base] == 0 or (keep is not None and table[base] - 1 not in keep):
-            continue
-        block1, wi, lb, lp, done, tag, tagged, la, arrived, _ = table[base:base + WARP_WORDS]
-        slots = {}
-        for s in range(lay["n_slots"]):
-            bar, waits, arr = table[base + WARP_WORDS + SLOT_WORDS * s:base + WARP_WORDS + SLOT_WORDS * (s + 1)]
-            if bar == 0:
-                break
-            slots[bar] = [waits, arr]
-        warps.append(WarpRecord(block1 - 1, wi, lb, lp, done, tag if tagged else None, la, arrived, slots))
-    return Trace(bool(abort), n_stuck, (timeout_ns or DEFAULT_BOUND_S * 1e9) / 1e9, stuck, warps, nm, inits)
-
-
-def _ordinal(n: int) -> str:
-    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
-
-
-def _ranges(blocks: list[int]) -> str:
-    blocks = sorted(set(blocks))
-    parts, i = [], 0
-    while i < len(blocks):
-        j = i
-        while j + 1 < len(blocks) and blocks[j + 1] == blocks[j] + 1:
-            j += 1
-        parts.append(str(blocks[i]) if i == j else f"{blocks[i]}-{blocks[j]}")
-        i = j + 1
-    return ("block " if len(blocks) == 1 else "blocks ") + ", ".join(parts)
-
-
-def phase_waited(waits: int | None, parity: int) -> int | None:
-    """Which phase of the barrier a wait is for, from the waits the warp completed on it before (u) and the parity:
-    parity u & 1 is phase u (a consumer's "stage landed"); the other parity is phase u - 1 (a producer's "stage
-    released by the previous use"); -1 is the phase before the first, complete from the start."""
-    if waits is None:
-        return None
-    return waits if parity == waits & 1 else waits - 1
-
-
-def _groups(trace: Trace) -> list[tuple[StuckWait, list[int]]]:
-    """Stuck waits that are the same but for their block, as (first wait, blocks)."""
-    groups: dict[tuple, tuple[StuckWait, list[int]]] = {}
-    for s in trace.stuck:
-        key = (s.warp, s.bar, s.parity, s.waits, s.own, bin(s.lanes).count("1"), s.tag)
-        groups.setdefault(key, (s, []))[1].append(s.block)
-    return sorted(groups.values(), key=lambda g: (min(g[1]), g[0].warp))
-
-
-def describe(trace: Trace, max_lines: int = 16) -> list[str]:
-    """One line per stuck warp (warps stuck alike in several blocks share a line)."""
-    lines = []
-    for s, blocks in _groups(trace)[:max_lines]:
-        n = bin(s.lanes).count("1")
-        k = phase_waited(s.waits, s.parity)
-        what = (f"its {_ordinal(s.waits + 1)} wait on it (for phase {k})" if k is not None and k >= 0 else
-                f"its {_ordinal(s.waits + 1)} wait on it (for the phase before the first)" if k is not None else
-                "(warp not tracked)")
-        tag = f" at tag {s.tag}" if s.tag is not None else ""
-        how = f"ran out after {s.waited_s:.2f} s" if s.own else f"waiting for {s.waited_s:.2f} s when the abort came"
-        w = trace.warp(blocks[0], s.warp)
-        last = (f"{trace.name(w.last_bar)} parity {w.last_parity} ({w.completed} waits completed)"
-                if w and w.completed else "none")
-        lines.append(f"{_ranges(blocks)} warp {s.warp} ({n} lane{'s' if n != 1 else ''}): waits on "
-                     f"{trace.name(s.bar)} parity {s.parity}{tag}, {what}; {how}; last completed: {last}")
-    more = len(_groups(trace)) - max_lines
-    if more > 0:
-        lines.append(f"... and {more} more kinds of stuck wait")
-    if trace.n_stuck > len(trace.stuck):
-        lines.append(f"({trace.n_stuck} stuck waits in all; the first {len(trace.stuck)} recorded)")
-    return lines
-
-
-def diagnose(trace: Trace, hung: bool = False) -> list[str]:
-    """What the trace's counts say, one sentence per barrier that stuck warps wait on."""
-    if not trace.stuck:
-        if hung:
-            return ["the kernel hung, but no mbarrier wait ran out: it waits where the debug build cannot see (a "
-                    "cluster barrier, __syncthreads, a spin loop of its own, a CTA of its cluster that exited); "
-                    "the warps' last completed waits are in the trace"]
-        return [f"no mbarrier wait ran out (bound {trace.timeout_s:g} s): the kernel did not hang on a barrier"]
-    blocks = {s.block for s in trace.stuck}
-    out = [f"the first wait ran out after {trace.timeout_s:g} s; then {len(trace.stuck)} warp(s) in {len(blocks)} "
-           f"block(s) were waiting on a barrier ({sum(s.own for s in trace.stuck)} had waited that long "
-           "themselves): nothing was moving — a deadlock, not a slow kernel"]
-    seen = set()
-    for s, blks in _groups(trace):
-        if (s.bar, s.parity, s.waits) in seen:
-            continue
-        seen.add((s.bar, s.parity, s.waits))
-        out.append(_diagnose_one(trace, s, blks[0]))
-    return out
-
-
-def _diagnose_one(trace: Trace, s: StuckWait, block: int) -> str:
-    name, k = trace.name(s.bar), phase_waited(s.waits, s.parity)
-    count = trace.inits.get(s.bar)
-    arrived = trace.arrivals(block, s.bar)
-    head = f"{name} (warp {s.warp}, parity {s.parity})"
-    if k is None:
-        return f"{head}: this warp has no record (beyond the trace's {WARPS} warps)"
-    if k < 0:
-        return (f"{head}: waits for the phase before the first, which is complete from the start — unless the "
-                "barrier was never initialised (or was initialised again) before this wait")
-    if count is None:
-        return f"{head}: waits for phase {k}; {arrived} arrival(s) on it in block {block} (its mbar_init not seen)"
-    need = (k + 1) * count
-    if arrived < need:
-        got = max(arrived - k * count, 0)
-        text = (f"{head}: phase {k} has {got} of its {count} arrival(s) ({arrived} on {name} in all in block "
-                f"{block})")
-        if s.waits == 0 and s.parity == 0 and arrived == 0:
-            text += (f". It is this warp's first wait on {name}, on parity 0: the phase in progress, which only "
-                     "its arrivals complete. If this warp is the producer on a ring's first pass, it must wait on "
-                     "parity 1 ((n & 1) ^ 1 for use n = 0: the phase before the first, complete from the start)")
-        elif arrived == 0:
-            text += ": nobody has ever arrived on it — a missing mbar_arrive (the release of a stage?)"
-        else:
-            text += ": arrivals stopped coming (the warps that arrive on it are stuck, or arrive under a condition)"
-        return text
-    return (f"{head}: all {count} arrival(s) of phase {k} are in, yet the phase has not completed — it waits for "
-            "transaction bytes (expect_tx) that never landed: a TMA load that never reached this CTA (a multicast "
-            "mask without it, a load not issued) or an expect_tx larger than the bytes its loads deliver")
-
-
 # ------------------------------------------------------------------------------------------ on the GPU (child)
-def reset_trace(cubin, bound_s: float = DEFAULT_BOUND_S) -> None:
-    """Zero the module's trace and set its bound (before a launch; the GPU idle)."""
-    import torch
-    from cuda.bindings import driver
-
-    from kernels.launch import device_global
-
-    ptr, size = device_global(cubin, TRACE_SYMBOL)
-    if size != TRACE_LAYOUT["size"]:
-        raise ValueError(f"{TRACE_SYMBOL} is {size} bytes, autograder.hangs expects {TRACE_LAYOUT['size']}: "
-                         "mbarrier_debug.cuh and TRACE_LAYOUT disagree")
-    torch.cuda.synchronize()
-    (err,) = driver.cuMemsetD8(ptr, 0, size)
-    if err != driver.CUresult.CUDA_SUCCESS:
-        raise RuntimeError(f"cuMemsetD8 of the trace: {err}")
-    (err,) = driver.cuMemcpyHtoD(ptr + 8, struct.pack("<Q", int(bound_s * 1e9)), 8)
-    if err != driver.CUresult.CUDA_SUCCESS:
-        raise RuntimeError(f"writing the bound: {err}")
-    torch.cuda.synchronize()  # the memset is asynchronous: done before the launch, on whatever stream it goes
-
-
-def read_trace(cubin, wait_s: float = 5.0) -> bytes | None:
-    """The trace's bytes, copied on a stream of its own into pinned memory: this works while a kernel still hangs
-    (the copy engine does not wait for it). None when the context is gone (a fault) or the copy does not finish."""
-    import ctypes
-
-    from cuda.bindings import driver
-
-    from kernels.launch import device_global
-
-    ptr, size = device_global(cubin, TRACE_SYMBOL)
-    err, stream = driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_NON_BLOCKING)
-    if err != driver.CUresult.CUDA_SUCCESS:
-        return None
-    err, host = driver.cuMemAllocHost(size)
-    if err != driver.CUresult.CUDA_SUCCESS:
-        return None
-    (err,) = driver.cuMemcpyDtoHAsync(host, ptr, size, stream)
-    if err != driver.CUresult.CUDA_SUCCESS:
-        return None
-    t0 = time.perf_counter()
-    while True:
-        (err,) = driver.cuStreamQuery(stream)
-        if err == driver.CUresult.CUDA_SUCCESS:
-            return ctypes.string_at(int(host), size)
-        if err != driver.CUresult.CUDA_ERROR_NOT_READY or time.perf_counter() - t0 > wait_s:
-            return None
-        time.sleep(0.005)
-
-
 @dataclass
 class Target:
     label: str  # "slug.answer" or the .cu file's name
@@ -504,62 +168,7 @@ def _child(a) -> int:
     return 0
 
 
-# ------------------------------------------------------------------------------------------ on the GPU (parent)
-RECORDS_FD = "COURSE_RECORDS_FD"  # the child's private channel: a descriptor no kernel printf can reach
-
-
-def _spawn(cmd: list[str], timeout_s: float, *, env: dict | None = None, stop_on: str | None = None,
-           private_records: bool = False) -> dict:
-    """Run `cmd` in a process group of its own; kill the group at the timeout, or 2 s after `stop_on` appears in its
-    records (a child that reported a hang for good cannot exit while its kernel runs: autograder.mutants). Output kept
-    in a file (it survives the kill). `env`: the child's environment (default: this one), the course root on its
-    PYTHONPATH. private_records: the child writes its records to the descriptor named by $COURSE_RECORDS_FD (see
-    emit_record), a file of the parent's that a kernel's printf (stdout only) cannot reach — they come back as
-    "private", and `stop_on` is looked for there. {"rc", "timed_out", "wall_s", "text", "records", "private"}."""
-    base = dict(os.environ if env is None else env)
-    base["PYTHONPATH"] = f"{ROOT}{os.pathsep}{base.get('PYTHONPATH', '')}"
-    with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as log, \
-            tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as private:
-        fds = (private.fileno(),) if private_records else ()
-        if private_records:
-            base[RECORDS_FD] = str(private.fileno())
-        watched = private if private_records else log
-        t0 = time.perf_counter()
-        p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True, env=base,
-                             pass_fds=fds)
-        timed_out, seen_at = False, None
-        while p.poll() is None:
-            time.sleep(0.1)
-            if stop_on is not None and seen_at is None:
-                watched.seek(0)
-                if stop_on in watched.read():
-                    seen_at = time.perf_counter()
-            if seen_at is not None and time.perf_counter() - seen_at > 2:
-                _kill_group(p)
-            elif time.perf_counter() - t0 > timeout_s:
-                timed_out = True
-                _kill_group(p)  # the grader's: the whole process group, whatever the child forked
-        rc = p.wait()
-        wall = time.perf_counter() - t0
-        log.seek(0)
-        text = log.read()
-        private.seek(0)
-        records_text = private.read() if private_records else ""
-    records = [json.loads(line[6:]) for line in text.splitlines() if line.startswith("HANGS {")]
-    return {"rc": rc, "timed_out": timed_out, "wall_s": round(wall, 1), "text": text, "records": records,
-            "private": records_text}
-
-
-def emit_record(line: str) -> None:
-    """One record line of a child: on its private channel when the parent gave one ($COURSE_RECORDS_FD), else on
-    stdout (a command run by hand)."""
-    fd = os.environ.get(RECORDS_FD)
-    if fd:
-        os.write(int(fd), (line + "\n").encode())
-    else:
-        print(line, flush=True)
-
-
+# ----------------------------------------------------------------------------------------- on the GPU (parent)
 def _child_cmd(target: str, mode: str, *, exercise=None, shapes=None, deadline=None, bound=DEFAULT_BOUND_S,
                seed: int = 7, all_shapes: bool = False) -> list[str]:
     cmd = [sys.executable, "-m", "autograder.hangs", "--child", target, "--mode", mode, "--bound", str(bound),
@@ -592,17 +201,6 @@ def run_answer(target: str, *, mode: str = "debug", exercise: str | None = None,
     if not compiled or (run["rc"] not in (0, 3) and not launches):
         out["error"] = run["text"][-3000:]
     return out
-
-
-def _as_file(source: str) -> str:
-    """A kernel's source text saved under build/cache (the child process compiles files and known answers)."""
-    import hashlib
-
-    from kernels.paths import cache_dir
-
-    path = cache_dir("hangs") / f"kernel_{hashlib.sha256(source.encode()).hexdigest()[:16]}.cu"
-    path.write_text(source)
-    return str(path)
 
 
 def explain(target: str, *, exercise: str | None = None, shapes=None, bound_s: float = DEFAULT_BOUND_S,
@@ -643,96 +241,6 @@ def explain(target: str, *, exercise: str | None = None, shapes=None, bound_s: f
 
 
 # ------------------------------------------------------------------------------------------- compute-sanitizer
-def sanitizer_binary() -> str | None:
-    """compute-sanitizer: $COMPUTE_SANITIZER, PATH, the CUDA toolkit's bin/."""
-    from kernels.paths import cuda_tool
-
-    return cuda_tool("compute-sanitizer", env="COMPUTE_SANITIZER")
-
-
-_SAN_LINE = re.compile(r"^=========(?P<indent>\s+)(?P<body>.*?)\s*$")
-_ERR_SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) errors?")
-_RACE_SUMMARY = re.compile(r"RACECHECK SUMMARY: (\d+) hazards? displayed \((\d+) errors?, (\d+) warnings?\)")
-_BANNERS = ("COMPUTE-SANITIZER", "ERROR SUMMARY", "RACECHECK SUMMARY", "LEAK SUMMARY")
-
-
-def _kind(head: str) -> str:
-    h = head.lower()
-    if "race reported" in h or re.search(r"potential \w+ hazard", h):
-        return "race"
-    if "barrier error" in h:
-        return "barrier"
-    if h.startswith("program hit"):
-        return "api"
-    if "internal sanitizer error" in h:
-        return "internal"
-    if re.search(r"invalid __\w+__|misaligned|out of bounds|uninitialized|illegal|exception|leak", h):
-        return "memory"
-    return "note"
-
-
-def parse_sanitizer(text: str, tool: str) -> dict:
-    """compute-sanitizer's output (any tool) as facts: {"summary": seen, "errors" (the tool's own count),
-    "warnings", "reports" (records of the device code: races, barrier errors, bad accesses), "api_errors",
-    "by_kind", "first" (the first device report with its location), "notes"}. A record is a `========= ` line
-    with one space of indent; lines with more indent continue it."""
-    records: list[list[str]] = []
-    summary, errors, warnings = False, None, 0
-    current = None
-    for line in text.splitlines():
-        m = _SAN_LINE.match(line)
-        if not m:
-            continue
-        body = m.group("body")
-        if not body:
-            current = None
-            continue
-        if len(m.group("indent").replace("\t", "    ")) > 1 and current is not None:
-            current.append(body.strip())
-            continue
-        if (s := _RACE_SUMMARY.search(body)) is not None:
-            summary, errors, warnings = True, int(s.group(2)), int(s.group(3))
-            current = None
-            continue
-        if (s := _ERR_SUMMARY.search(body)) is not None:
-            summary = True
-            errors = int(s.group(1)) if tool != "racecheck" or errors is None else errors
-            current = None
-            continue
-        if body.startswith(_BANNERS):
-            current = None
-            continue
-        current = [body]
-        records.append(current)
-    kinds: dict[str, int] = {}
-    for r in records:
-        kinds[_kind(r[0])] = kinds.get(_kind(r[0]), 0) + 1
-    device = [r for r in records if _kind(r[0]) in ("race", "barrier", "memory")]
-    first = None
-    if device:
-        where = next((x for x in device[0][1:] if x.startswith(("at ", "and "))), "")
-        first = device[0][0] + (f" ({where})" if where else "")
-    return {"summary": summary, "errors": errors, "warnings": warnings, "reports": len(device),
-            "api_errors": kinds.get("api", 0), "by_kind": kinds, "first": first,
-            "internal_error": kinds.get("internal", 0) > 0,
-            "notes": [r[0] for r in records if _kind(r[0]) in ("note", "internal")][:3]}
-
-
-def verdict(parsed: dict, child: dict, *, correct: bool) -> str:
-    """One word for one (answer, tool): caught / not caught (a bad answer), clean / false alarm (the solution),
-    hung, or error (the tool said nothing usable, or the solution's launch failed). A bad answer whose launch fails
-    under the tool as it does without it (a fault the tool reports only as the failed API call, no device-side
-    report: measured on multicast.early_exit) is not caught: the tool added nothing to what the launch said."""
-    if parsed["reports"]:
-        return "false alarm" if correct else "caught"
-    if child.get("timed_out") or child.get("status") == "hung":
-        return "hung"
-    if not parsed["summary"] or parsed["internal_error"] or child.get("status") is None \
-            or (correct and child.get("status") == "error"):
-        return "error"
-    return "clean" if correct else "not caught"
-
-
 def sanitize(target: str, tool: str, shape, *, deadline_s: float, timeout_s: float | None = None,
              exercise: str | None = None, correct: bool = False, mode: str = "plain",
              bound_s: float = SANITIZE_BOUND_S) -> dict:
@@ -756,14 +264,6 @@ def sanitize(target: str, tool: str, shape, *, deadline_s: float, timeout_s: flo
     if res["verdict"] == "error":
         res["tail"] = run["text"][-2000:]
     return res
-
-
-def sanitizer_version() -> str | None:
-    san = sanitizer_binary()
-    if san is None:
-        return None
-    p = subprocess.run([san, "--version"], capture_output=True, text=True, timeout=60)
-    return " ".join(line.strip() for line in p.stdout.splitlines() if line.strip())[-200:] or None
 
 
 # --------------------------------------------------------------------------------------------------- the record

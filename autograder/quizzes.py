@@ -4,22 +4,27 @@ the hidden test that holds the key), and how far a content-free rule would get b
     qs = questions(spec)                 # [Question(slug, "q1", key="b", options={"a": "...", ...}), ...]
     guess_scores(qs)                     # {"always b": 5, "longest": 2, ...}: the count each rule gets right
 
+`quiz_key` and `quiz_reason` read one question's key and the instructor's reason from its hidden test (what the
+grader reads too).
+
 A quiz that a rule such as "the longest option, else b" passes teaches nothing; tests/test_quiz_guessing.py holds
 every week under chance + 15 % for every rule here.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .answers import cells_by_grade_id, quiz_key
+from .answers import cells_by_grade_id
 
 ROOT = Path(__file__).resolve().parent.parent
 _QUESTION = re.compile(r"\*\*(q\d+)\.\*\*(.*?)(?=\*\*q\d+\.\*\*|\Z)", re.S)
 _OPTION = re.compile(r"\*\*([a-d])\)\*\*(.*?)(?=\*\*[a-d]\)\*\*|\Z)", re.S)
+_HIDDEN = re.compile(r"###\s*BEGIN HIDDEN TESTS(.*?)###\s*END HIDDEN TESTS", re.S)
 
 
 @dataclass(frozen=True)
@@ -72,3 +77,39 @@ def guess_scores(qs: list[Question]) -> dict[str, int]:
 
 def chance(qs: list[Question]) -> float:
     return sum(1 / len(q.options) for q in qs if q.options)
+
+
+# ------------------------------------------------------------------------------------------------- quiz keys
+def _quiz_assert(grade_cell_source: str, var: str, question: str) -> ast.Assert | None:
+    """The hidden test's `assert QUIZ["q<n>"] == "<key>"[, "Why ..."]` of one question (between ### BEGIN HIDDEN
+    TESTS / ### END HIDDEN TESTS of the instructor's grade cell), or None."""
+    m = _HIDDEN.search(grade_cell_source)
+    if not m:
+        return None
+    for node in ast.walk(ast.parse(m.group(1))):
+        test = getattr(node, "test", None)
+        if isinstance(node, ast.Assert) and isinstance(test, ast.Compare) and len(test.ops) == 1 \
+                and isinstance(test.ops[0], ast.Eq):
+            left = test.left
+            if isinstance(left, ast.Subscript) and isinstance(left.value, ast.Name) and left.value.id == var \
+                    and ast.literal_eval(left.slice) == question:
+                return node
+    return None
+
+
+def quiz_key(grade_cell_source: str, var: str, question: str) -> str | None:
+    """The key of one quiz question, read from its hidden test: `assert QUIZ["q<n>"] == "<key>"`."""
+    node = _quiz_assert(grade_cell_source, var, question)
+    return None if node is None else ast.literal_eval(node.test.comparators[0])
+
+
+def quiz_reason(grade_cell_source: str, var: str, question: str) -> str | None:
+    """The reason the instructor gave for one quiz key: the message of its hidden test's assert,
+    `assert QUIZ["q<n>"] == "<key>", "Why (<key>): ..."`. None when the assert carries no (literal) message."""
+    node = _quiz_assert(grade_cell_source, var, question)
+    if node is None or node.msg is None:
+        return None
+    try:
+        return str(ast.literal_eval(node.msg)).strip() or None
+    except ValueError:
+        return None

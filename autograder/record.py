@@ -87,7 +87,7 @@ def flag_feedback(grading: Path, week: str, students) -> int:
     feedback page for that notebook (nbgrader's page shows the grade cells only). Returns how many pages."""
     import html
 
-    from .report import _clean, _secrets
+    from .report_data import _clean, _secrets
 
     secrets, n = _secrets(), 0
     for student in students:

@@ -119,6 +119,9 @@ INSTRUCTOR_ONLY = {
     "autograder/nbgrader_config.py": "the instructors' nbgrader set-up (autograde, feedback)",
     "autograder/nbgrader_plugin.py": "nbgrader's autograde step",
     "autograder/report.py": "the class report of a graded batch",
+    "autograder/report_data.py": "the class report's figures",
+    "autograder/report_html.py": "the class report's page",
+    "autograder/report_plots.py": "the class report's plots",
     "autograder/feedback_templates": "the feedback page's template (nbgrader generate_feedback)",
     "kernels/smem_tiling/transpose.cu": "its tiled rungs (padded, XOR-swizzled) are day 2's exercise answered",
     "kernels/attention/attention_overlap.cu": "its separate K and V rings (k_full / k_empty, v_full / v_empty, K "

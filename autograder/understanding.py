@@ -5,7 +5,7 @@
     sheet_html(sheets["ana"])                            # printable, no key (reveal=True: practice mode)
     moodle_xml(sheets.values()); write_key_csv(path, sheets.values())
     guessing_rates(sheets.values())                      # {"always a": {"rate", "chance", "n"}, ...}
-    score_answers("answers.csv", "key_week1.csv")        # {student: {"score", "max", "questions"}}
+    score_answers("answers.csv", "key_week1.csv")        # {student: {"score", "max", "questions"}} (understanding_key)
     autograder understanding sheets week1 --measured DIR [--per-day N] [--out DIR]
     autograder understanding import week1 answers.csv --weight 0.1
 
@@ -32,7 +32,6 @@
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import html
 import json
@@ -46,6 +45,8 @@ from pathlib import Path
 
 from kernels.paths import write_whole
 
+from .understanding_key import score_answers, write_key_csv
+
 # the measured classes a question may have as its key, worded for students (mutants.OUTCOMES less the two never asked)
 WORDING = {
     "hangs": "it hangs: a barrier wait never completes",
@@ -58,7 +59,6 @@ WORDING = {
 LETTERS = "abcd"
 MAX_SHARE = 0.4  # no key class above this share of a sheet's multiple-choice questions (where the pool allows)
 MIN_TOLERANCE_PCT = 5.0  # the numerical question's band: at least this many percentage points either side
-KEY_COLUMNS = ["student", "question_id", "type", "key", "tolerance", "points", "slug", "mutant", "line"]
 
 
 def askable(outcome: str) -> bool:
@@ -424,22 +424,6 @@ def moodle_xml(sheets, category: str = "understanding") -> str:
     return "<?xml version='1.0' encoding='UTF-8'?>\n" + ET.tostring(quiz, encoding="unicode") + "\n"
 
 
-def key_rows(sheets) -> list[list[str]]:
-    """The key, one row per question (KEY_COLUMNS): never part of a student's sheet."""
-    return [[s.student, q.qid, q.kind, q.key, "" if q.tolerance is None else f"{q.tolerance:g}", f"{q.points:g}",
-             q.slug, q.mutant, str(q.line)] for s in sheets for q in s.questions]
-
-
-def write_key_csv(path: Path, sheets) -> Path:
-    def make(tmp: Path) -> None:
-        with tmp.open("w", newline="", encoding="utf-8", errors="backslashreplace") as f:
-            w = csv.writer(f)
-            w.writerow(KEY_COLUMNS)
-            w.writerows(key_rows(sheets))
-
-    return write_whole(Path(path), make)
-
-
 # ------------------------------------------------------------------------------------------------ guessing
 def guessing_rates(sheets) -> dict[str, dict]:
     """How far content-free strategies get on the multichoice questions of a cohort: {strategy: {"rate", "chance",
@@ -459,48 +443,6 @@ def guessing_rates(sheets) -> dict[str, dict]:
         got[f"always '{o}'"] = sum(float(q.outcome == o) if o in q.options else 1 / len(q.options) for q in qs)
     got["uniform random"] = chance * len(qs)
     return {k: {"rate": v / len(qs), "chance": chance, "n": len(qs)} for k, v in got.items()}
-
-
-# ------------------------------------------------------------------------------------------------ read-back
-def _rows(path) -> list[list[str]]:
-    with open(path, newline="", encoding="utf-8-sig", errors="surrogateescape") as f:
-        rows = [r for r in csv.reader(f) if any(c.strip() for c in r)]
-    if rows and len(rows[0]) > 1 and rows[0][0].strip().lower() == "student" and "question" in rows[0][1].lower():
-        rows = rows[1:]  # the header (a student named "student" still has their rows)
-    return rows
-
-
-def _number(text: str) -> float | None:
-    try:
-        v = float(text.strip().removesuffix("%").strip().replace(",", "."))
-    except ValueError:
-        return None
-    return v if math.isfinite(v) else None
-
-
-def _right(kind: str, key: str, tol: str, answer: str) -> bool:
-    if kind == "numerical":
-        v = _number(answer)
-        return v is not None and abs(v - float(key)) <= float(tol or 0) + 1e-9
-    return answer.strip().strip("().").strip().lower() == key.lower()
-
-
-def score_answers(answers_csv, key_csv) -> dict[str, dict]:
-    """Each keyed student's {"score", "max", "questions": {question id: points}} from an answers CSV (student,
-    question id, answer; a header row optional; rows in any order). A missing answer scores 0; a letter counts in
-    any case and with white space or parentheses around it; a number with or without "%" (its band is the key's
-    tolerance). When a student answered one question twice, the last row counts. Answers of unkeyed questions are
-    ignored."""
-    answers = {(r[0].strip(), r[1].strip()): r[2] for r in _rows(answers_csv) if len(r) >= 3}
-    out: dict[str, dict] = {}
-    for r in _rows(key_csv):
-        student, qid, kind, key, tol, pts = r[0].strip(), *r[1:6]  # ids: students.student_id's, no end spaces
-        s = out.setdefault(student, {"score": 0.0, "max": 0.0, "questions": {}})
-        got = float(pts) if _right(kind, key, tol, answers.get((student, qid), "")) else 0.0
-        s["questions"][qid] = got
-        s["score"] += got
-        s["max"] += float(pts)
-    return out
 
 
 # ------------------------------------------------------------------------------------------------ files

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import autograder
-from autograder import answers, spec
+from autograder import answers, quizzes, spec
 
 ROOT = answers.__file__.rsplit("/autograder/", 1)[0]
 SPEC = spec.load("naive_loads")
@@ -216,7 +216,7 @@ def _keys() -> dict[str, str]:
     from autograder.grading import solution_notebook
 
     cells = answers.cells_by_grade_id(solution_notebook(SPEC))
-    return {q.name: answers.quiz_key(answers._source(cells[q.grade_id]), "QUIZ", q.name)
+    return {q.name: quizzes.quiz_key(answers._source(cells[q.grade_id]), "QUIZ", q.name)
             for q in SPEC.quiz.questions.values()}
 
 

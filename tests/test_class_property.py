@@ -204,7 +204,8 @@ def _quiz_points(quiz_cell: str) -> int:
 
 
 def test_the_keys_here_are_the_notebooks():
-    from autograder.answers import _source, cells_by_grade_id, quiz_key
+    from autograder.answers import _source, cells_by_grade_id
+    from autograder.quizzes import quiz_key
 
     cells = cells_by_grade_id(json.loads((ROOT / "solutions" / WEEK / DAY1).read_text()))
     assert {q: quiz_key(_source(cells[f"quiz_{q}"]), "QUIZ", q) for q in KEYS} == KEYS

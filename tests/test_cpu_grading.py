@@ -72,7 +72,8 @@ def test_the_grade_command_refuses_then_says_what_cpu_grading_awards(tmp_path, m
 def test_every_cpu_message_says_what_cpu_grading_awards():
     """The report's banner and the README's grading section say what the scorer awards on CPU (quiz points only),
     never the "compile, SASS and quiz points" they used to claim."""
-    from autograder.report import Student, _cpu_banner_html
+    from autograder.report_data import Student
+    from autograder.report_html import _cpu_banner_html
 
     banner = _cpu_banner_html(["ann"], [Student("ann", submitted=True)])
     assert CPU_GRADING in banner, banner

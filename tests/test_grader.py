@@ -6,7 +6,7 @@ import tomllib
 
 import pytest
 
-from autograder import answers, score, spec
+from autograder import answers, quizzes, score, spec
 from autograder.harness import run_exercise
 from autograder.known import check_known, table
 
@@ -71,16 +71,16 @@ def test_named_cheats_in_answer_cells_are_flagged_by_name(code, flag):
 
 def test_quiz_key_comes_from_hidden_tests_only():
     cell = 'autograder.quiz("s", "q1", QUIZ)\n### BEGIN HIDDEN TESTS\nassert QUIZ["q1"] == "c"\n### END HIDDEN TESTS\n'
-    assert answers.quiz_key(cell, "QUIZ", "q1") == "c"
-    assert answers.quiz_key('assert QUIZ["q1"] == "c"', "QUIZ", "q1") is None
+    assert quizzes.quiz_key(cell, "QUIZ", "q1") == "c"
+    assert quizzes.quiz_key('assert QUIZ["q1"] == "c"', "QUIZ", "q1") is None
     # the key is still read when the assert carries its reason as the message
     why = 'assert QUIZ["q1"] == "c", "Why (c): because."'
     with_reason = cell.replace('assert QUIZ["q1"] == "c"', why)
-    assert answers.quiz_key(with_reason, "QUIZ", "q1") == "c"
-    assert answers.quiz_reason(with_reason, "QUIZ", "q1") == "Why (c): because."
-    assert answers.quiz_reason(cell, "QUIZ", "q1") is None
-    assert answers.quiz_reason(why, "QUIZ", "q1") is None  # outside the hidden tests: not read
-    assert answers.quiz_reason(with_reason, "QUIZ", "q2") is None
+    assert quizzes.quiz_key(with_reason, "QUIZ", "q1") == "c"
+    assert quizzes.quiz_reason(with_reason, "QUIZ", "q1") == "Why (c): because."
+    assert quizzes.quiz_reason(cell, "QUIZ", "q1") is None
+    assert quizzes.quiz_reason(why, "QUIZ", "q1") is None  # outside the hidden tests: not read
+    assert quizzes.quiz_reason(with_reason, "QUIZ", "q2") is None
 
 
 def _solution_quiz_cells():
@@ -101,8 +101,8 @@ def test_every_quiz_question_carries_a_reason():
     assert len(cells) >= 28
     for name, gid, src in cells:
         question = re.search(r'QUIZ\["(q\d+)"\]', src.split("BEGIN HIDDEN TESTS")[1]).group(1)
-        key = answers.quiz_key(src, "QUIZ", question)
-        reason = answers.quiz_reason(src, "QUIZ", question)
+        key = quizzes.quiz_key(src, "QUIZ", question)
+        reason = quizzes.quiz_reason(src, "QUIZ", question)
         assert key is not None, (name, gid)
         assert reason is not None and len(reason) >= 40, (name, gid, reason)
         assert reason.startswith(f"Why ({key})"), (name, gid, reason)  # the reason explains the key it sits on
@@ -118,7 +118,7 @@ def test_a_wrong_quiz_answer_shows_the_reason():
     nb = copy.deepcopy(src_nb)
     cells = cells_by_grade_id(nb)
     q1 = SPEC.quiz.questions["q1"]
-    key = answers.quiz_key(_source(src_cells[q1.grade_id]), SPEC.quiz.answer_var, "q1")
+    key = quizzes.quiz_key(_source(src_cells[q1.grade_id]), SPEC.quiz.answer_var, "q1")
     wrong = next(c for c in q1.choices if c != key)
     cells[SPEC.quiz.answer_cell]["source"] = f'QUIZ = {{"q1": "{wrong}"}}\n'
     result = NotebookGrade(SPEC.slug)

@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from autograder import hangs
-from autograder.hangs import (HANGS_AND_RACES, STUCK_REC, TRACE_LAYOUT, debug_cubin, decode_trace, describe, diagnose,
-                              instrument, parse_sanitizer, trace_layout, verdict)
+from autograder import hangs, hangs_trace, spawn
+from autograder.hangs import HANGS_AND_RACES
+from autograder.hangs_trace import (STUCK_REC, TRACE_LAYOUT, debug_cubin, decode_trace, describe, diagnose, instrument,
+                                    trace_layout)
+from autograder.sanitizer import parse_sanitizer, verdict
 from kernels.compile import compile_cuda
 from kernels.sass import disassemble
 
@@ -28,7 +30,7 @@ WEEK2 = ("swizzle", "warp_specialization", "multicast", "gemm", "attention")
 def test_the_trace_layout_is_the_headers():
     L = TRACE_LAYOUT
     probe = "\n".join([
-        *(f"#define {k} {v}" for k, v in hangs.DEBUG_DEFINES.items()),
+        *(f"#define {k} {v}" for k, v in hangs_trace.DEBUG_DEFINES.items()),
         '#include "mbarrier.cuh"',
         f'static_assert(sizeof(CourseBarrierTrace) == {L["size"]}, "trace size");',
         *(f'static_assert(__builtin_offsetof(CourseBarrierTrace, {k}) == {L[k]}, "{k}");'
@@ -84,7 +86,8 @@ def test_without_the_macro_the_debug_api_emits_nothing():
     from kernels.compile import compile_cuda as cc
 
     assert b"course_barrier_trace" not in cc(plain % "mbar_wait(0, 0);", name="plain.cu").data
-    assert b"course_barrier_trace" in cc(plain % "mbar_wait(0, 0);", name="dbg.cu", defines=hangs.DEBUG_DEFINES).data
+    dbg = cc(plain % "mbar_wait(0, 0);", name="dbg.cu", defines=hangs_trace.DEBUG_DEFINES)
+    assert b"course_barrier_trace" in dbg.data
 
 
 def test_instrument_names_the_barriers_and_keeps_line_numbers():
@@ -172,7 +175,7 @@ class FakeTrace:
             return
         flags = int(own)
         if not self._tracked(block, warp):  # beyond the warp table: no record, waits untracked
-            waits, flags = hangs.UNTRACKED, flags | 4
+            waits, flags = hangs_trace.UNTRACKED, flags | 4
         else:  # slot_of() makes the barrier's slot if the warp has none yet
             waits = struct.unpack_from("<I", self.raw, self._slot(block, warp, bar) + 4)[0]
         STUCK_REC.pack_into(self.raw, self.L["stuck"] + STUCK_REC.size * (self.n_stuck - 1), block, warp, bar,
@@ -275,7 +278,7 @@ def test_the_trace_survives_json_and_refuses_short_bytes():
     t.done(0, 4, FULL, 0, times=3)
     t.stuck(0, 0, EMPTY, 0, own=True, lanes=1)
     tr = t.decode()
-    back = hangs.Trace.from_dict(json.loads(json.dumps(tr.to_dict())))
+    back = hangs_trace.Trace.from_dict(json.loads(json.dumps(tr.to_dict())))
     assert describe(back) == describe(tr) and diagnose(back) == diagnose(tr)
     assert back.warp(0, 4).slots == {FULL: [3, 0]}
     with pytest.raises(ValueError, match="layout needs"):
@@ -386,7 +389,7 @@ def test_a_hung_run_is_killed_with_its_process_group_and_its_output_kept(tmp_pat
     # the shape of a sanitizer run: a wrapper process whose child hangs after printing a launch record
     child = ("import sys, time; print('HANGS {\"event\": \"launch\", \"status\": \"hung\"}', flush=True); "
              f"open({str(tmp_path / 'pid')!r}, 'w').write(str(__import__('os').getpid())); time.sleep(600)")
-    run = hangs._spawn(["sh", "-c", f'"{sys.executable}" -c "$0"; echo never', child], timeout_s=3)
+    run = spawn._spawn(["sh", "-c", f'"{sys.executable}" -c "$0"; echo never', child], timeout_s=3)
     assert run["timed_out"] and run["wall_s"] < 30
     assert run["records"] == [{"event": "launch", "status": "hung"}] and "never" not in run["text"]
     import os

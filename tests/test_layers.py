@@ -200,7 +200,7 @@ def test_one_finder_for_the_cuda_tools(tmp_path, monkeypatch):
     monkeypatch.setenv("COMPUTE_SANITIZER", str(tmp_path / "missing"))
     assert cuda_tool("compute-sanitizer", env="COMPUTE_SANITIZER") != str(tmp_path / "missing")
     assert cuda_tool("no-such-course-tool") is None
-    for path in ("kernels/sass.py", "kernels/ncu.py", "kernels/pipeline/model.py", "autograder/hangs.py"):
+    for path in ("kernels/sass.py", "kernels/ncu.py", "kernels/pipeline/model.py", "autograder/sanitizer.py"):
         text = (ROOT / path).read_text()
         assert "cuda_tool(" in text and "/usr/local/cuda/bin/" not in text, path
 

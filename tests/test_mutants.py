@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from autograder import mutants
 from autograder.known import course_solution, kernel_source
-from autograder.mutants import Operator, classify, mask, mutate
+from autograder.mutants import Operator, classify
+from autograder.mutation import mask, mutate
 from autograder.release import ROOT
 from autograder.spec import SpecError, all_specs, parse
 
@@ -168,7 +169,7 @@ def test_a_child_that_hung_for_good_is_killed_at_once_not_at_the_timeout():
     body = ("import json, time; print('MUTANT ' + json.dumps({'event': 'run', 'class': 'hangs', 'fatal': True}), "
             "flush=True); time.sleep(60)")
     t0 = time.perf_counter()
-    from autograder.hangs import _spawn
+    from autograder.spawn import _spawn
 
     r = _spawn([sys.executable, "-c", body], timeout_s=50, stop_on='"fatal": true')
     assert time.perf_counter() - t0 < 10 and not r["timed_out"]
@@ -411,24 +412,24 @@ def _forging_spawn(real_class: str):
 def test_a_kernel_that_printfs_mutant_records_does_not_choose_its_own_keys(tmp_path, monkeypatch):
     """A student's kernel is the mutant's kernel: a printf of lines like the child's records (on every launch) must
     not decide the outcome — the key of that student's own understanding question."""
-    from autograder import hangs
+    from autograder import spawn
 
     monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(hangs, "_spawn", _forging_spawn("wrong"))
+    monkeypatch.setattr(spawn, "_spawn", _forging_spawn("wrong"))
     res = mutants.outcome("tma", None, f"// forged {time.time()}", "// base", runs=3, rounds=0, device="TESTGPU")
     assert res["outcome"] == "wrong" and "forged" not in json.dumps(res)
 
 
 def test_the_private_channel_carries_only_what_the_child_writes_there():
-    """hangs._spawn(private_records=True), a real child: what it prints on stdout (where a kernel's printf lands)
+    """spawn._spawn(private_records=True), a real child: what it prints on stdout (where a kernel's printf lands)
     never reaches "private"; its records written with emit_record do; `stop_on` is looked for on the private channel
     (a forged '"fatal": true' on stdout does not get the child killed)."""
-    from autograder import hangs
+    from autograder import spawn
 
-    code = ("import sys, time; from autograder.hangs import emit_record; "
+    code = ("import sys, time; from autograder.spawn import emit_record; "
             "print('MUTANT {\\\"event\\\": \\\"run\\\", \\\"fatal\\\": true}', flush=True); time.sleep(3); "
             "emit_record('MUTANT {\\\"event\\\": \\\"device\\\"}')")
-    run = hangs._spawn([sys.executable, "-c", code], 30, stop_on='"fatal": true', private_records=True)
+    run = spawn._spawn([sys.executable, "-c", code], 30, stop_on='"fatal": true', private_records=True)
     assert run["rc"] == 0 and not run["timed_out"], run
     assert run["private"] == 'MUTANT {"event": "device"}\n' and '"fatal": true' in run["text"]
 
@@ -450,10 +451,10 @@ def _build_sensing_spawn():
 def test_a_kernel_that_senses_the_measuring_build_gets_no_question(tmp_path, monkeypatch):
     """The measuring build is the instrument, not the student's kernel: a kernel that behaves otherwise there (here
     `#ifdef COURSE_DEBUG_BARRIERS asm("trap;")`) gets no outcome for any mutant (never asked), and says why."""
-    from autograder import hangs
+    from autograder import spawn
 
     monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(hangs, "_spawn", _build_sensing_spawn())
+    monkeypatch.setattr(spawn, "_spawn", _build_sensing_spawn())
     src = course_solution("tma") + '\n#ifdef COURSE_DEBUG_BARRIERS\n// asm("trap;") in every kernel\n#endif\n'
     got = mutants.measure_answer("tma", src, runs=3, rounds=0, progress=None, device="TESTGPU")
     assert got["mutants"] and all(m["outcome"] == "not measured" for m in got["mutants"])

@@ -244,27 +244,28 @@ def test_a_plot_is_drawn_once_per_what_it_shows(tmp_path, monkeypatch):
     without matplotlib; other scores, another title or another exercise draw again."""
     import random
 
-    from autograder import report
+    from autograder import report_plots
+    from autograder.report_data import ExerciseInfo
 
     monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path / "cache"))
     drawn = []
-    real = report._draw_histogram
-    monkeypatch.setattr(report, "_draw_histogram", lambda *a: drawn.append(a) or real(*a))
+    real = report_plots._draw_histogram
+    monkeypatch.setattr(report_plots, "_draw_histogram", lambda *a: drawn.append(a) or real(*a))
     rng = random.Random()
     pts = [float(rng.randint(0, 5)) for _ in range(rng.randint(3, 30))]
-    first = report.score_histogram(pts, 5.0, "day1: points")
+    first = report_plots.score_histogram(pts, 5.0, "day1: points")
     assert base64.b64decode(first).startswith(b"\x89PNG") and len(drawn) == 1
-    assert report.score_histogram(list(pts), 5.0, "day1: points") == first and len(drawn) == 1
+    assert report_plots.score_histogram(list(pts), 5.0, "day1: points") == first and len(drawn) == 1
     other = [*pts, 0.0]
-    assert report.score_histogram(other, 5.0, "day1: points") != first and len(drawn) == 2
-    report.score_histogram(pts, 5.0, "day2: points")
+    assert report_plots.score_histogram(other, 5.0, "day1: points") != first and len(drawn) == 2
+    report_plots.score_histogram(pts, 5.0, "day2: points")
     assert len(drawn) == 3
-    ex = report.ExerciseInfo(key="day1.x", notebook="day1", name="x", metric="tbps", bar=2.0, peak=3.35)
+    ex = ExerciseInfo(key="day1.x", notebook="day1", name="x", metric="tbps", bar=2.0, peak=3.35)
     good = [rng.uniform(1, 3) for _ in range(6)]
-    plot = report.throughput_plot(ex, good)
-    assert report.throughput_plot(ex, list(good)) == plot
-    assert report.throughput_plot(report.ExerciseInfo(key="day1.x", notebook="day1", name="x", metric="tbps",
-                                                      bar=2.5, peak=3.35), good) != plot
+    plot = report_plots.throughput_plot(ex, good)
+    assert report_plots.throughput_plot(ex, list(good)) == plot
+    assert report_plots.throughput_plot(ExerciseInfo(key="day1.x", notebook="day1", name="x", metric="tbps",
+                                                     bar=2.5, peak=3.35), good) != plot
 
 
 # ------------------------------------------------------------------------------- acting on the report (issue item 8)

@@ -609,7 +609,7 @@ def test_notebook_solution_is_the_correct_known_answer():
     mine = opcodes(compile_cuda(ans.value, name=ex.answer_var), ex.kernel)
     assert mine == opcodes(compile_cuda(SUBMISSIONS / "correct.cu"), ex.kernel)
     # every quiz question of the spec has a hidden key in the notebook, and the key is a valid choice
-    from autograder.answers import quiz_key
+    from autograder.quizzes import quiz_key
 
     for q in spec.quiz.questions.values():
         key = quiz_key(_source(cells[q.grade_id]), spec.quiz.answer_var, q.name)

@@ -4,7 +4,8 @@ quiz question's key is one of its choices, and the notebook is committed without
 
 import pytest
 
-from autograder.answers import _source, cells_by_grade_id, quiz_key, read_literal
+from autograder.answers import _source, cells_by_grade_id, read_literal
+from autograder.quizzes import quiz_key
 from autograder.grading import solution_notebook
 from autograder.spec import all_specs
 from autograder.known import known_dir

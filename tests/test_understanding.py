@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from autograder import understanding as u
+from autograder import understanding_key
 from autograder.understanding import LETTERS, MAX_SHARE, WORDING
 
 ASKABLE = list(WORDING)
@@ -236,17 +237,17 @@ def test_moodle_xml_parses_and_keys_every_question(pairs):
 def test_the_key_csv_reads_back_whatever_the_ids_and_scores_a_perfect_answer_sheet(tmp_path_factory, pairs):
     tmp = tmp_path_factory.mktemp("key")
     sheets = [u.build_sheet(s, "week1", {"tma": m}, "s", per_day=4) for s, m in pairs]
-    u.write_key_csv(tmp / "key.csv", sheets)
+    understanding_key.write_key_csv(tmp / "key.csv", sheets)
     with open(tmp / "key.csv", newline="", encoding="utf-8") as f:
         rows = list(csv.reader(f))
-    assert rows[0] == u.KEY_COLUMNS and rows[1:] == u.key_rows(sheets)
+    assert rows[0] == understanding_key.KEY_COLUMNS and rows[1:] == understanding_key.key_rows(sheets)
     # the key's answers, written as students do (upper case, spaces, a "%"), in reverse order: full marks
     with open(tmp / "answers.csv", "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(["student", "question", "answer"])
         for r in reversed(rows[1:]):
             w.writerow([r[0], r[1], f" {r[3].upper()} " if r[2] == "multichoice" else f"{r[3]} %"])
-    scores = u.score_answers(tmp / "answers.csv", tmp / "key.csv")
+    scores = understanding_key.score_answers(tmp / "answers.csv", tmp / "key.csv")
     assert set(scores) == {s.student for s in sheets if s.questions}
     for s in sheets:
         if s.questions:
@@ -260,14 +261,15 @@ def test_score_answers_missing_wrong_and_tolerance(tmp_path):
                    'ana,tma.b#1.pct,numerical,41.3,6.5,1,tma,b#1,4\n"smith, john",tma.a#1,multichoice,b,,1,tma,a#1,9\n')
     ans = tmp_path / "answers.csv"
     ans.write_text('tma.b#1.pct is ignored,x,y\nana,tma.b#1.pct,47.8%\nana,tma.a#1, (C) \n"smith, john",tma.a#1,a\n')
-    s = u.score_answers(ans, key)
+    s = understanding_key.score_answers(ans, key)
     assert s["ana"] == {"score": 2.0, "max": 3.0, "questions": {"tma.a#1": 1.0, "tma.b#1": 0.0, "tma.b#1.pct": 1.0}}
     assert s["smith, john"]["score"] == 0 and s["smith, john"]["max"] == 1
     ans.write_text("ana,tma.b#1.pct,47.9\n")
-    assert u.score_answers(ans, key)["ana"]["questions"]["tma.b#1.pct"] == 0.0
+    assert understanding_key.score_answers(ans, key)["ana"]["questions"]["tma.b#1.pct"] == 0.0
     key.write_text("student,tma.a#1,multichoice,c,,1,tma,a#1,3\n")  # a student named "student": no header here
     ans.write_text("student,question id,answer\n student ,tma.a#1,c\n")
-    assert u.score_answers(ans, key) == {"student": {"score": 1.0, "max": 1.0, "questions": {"tma.a#1": 1.0}}}
+    assert understanding_key.score_answers(ans, key) == {"student": {"score": 1.0, "max": 1.0,
+                                                                  "questions": {"tma.a#1": 1.0}}}
 
 
 # ------------------------------------------------------------------------------------------------ guessing
@@ -334,10 +336,10 @@ def test_cli_writes_sheets_moodle_and_key_apart_and_imports_answers(tmp_path, mo
 def test_questions_quote_the_students_own_lines_as_mutants_shows_them(outcomes, seed):
     """The course's TMA solution as a student's hand-in, mutated by the spec's operators (no GPU); outcomes made up
     (of measure_answer's shape): each question shows its mutant's line and the code before and after, escaped."""
-    from autograder import mutants
     from autograder.known import kernel_source
+    from autograder.mutation import mutate
 
-    ms = mutants.mutate("tma", kernel_source("tma", "solution"))
+    ms = mutate("tma", kernel_source("tma", "solution"))
     measured = {"slug": "tma", "exercise": None, "source_digest": "x", "gpu_s": 0.0,
                 "mutants": [{**m.to_dict(), "outcome": o, "detail": "made up", "slower_pct": 20.0,
                              "interval_pct": [18.0, 23.0]} for m, o in zip(ms, outcomes)]}
