@@ -1,5 +1,5 @@
 """The folder a student is handed (`make release`): the week's notebooks, the library and the grader client — no
-course solution, no known answer, no reference source, no hidden test (autograder.release.release_problems)."""
+course solution, no known answer, no reference source, no hidden test (autograder.release_check.release_problems)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import run_notebook
 
-from autograder.release import (INSTRUCTOR_ONLY, ROOT, answers_to_hide, release_problems, student_release, weeks)
+from autograder.release import INSTRUCTOR_ONLY, ROOT, student_release, weeks
+from autograder.release_check import answers_to_hide, release_problems
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +130,7 @@ def test_a_capstone_stub_ships_but_its_solution_does_not(releases, tmp_path):
     student's part filled in), renamed and re-commented, does not."""
     import shutil
 
-    from autograder.release import NEAR_COPY, answers_to_hide, cuda_kernels, release_stubs, similarity
+    from autograder.release_check import NEAR_COPY, answers_to_hide, cuda_kernels, release_stubs, similarity
 
     stubs, answers = release_stubs(), answers_to_hide()
     slug, base = max(((s, max(similarity(st, t) for st in stubs[s] for t in cuda_kernels(answers[f"{s}/correct"])
@@ -207,10 +208,10 @@ def _shipped_cuda(out: Path) -> dict[str, str]:
 
 
 def test_the_transcription_check_finds_an_answer_hidden_in_a_demo():
-    """autograder.release.transcription_problems: an answer's own work (what it adds to its stub), renamed and
+    """autograder.release_check.transcription_problems: an answer's own work (what it adds to its stub), renamed and
     pasted into a shipped demo function, is found; ten of its own lines in code no device function holds are found
     by the 10-line windows; a demo that does not hold them is not flagged."""
-    from autograder.release import (_KEYWORDS, _lines, given_lines, known_good_sources, release_stub_sources,
+    from autograder.release_check import (_KEYWORDS, _lines, given_lines, known_good_sources, release_stub_sources,
                                     transcription_problems)
 
     answers, stubs = known_good_sources(), release_stub_sources()
@@ -247,7 +248,7 @@ def test_the_transcription_check_finds_an_answer_hidden_in_a_demo():
 
 
 def test_no_shipped_source_hands_out_an_exercise(releases):
-    from autograder.release import transcription_problems
+    from autograder.release_check import transcription_problems
 
     problems = []
     for week, out in releases.items():
