@@ -216,6 +216,11 @@ class _Queue:
         self.cond = threading.Condition()
         self.opened = not gated
 
+    def fill(self, jobs: list) -> None:
+        """The jobs to hand out, in order (before open())."""
+        with self.cond:
+            self.pending += [j if isinstance(j, Job) else Job(j) for j in jobs]
+
     def open(self) -> None:
         with self.cond:
             self.opened = True

@@ -47,7 +47,8 @@ def run_pool(week: str, students: list[str], lanes: list[Lane], *, grading: Path
     What a run pays once, not per lane, and overlapped with what it can be: `prepare()` (the class gradebook's
     assignment and the batch's `template`, which must exist when it returns) runs in this thread while every lane
     checks its GPU and measures its trusted baseline — per lane by necessity, since each lane's bars are fractions
-    of its own GPU's ceilings; no student is handed out before it is done. `after_merge(entries, alone)` (the
+    of its own GPU's ceilings; so does the plan (plan_jobs reads every hand-in); no student is handed out before
+    both are done. `after_merge(entries, alone)` (the
     feedback pages) runs in this thread with the entries of the students merged since its last call, while the
     lanes grade on (alone=False: other threads are running), or, for those merged last, once every lane's thread
     has stopped (alone=True)."""
@@ -55,7 +56,7 @@ def run_pool(week: str, students: list[str], lanes: list[Lane], *, grading: Path
 
     events: queue_mod.Queue = queue_mod.Queue()
     parts = _Parts()
-    todo = _Queue(plan_jobs(grading, week, students, len(lanes)), lanes, gated=prepare is not None)
+    todo = _Queue([], lanes, gated=True)  # filled below, while the lanes measure their GPUs
     per_student: dict[str, dict] = {}
     STOP.clear()
     threads = [threading.Thread(target=_work, args=(lane, week, todo, events),
@@ -66,9 +67,11 @@ def run_pool(week: str, students: list[str], lanes: list[Lane], *, grading: Path
     show = progress or (lambda *a: None)
     try:
         try:
+            # the plan reads every hand-in (hand_in_work): seconds for a large class, paid while the lanes measure
+            todo.fill(plan_jobs(grading, week, students, len(lanes)))
             if prepare is not None:
                 prepare()
-                todo.open()
+            todo.open()
         except Exception:
             STOP.set()
             stop_children()

@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from autograder.cohort import build
 from autograder.batch import _assignment_key, assignment_release, assignment_template, class_assignment, make_template
@@ -632,3 +634,25 @@ def test_the_gpu_check_says_why_a_gpu_does_not_answer():
     ok, why = gpu_healthy("0", dict(os.environ))
     assert not ok and why and "\n" not in why and ("driver" in why.lower() or "cuda" in why.lower()), why
     assert gpu_healthy(None, {}) == (True, "")
+
+
+_json_shapes = st.recursive(st.none() | st.integers() | st.text(max_size=8),
+                            lambda kids: st.lists(kids, max_size=3) | st.dictionaries(
+                                st.sampled_from(["cells", "metadata", "nbgrader", "grade_id", "source"]), kids,
+                                max_size=3), max_leaves=10)
+
+
+@given(st.binary(max_size=64) | _json_shapes.map(lambda v: json.dumps(v).encode()))
+@settings(max_examples=40, deadline=None)
+def test_the_plan_reads_any_file_handed_in_as_a_notebook(tmp_path_factory, data):
+    """hand_in_work reads every hand-in before the class is graded: any bytes under a notebook's name (not JSON, JSON
+    of any shape) count as no work, never an error; a solution notebook beside them still counts its exercise."""
+    import shutil
+
+    folder = tmp_path_factory.mktemp("handin") / WEEK
+    folder.mkdir()
+    week = week_notebooks(WEEK)
+    (folder / week[0]).write_bytes(data)
+    shutil.copy(ROOT / "solutions" / WEEK / week[1], folder / week[1])
+    work = hand_in_work(folder, WEEK)
+    assert work[week[0]] == 0.0 and work[week[1]] == 1.0, work
