@@ -26,7 +26,7 @@ from pathlib import Path
 import nbformat
 
 from .grading import solution_notebook
-from .known import known_answers, submission_notebook
+from .known import known_answers, known_dir, submission_notebook
 from .release import ROOT
 from .spec import all_specs
 
@@ -105,7 +105,7 @@ def _parts(spec, names) -> float:
 def tampered_day1(week: str = "week1") -> dict:
     """Day 1 with a scalar kernel, a rewritten grade cell, a patched checker and a deleted quiz grade cell."""
     nb = nbformat.read(str(ROOT / "solutions" / week / "day1_naive_loads.ipynb"), as_version=4)
-    scalar = (ROOT / "kernels" / "naive_loads" / "grading" / "known" / "scalar_loads.cu").read_text()
+    scalar = (known_dir("naive_loads") / "scalar_loads.cu").read_text()
     keep = []
     for cell in nb.cells:
         gid = cell.metadata.get("nbgrader", {}).get("grade_id")

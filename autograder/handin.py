@@ -88,7 +88,7 @@ def hand_in_work(folder: Path, week: str) -> dict[str, float]:
     for name in week_notebooks(week):
         src = folder / name
         if not src.is_file():
-            cands = [p for p in every if _base_name(p.name) == _base_name(name)]
+            cands = _candidates(every, name)
             if len(cands) != 1:
                 continue
             src = cands[0]
@@ -114,6 +114,13 @@ def notebook_weeks() -> dict[str, str]:
     """Which week each course notebook belongs to, by base name (`_base_name`): the nbgrader source folders,
     solutions/<week>/*.ipynb ("day1_naive_loads" -> "week1")."""
     return {_base_name(p.name): p.parent.name for p in sorted((ROOT / "solutions").glob("*/*.ipynb"))}
+
+
+def _candidates(every: list[Path], name: str, used=()) -> list[Path]:
+    """The notebooks of a hand-in (`every`, _notebooks_under) that may stand for the expected `name`: the same base
+    name (a copy suffix, another case, a sub-folder), not already taken (`used`)."""
+    want = _base_name(name)
+    return [p for p in every if _base_name(p.name) == want and p not in used]
 
 
 def _notebooks_under(folder: Path) -> list[Path]:
@@ -153,7 +160,7 @@ def stage_submission(folder: Path, dest: Path, expected: list[str], week: str
         src = folder / name
         if not src.is_file():
             want = _base_name(name)
-            cands = [p for p in every if _base_name(p.name) == want and p not in used]
+            cands = _candidates(every, name, used)
             if not cands:
                 for p in _elsewhere(folder, want)[:1]:
                     notes.append(f"no {name}; found {p.name} in {Path(rel(p)).parent}/: it is a {week} notebook — "

@@ -45,6 +45,16 @@ def known_dir(slug: str) -> Path:
     """A topic's known answers (expected.toml, the kernels it names, rungs/): kernels/<slug>/grading/known/, in the
     day's folder, read only by the grader and left out of a student release."""
     return KERNELS / slug / "grading" / "known"
+
+
+def known_cu_files() -> list[Path]:
+    """Every known answer's own .cu file, of every topic (rungs/ included)."""
+    return sorted(KERNELS.glob("*/grading/known/**/*.cu"))
+
+
+def assistant_path(slug: str) -> Path:
+    """The answer a coding assistant wrote from the release alone (kernels/<slug>/grading/assistant.cu)."""
+    return KERNELS / slug / "grading" / "assistant.cu"
 _MARKER = re.compile(r"^\s*###\s*(BEGIN|END)\s+SOLUTION\s*$")
 
 

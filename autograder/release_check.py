@@ -13,7 +13,7 @@ from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 
-from .known import ROOT, kernel_source, known_answers
+from .known import ROOT, kernel_source, known_answers, known_dir
 from .spec import all_specs
 
 # What a student release leaves out, and why: everything here exists only where grading reads it.
@@ -247,7 +247,7 @@ def known_good_sources() -> dict[str, str]:
     good = {}
     hide = answers_to_hide()
     for spec in all_specs():
-        path = ROOT / "kernels" / spec.slug / "grading" / "known" / "expected.toml"
+        path = known_dir(spec.slug) / "expected.toml"
         expected = tomllib.loads(path.read_text()) if path.exists() else {}
         full_path = {ex.parts["path"].points for ex in spec.exercises.values()}
         for name, src in hide.items():
@@ -265,7 +265,7 @@ def answers_to_hide() -> dict[str, str]:
 
     out = {}
     for spec in all_specs():
-        expected_path = ROOT / "kernels" / spec.slug / "grading" / "known" / "expected.toml"
+        expected_path = known_dir(spec.slug) / "expected.toml"
         expected = tomllib.loads(expected_path.read_text()) if expected_path.exists() else {}
         full = {ex.parts["correctness"].points for ex in spec.exercises.values()}
         for ka in known_answers(spec.slug):

@@ -19,12 +19,12 @@ import torch
 
 from kernels.attention import exercise, model, workload
 from kernels.compile import compile_cuda
-from autograder.known import kernel_source, known_answers, solution_literal
+from autograder.known import kernel_source, known_answers, known_dir, solution_literal
 from kernels.sass import opcodes
 
 ROOT = Path(__file__).resolve().parents[1]
 SLUG = "attention"
-SUB = ROOT / "kernels" / SLUG / "grading" / "known"
+SUB = known_dir(SLUG)
 RECORDS = {p.stem.removeprefix("recorded_"): p
            for p in sorted((ROOT / "kernels" / "attention").glob("recorded_*.json"))}
 

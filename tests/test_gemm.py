@@ -21,12 +21,12 @@ import torch
 
 from kernels.compile import COURSE_INCLUDE, compile_cuda, kernel_file
 from kernels.gemm import epilogue, exercise, model, occupancy, story, workload
-from autograder.known import kernel_source, known_answers, solution_literal
+from autograder.known import kernel_source, known_answers, known_dir, solution_literal
 from kernels.sass import disassemble, opcodes
 
 ROOT = Path(__file__).resolve().parents[1]
 SLUG = "gemm"
-SUB = ROOT / "kernels" / SLUG / "grading" / "known"
+SUB = known_dir(SLUG)
 RECORDS = {p.stem.removeprefix("recorded_"): p for p in sorted((ROOT / "kernels" / SLUG).glob("recorded_*.json"))}
 
 

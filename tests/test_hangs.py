@@ -19,6 +19,7 @@ from autograder.hangs import HANGS_AND_RACES
 from autograder.hangs_trace import (STUCK_REC, TRACE_LAYOUT, debug_cubin, decode_trace, describe, diagnose, instrument,
                                     trace_layout)
 from autograder.sanitizer import parse_sanitizer, verdict
+from autograder.known import known_cu_files, known_dir
 from kernels.compile import compile_cuda
 from kernels.sass import disassemble
 
@@ -43,7 +44,7 @@ def test_the_trace_layout_is_the_headers():
 
 def _cu_files_with_barriers():
     files = sorted(p for p in (ROOT / "kernels").rglob("*.cu") if "grading" not in p.parts) + \
-        sorted((ROOT / "kernels").glob("*/grading/known/**/*.cu"))  # the topics' kernels, then the known answers
+        known_cu_files()  # the topics' kernels, then the known answers
     from kernels.compile import _strip_comments
 
     def waits_through_the_headers(text):  # calls the course's wait (a file may define its own wrappers instead)
@@ -410,7 +411,7 @@ def test_sanitize_without_the_tool_says_so(monkeypatch):
 # --------------------------------------------------------------------------------------------------- the answers
 def test_the_hanging_and_racing_answers_are_the_known_ones():
     for slug in WEEK2:
-        data = tomllib.loads((ROOT / "kernels" / slug / "grading" / "known" / "expected.toml").read_text())
+        data = tomllib.loads((known_dir(slug) / "expected.toml").read_text())
         hanging = {n for n, d in data.items() if "timeout" in d.get("gpu_status", ())}
         assert hanging <= set(HANGS_AND_RACES.get(slug, ())), f"{slug}: {hanging} hang by design: measure them too"
         for name in HANGS_AND_RACES.get(slug, ()):

@@ -9,6 +9,7 @@ import pytest
 
 from kernels.compile import COURSE_INCLUDE, compile_cuda
 from kernels.sass import opcodes
+from autograder.known import known_cu_files
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADERS = {
@@ -89,7 +90,7 @@ def course_kernel_files() -> list[Path]:
     """Every .cu file of the course: the topics' kernels and the known answers' kernels (the course solutions among
     them), each compiled as its launcher compiles it (no define: every tunable has a default in its file)."""
     files = sorted(p for p in (ROOT / "kernels").rglob("*.cu") if "grading" not in p.parts) + \
-        sorted((ROOT / "kernels").glob("*/grading/known/**/*.cu"))  # the topics' kernels, then the known answers
+        known_cu_files()  # the topics' kernels, then the known answers
     return [f for f in files if str(f.relative_to(ROOT)) not in REFUSED]
 
 

@@ -18,16 +18,16 @@ from autograder import benchmarks
 from kernels import record, topic
 from kernels.compile import CompileError, NotAttempted, compile_cuda
 from kernels.device import is_hopper
-from autograder.known import answer_text, kernel_source, known_answers
+from autograder.known import answer_text, kernel_source, known_answers, known_dir
 from kernels.ldgsts import bench, exercise, model, workload
 from kernels.ldgsts.launch import (COPY_KERNELS, STATIC_SMEM, VARIANTS, copy_kernel_name, cubin, kernel_name,
                                    launch_config, occupancy_smem, stage_copy, stencil, validate, validate_copy)
 from kernels.sass import disassemble, opcodes, path_evidence
-from autograder.spec import SOLUTION_MARGIN
+from autograder.spec import SOLUTION_MARGIN, spec_path
 from kernels.topic import MODEL_BAND
 
 ROOT = Path(__file__).resolve().parents[1]
-SUBMISSIONS = ROOT / "kernels" / "ldgsts" / "grading" / "known"
+SUBMISSIONS = known_dir("ldgsts")
 SLUG = "ldgsts"
 gpu = pytest.mark.skipif(not is_hopper(), reason="needs an sm_90 GPU")
 
@@ -666,7 +666,7 @@ def test_known_answers_score_as_expected_on_cpu():
 
 
 def _bar_copy_fraction() -> float:
-    return tomllib.loads((ROOT / "kernels" / "ldgsts" / "spec.toml").read_text())[
+    return tomllib.loads(spec_path("ldgsts").read_text())[
         "exercises"][exercise.NAME]["throughput"]["copy_fraction"]
 
 

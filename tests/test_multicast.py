@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder.known import answer_text, kernel_source, known_answers
+from autograder.known import answer_text, kernel_source, known_answers, known_dir
 from kernels.compile import compile_cuda
 from kernels.device import is_hopper
 from kernels.multicast import exercise, model, workload
@@ -21,7 +21,7 @@ from kernels.multicast.launch import broadcast_sum, cubin, rotate, sum_ctas, sum
 from kernels.sass import disassemble, opcodes, path_evidence
 
 ROOT = Path(__file__).resolve().parents[1]
-SUBMISSIONS = ROOT / "kernels" / "multicast" / "grading" / "known"
+SUBMISSIONS = known_dir("multicast")
 SLUG = "multicast"
 RECORDS = {p.stem.removeprefix("recorded_"): p
            for p in sorted((ROOT / "kernels" / "multicast").glob("recorded_*.json"))}

@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from autograder import benchmarks
-from autograder.known import answer_text, kernel_source, known_answers, rung_source
+from autograder.known import answer_text, kernel_source, known_answers, known_dir, rung_source
+from autograder.spec import spec_path
 from kernels import record, topic
 from kernels.check import compare
 from kernels.compile import CompileError, NotAttempted, compile_cuda, kernel_file
@@ -26,7 +27,7 @@ from kernels.sass import disassemble, opcodes, path_evidence
 
 ROOT = Path(__file__).resolve().parent.parent
 SLUG = "pipeline"
-SUBMISSIONS = ROOT / "kernels" / SLUG / "grading" / "known"
+SUBMISSIONS = known_dir(SLUG)
 RUNGS = SUBMISSIONS / "rungs"  # the measured rungs of the lesson, kept with the known answers
 
 
@@ -622,7 +623,7 @@ def test_spec_matches_the_exercise():
     tp = ex.parts["throughput"]
     assert tp.calibration_for("h100").bar < ex.roofline_for("h100") and tp.points > 0
     assert len(_spec().quiz.questions) >= 4
-    spec_toml = tomllib.loads((ROOT / "kernels" / "pipeline" / "spec.toml").read_text())
+    spec_toml = tomllib.loads(spec_path("pipeline").read_text())
     # the bench holds the course reference to this bar of its own run's ceiling (bench.solution_checks)
     assert tp.copy_fraction == spec_toml["exercises"]["resample"]["throughput"]["copy_fraction"] == 0.80
     assert tp.ceiling_bar({"copy_tbps": CEIL}) == pytest.approx(0.80 * CEIL)

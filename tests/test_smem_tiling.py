@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from autograder import benchmarks
+from autograder.known import known_dir
 from kernels import record, topic
 from kernels.compile import NotAttempted, compile_cuda
 from kernels.device import is_hopper
@@ -23,7 +24,7 @@ from kernels.smem_tiling.launch import VARIANTS, cubin, grid_for, kernel_name, t
 from kernels.topic import MODEL_BAND
 
 ROOT = Path(__file__).resolve().parents[1]
-SUBMISSIONS = ROOT / "kernels" / "smem_tiling" / "grading" / "known"
+SUBMISSIONS = known_dir("smem_tiling")
 SLUG = "smem_tiling"
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder.known import answer_text, kernel_source, known_answers
+from autograder.known import answer_text, kernel_source, known_answers, known_dir
 from kernels.compile import NotAttempted, compile_cuda
 from kernels.device import is_hopper
 from kernels.sass import opcodes, path_evidence
@@ -23,7 +23,7 @@ from kernels.swizzle.launch import SMEM_BYTES, colsum, cubin, kernel_name
 from kernels.tensormap import TensorMapError, validate_tensor
 
 ROOT = Path(__file__).resolve().parents[1]
-SUBMISSIONS = ROOT / "kernels" / "swizzle" / "grading" / "known"
+SUBMISSIONS = known_dir("swizzle")
 SLUG = "swizzle"
 gpu = pytest.mark.skipif(not is_hopper(), reason="needs an sm_90 GPU")
 CEIL = 3.0

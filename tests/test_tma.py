@@ -17,7 +17,7 @@ import torch
 
 from kernels import record
 from kernels.compile import NotAttempted, compile_cuda, kernel_file
-from autograder.known import answer_text, kernel_source, known_answers
+from autograder.known import answer_text, kernel_source, known_answers, known_dir
 from kernels.device import is_hopper
 from kernels.sass import disassemble, opcodes, path_evidence
 from kernels.sim import H100
@@ -26,7 +26,7 @@ from kernels.tma import bench, exercise, model, workload
 from kernels.tma.launch import VARIANTS, copy, cubin, resident_blocks, smem_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
-SUBMISSIONS = ROOT / "kernels" / "tma" / "grading" / "known"
+SUBMISSIONS = known_dir("tma")
 SLUG = "tma"
 gpu = pytest.mark.skipif(not is_hopper(), reason="needs an sm_90 GPU")
 CEIL = 3.0  # TB/s, a stand-in for the copy ceiling measured in the same run

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from autograder.known import answer_text, kernel_source, known_answers
+from autograder.known import answer_text, kernel_source, known_answers, known_dir
 from kernels.compile import COURSE_INCLUDE, CompileError, NotAttempted, compile_cuda
 from kernels.device import is_hopper
 from kernels.sass import opcodes, path_evidence
@@ -26,7 +26,7 @@ from kernels.warp_specialization.launch import cubin, rowsum, smem_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 SLUG = "warp_specialization"
-SUBMISSIONS = ROOT / "kernels" / SLUG / "grading" / "known"
+SUBMISSIONS = known_dir(SLUG)
 gpu = pytest.mark.skipif(not is_hopper(), reason="needs an sm_90 GPU")
 CEIL = 3.0  # TB/s: the H100 copy ceiling week 1 recorded (2.97-3.01), the spec's bar base
 

@@ -68,6 +68,7 @@ def counted_launches(slugs=("ldgsts", "pipeline", "tma", "gemm")):
     with no profiler, then with the mechanism's counter ranges interleaved as the grader runs them. The timed median
     must stay within 3 % of the unprofiled one; the counted launches' own median is reported (a range slows some
     kernels: why counted launches are never timed), and every counted launch must carry the solution's bytes."""
+    from autograder.known import known_dir
     from autograder.spec import load
     from kernels import rangeprof
     from kernels.compile import compile_cuda
@@ -77,7 +78,7 @@ def counted_launches(slugs=("ldgsts", "pipeline", "tma", "gemm")):
     for slug in slugs:
         ex = next(iter(load(slug).exercises.values()))
         wl = ex.workload()
-        cubin = compile_cuda((ROOT / "kernels" / slug / "grading" / "known" / "correct.cu").read_text(),
+        cubin = compile_cuda((known_dir(slug) / "correct.cu").read_text(),
                              name=ex.answer_var)
         (q,) = {r.bytes[0] for r in rangeprof.counted_rules(ex.parts["path"])}
         plain = time_exercise(ex, wl, cubin, 101, "student")
@@ -365,7 +366,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     global SUMMARY_FILE
     SUMMARY_FILE = out / "summary.json"
-    from autograder.spec import all_specs
+    from autograder.spec import all_specs, spec_path
 
     specs = [s.slug for s in all_specs()]
     slugs = args.slugs or specs
@@ -388,7 +389,7 @@ def main() -> int:
         step("calibrate grader bars", calibrate_all, summary, graded, out)
         for s in graded:  # the calibrated specs come back with the results
             (out / "specs").mkdir(exist_ok=True)
-            shutil.copy(ROOT / "kernels" / s / "spec.toml", out / "specs" / f"{s}.toml")
+            shutil.copy(spec_path(s), out / "specs" / f"{s}.toml")
     if "known" not in args.skip:
         step("known answers on the GPU", known_all, summary, args.known_slugs or graded, args.known_names)
     if "sanitizer" not in args.skip:

@@ -26,12 +26,12 @@ SLOW_ANSWER = {"naive_loads": "scalar_loads", "smem_tiling": "unpadded", "ldgsts
 
 def _mutant_answer(slug: str, ans: str) -> tuple[str, str]:
     """(name, source) of an answer whose mutants are measured: a known answer, `slow`, `assistant` or a .cu path."""
-    from autograder.known import kernel_source
+    from autograder.known import assistant_path, kernel_source
 
     if ans.endswith(".cu"):
         return Path(ans).stem, Path(ans).read_text()
     if ans == "assistant":
-        return ans, (ROOT / "kernels" / slug / "grading" / "assistant.cu").read_text()
+        return ans, assistant_path(slug).read_text()
     name = SLOW_ANSWER[slug] if ans == "slow" else ans
     return name, kernel_source(slug, name)
 
