@@ -267,6 +267,7 @@ def cmd_understanding(args) -> int:
         measured = out / args.week / "recorded_measured"
         shutil.rmtree(measured, ignore_errors=True)
         u.measured_from_records(measured, args.week)
+        u.measured_from_cohort_record(measured, args.week)  # and the cohort make gpu-test measured, where recorded
     cohort, notes = u.read_measured(measured, args.week)
     if not cohort:
         print(f"no measured dicts of {args.week} under {measured}/<student>/<slug>.json (autograder understanding "
@@ -364,7 +365,8 @@ def _understanding_parser(sub) -> None:
     u.add_argument("--student", action="append", help="measure: only this student (any id; repeatable)")
     u.add_argument("--students-file", help="measure: only the students of this file")
     u.add_argument("--recorded", action="store_true", help="sheets: for the answers make gpu-test measured (course "
-                   "solution, known slow answer, the assistant's: kernels/<slug>/mutants_<gpu>.json), one sheet each")
+                   "solution, known slow answer, the assistant's: kernels/<slug>/mutants_<gpu>.json) and the cohort it "
+                   "measured (autograder/recorded_understanding_<gpu>.json), one sheet each")
     u.add_argument("--per-day", type=int, default=3, help="sheets: multiple-choice questions a day (default 3)")
     u.add_argument("--out", help="sheets and key folder (default: <grading dir>/understanding)")
     u.add_argument("--practice", action="store_true", help="sheets: also <out>/practice_<week>/, keys and feedback "

@@ -329,6 +329,28 @@ def measured_from_records(out: Path, week: str | None = None, tag: str | None = 
     return written
 
 
+def measured_from_cohort_record(out: Path, week: str | None = None, tag: str | None = None) -> list[Path]:
+    """The cohort make gpu-test measured (autograder/recorded_understanding_<gpu>.json: every member's kernels of the
+    week, their mutants measured on that GPU, see tools/gpu_mutants.understanding_cohort) as measured dicts under
+    <out>/<student>/<slug>.json. `week`: that week's record only; `tag`: that GPU's (else the first). Returns the files
+    written (none where nothing is recorded)."""
+    from .release import ROOT
+
+    files = sorted((ROOT / "autograder").glob(f"recorded_understanding_{tag or '*'}.json"))
+    written = []
+    for rec in files[:1]:
+        doc = json.loads(rec.read_text())
+        if week is not None and doc.get("week") != week:
+            continue
+        for student, days in doc["measured"].items():
+            for slug, res in days.items():
+                f = Path(out) / student / f"{slug}.json"
+                f.parent.mkdir(parents=True, exist_ok=True)
+                write_whole(f, json.dumps({**res, "slug": slug, "device": doc["device"], "date": doc["date"]}))
+                written.append(f)
+    return written
+
+
 # ------------------------------------------------------------------------------------------------ exports
 _STYLE = ("body{font-family:sans-serif;max-width:48em;margin:2em auto}pre{background:#f4f4f4;padding:.4em;"
           "white-space:pre-wrap}.q{break-inside:avoid;margin-bottom:1.5em}.opt{margin:.2em 0 .2em 1em}"

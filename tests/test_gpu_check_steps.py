@@ -44,3 +44,56 @@ def test_each_answer_runs_on_one_gpu_and_the_deadline_is_kept(tmp_path, monkeypa
         doc = json.loads((tmp_path / "mutants" / f"{slug}.json").read_text())
         assert doc["pending"] == 0 and len(doc["answers"]) + len(doc["not_measured"]) == 3
         assert all(a["gpu"] in gpus for a in doc["answers"].values())
+
+
+def test_the_cohort_step_measures_every_members_kernels_and_records_them_for_the_sheets(tmp_path, monkeypatch):
+    """tools/gpu_mutants.understanding_cohort with the GPU faked: the gpu9 cohort is written as hand-ins, each member's
+    attempted kernels of week 1 are measured (the students with no kernel the grader reads — blank, malformed — get
+    none), the record keeps each measured dict, and sheets are built from that record with no GPU."""
+    import autograder.mutants as mutants
+    import autograder.plan as plan
+    import autograder.understanding as u
+    import kernels.device as device
+    from autograder.cohort import GPU9
+
+    (tmp_path / "autograder").mkdir()
+    monkeypatch.setattr(gpu_mutants, "ROOT", tmp_path)
+    monkeypatch.setattr("autograder.release.ROOT", tmp_path)
+    monkeypatch.setenv("COURSE_RECORD", "1")
+    monkeypatch.setattr(device, "gpu", lambda: {"name": "NVIDIA H200", "driver": "test"})
+    monkeypatch.setattr(plan, "lanes_for", lambda gpus: [plan.Lane("0", {"CUDA_VISIBLE_DEVICES": "0"}, "GPU 0")])
+    real_mutate = mutants.mutate
+
+    def fake(slug, src, runs, rounds, progress, env):
+        ms = real_mutate(slug, src, None)
+        return {"slug": slug, "gpu_s": 1.5, "own": {"outcome": "no observable change"},
+                "mutants": [{**m.to_dict(), "outcome": ("hangs", "wrong", "slower")[i % 3], "detail": "d",
+                             "slower_pct": 12.0, "interval_pct": [9.0, 15.0], "gpu_s": 0.5}
+                            for i, m in enumerate(ms)]}
+
+    monkeypatch.setattr(mutants, "measure_answer", fake)
+    res = gpu_mutants.understanding_cohort(tmp_path / "out", "week1", "gpu9")
+    rec = json.loads((tmp_path / "autograder" / "recorded_understanding_h200.json").read_text())
+    assert res["ok"] and len(rec["students"]) == len(GPU9) and rec["device"] == "NVIDIA H200"
+    assert set(rec["measured"]["good"]) == {"naive_loads", "smem_tiling", "ldgsts", "pipeline", "tma"}
+    assert "blank" not in rec["measured"] and "malformed" not in rec["measured"]
+    assert set(rec["measured"]["tma-wrong-expect-tx"]) == {"tma"}
+    assert set(res["gpu_s"]) == {f"{s}/{d}" for s, days in rec["measured"].items() for d in days}
+    files = u.measured_from_cohort_record(tmp_path / "m", "week1")
+    cohort, notes = u.read_measured(tmp_path / "m", "week1")
+    assert len(files) == sum(len(d) for d in rec["measured"].values()) and set(cohort) == set(rec["measured"])
+    assert u.measured_from_cohort_record(tmp_path / "w2", "week2") == []  # a week-1 record is no week-2 key
+
+
+def test_the_practice_cells_output_is_read_from_an_executed_notebook():
+    """What make gpu-test keeps of an executed notebook's practice cell: the text it displayed, tags gone."""
+    import gpu_check
+
+    nb = {"cells": [{"cell_type": "code", "source": ["x = 1"], "outputs": []},
+                    {"cell_type": "code", "source": ['what_if = autograder.what_if("tma", "tma_add", TMA_ADD_CU)'],
+                     "outputs": [{"output_type": "display_data", "data": {
+                         "text/html": "<p>Your kernel, 7 changes, each measured on this GPU (23 s):</p><ol><li>"
+                                      "<b>hangs</b></li></ol>"}}]}]}
+    got = gpu_check.practice_output(nb)
+    assert got.startswith("Your kernel, 7 changes, each measured on this GPU") and "<" not in got and "hangs" in got
+    assert gpu_check.practice_output({"cells": nb["cells"][:1]}) is None

@@ -178,6 +178,43 @@ def test_a_child_that_hung_for_good_is_killed_at_once_not_at_the_timeout():
     assert r["timed_out"]
 
 
+def test_a_mutant_that_did_not_stay_correct_is_never_timed():
+    """The timing build has no bounded waits: a mutant that hung in the debug build hangs there for good (before the
+    fix every such mutant cost the parent's 60 s timeout). A stretch with any run not correct yields no speed record
+    and never calls the timer; a correct stretch is timed once, after its runs."""
+    def never():
+        raise AssertionError("a mutant that hung was timed")
+
+    hang = {"class": "hangs", "detail": "full[0] parity 0; ran out after 1.00 s"}  # bounded wait: not fatal
+    recs = list(mutants._stretch(lambda r: hang, 0, 3, never))
+    assert [r["event"] for r in recs] == ["run"] * 3 and [r["run"] for r in recs] == [0, 1, 2]
+    flaky = iter([{"class": "correct"}, {"class": "wrong", "detail": "x"}, {"class": "correct"}])
+    assert [r["event"] for r in mutants._stretch(lambda r: next(flaky), 0, 3, never)] == ["run"] * 3
+    fatal = list(mutants._stretch(lambda r: {**hang, "fatal": True}, 1, 3, never))
+    assert [r["run"] for r in fatal] == [1]  # the process ends after a fatal record
+    timed = list(mutants._stretch(lambda r: {"class": "correct"}, 0, 3, lambda: {"ratio": 1.0}))
+    assert [r["event"] for r in timed] == ["run", "run", "run", "speed"] and timed[-1]["ratio"] == 1.0
+
+
+def test_after_a_stretch_that_went_wrong_the_next_child_is_not_asked_to_time(tmp_path, monkeypatch):
+    """The parent's side: a stretch ended by a fatal hang is followed by a child asked for --rounds 0."""
+    from autograder import spawn
+
+    asked = []
+
+    def fake(cmd, timeout_s, *, env=None, stop_on=None, private_records=False):
+        first = int(cmd[cmd.index("--first-run") + 1])
+        asked.append(int(cmd[cmd.index("--rounds") + 1]))
+        rec = {"event": "run", "run": first, "class": "hangs", "detail": "hung", "fatal": True}
+        return {"rc": 3, "timed_out": False, "wall_s": 0.1, "text": "", "records": [],
+                "private": 'MUTANT {"event": "device", "device": "TESTGPU"}\nMUTANT ' + json.dumps(rec) + "\n"}
+
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(spawn, "_spawn", fake)
+    res = mutants.outcome("tma", None, f"// hangs {time.time()}", "// base", runs=3, rounds=8, device="TESTGPU")
+    assert res["outcome"] == "hangs" and asked == [8, 0, 0] and res["speed"] is None
+
+
 # ------------------------------------------------------------------------------------------------ practice
 def test_what_if_without_a_gpu_shows_the_recorded_outcomes_or_the_sites(tmp_path, monkeypatch, capsys):
     """No GPU: with no record, the sites the operators find in the student's own kernel (no outcome invented); with a

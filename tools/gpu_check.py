@@ -29,7 +29,7 @@ import traceback
 from pathlib import Path
 
 from gpu_cohort import autograde_cohort, class_scale, compare_scale
-from gpu_mutants import understanding_checks
+from gpu_mutants import understanding_checks, understanding_cohort
 
 ROOT = Path(__file__).resolve().parent.parent
 SUMMARY_FILE: Path | None = None
@@ -310,6 +310,24 @@ def hangs_and_races(out: Path, slugs):
     return run(out, slugs)
 
 
+def practice_output(nb: dict) -> str | None:
+    """The text an executed notebook's practice cell (a call of autograder.what_if) printed or displayed, tags
+    stripped; None where the notebook has no such cell."""
+    import re
+
+    for cell in nb.get("cells", []):
+        src = "".join(cell.get("source", "")) if isinstance(cell.get("source"), list) else cell.get("source", "")
+        if cell.get("cell_type") != "code" or "autograder.what_if(" not in src:
+            continue
+        parts = []
+        for o in cell.get("outputs", []):
+            data = o.get("data", {})
+            text = o.get("text") or data.get("text/html") or data.get("text/plain") or o.get("evalue") or ""
+            parts.append(re.sub(r"<[^>]+>", " ", "".join(text) if isinstance(text, list) else text))
+        return re.sub(r"[ \t]+", " ", "\n".join(parts)).strip()
+    return None
+
+
 def execute_notebooks(out: Path, slugs=None):
     """The solution notebooks of `slugs` (default: every one) executed top to bottom, one at a time: their timing
     cells check that CUDA events and a wall clock agree, which another notebook's kernels on the same GPU would
@@ -330,6 +348,10 @@ def execute_notebooks(out: Path, slugs=None):
                            capture_output=True, text=True, cwd=ROOT, timeout=1200)
         done[nb.name] = {"ok": p.returncode == 0, "s": round(time.perf_counter() - t0, 1),
                          "err": p.stderr[-2000:] if p.returncode else ""}
+        if dst.exists():  # the practice cell's output (autograder.what_if): what this GPU measured in the notebook
+            practice = practice_output(json.loads(dst.read_text()))
+            if practice is not None:
+                done[nb.name]["what_if"] = practice
         print(f"  {nb.name}: {'ok' if p.returncode == 0 else 'FAILED'} ({done[nb.name]['s']} s)")
         if p.returncode:
             print(p.stderr[-3000:])
@@ -355,6 +377,9 @@ def main() -> int:
     ap.add_argument("--mutant-answers", nargs="*", default=["solution"],
                     help="known answers (solution, ...), slow (SLOW_ANSWER), assistant, or .cu files whose mutants "
                          "are measured")
+    ap.add_argument("--understanding-cohort", choices=("gpu9", "gpu20"),
+                    help="step 'understanding checks of a cohort': every member's week-1 kernels' mutants measured "
+                         "(autograder understanding measure's work), recorded for the sheets")
     ap.add_argument("--mutant-runs", type=int, default=3)
     ap.add_argument("--mutant-rounds", type=int, default=8)
     ap.add_argument("--mutant-deadline", type=float, default=None,
@@ -405,6 +430,9 @@ def main() -> int:
         for week in sorted({s.assignment for s in all_specs() if s.slug in graded}):
             step(f"nbgrader autograde {week} cohort", autograde_cohort, summary, graded, week,
                  args.cohort if week == "week1" else "all", args.members if week == "week1" else None)
+    if args.understanding_cohort:
+        step(f"understanding checks of the {args.understanding_cohort} cohort", understanding_cohort, summary, out,
+             "week1", args.understanding_cohort, args.mutant_runs, args.mutant_rounds)
     if args.mutants:
         step("understanding checks (mutants)", understanding_checks, summary, out, args.mutants, args.mutant_answers,
              args.mutant_runs, args.mutant_rounds, args.mutant_deadline)

@@ -141,3 +141,39 @@ def _mutants_doc(name: str | None, driver: str | None, date: str, runs: int, rou
     """The head of a kernels/<slug>/mutants_<gpu>.json: the GPU, the settings, no answers yet."""
     return {"device": name, "driver": driver, "date": date, "runs": runs, "rounds": rounds, "answers": {},
             "not_measured": []}
+
+
+def understanding_cohort(out: Path, week: str = "week1", members: str = "gpu9", runs: int = 3,
+                         rounds: int = 8) -> dict:
+    """make gpu-test's step "understanding checks of a cohort": the synthetic cohort (autograder.cohort, `members`)
+    written out as hand-ins, then `autograder understanding measure`'s work on it (mutants.measure_class: every
+    student's kernels of `week`, read as the grader reads them, one lane a GPU). Each student's measured dicts go to
+    out/understanding/<student>/<slug>.json and, with COURSE_RECORD=1, into autograder/recorded_understanding_<gpu>.json
+    — the keys the sheets are built from with no GPU (autograder understanding sheets WEEK --recorded). GPU seconds
+    per student and day come back in the result."""
+    import shutil
+
+    from autograder.cohort import build, members_of
+    from autograder.mutants import measure_class
+    from autograder.plan import lanes_for
+    from kernels.device import gpu
+    from kernels.record import device_tag
+
+    g = gpu() or {}
+    grading = out / "understanding_cohort"
+    shutil.rmtree(grading, ignore_errors=True)
+    made = build(grading / "submitted", week, members_of(members, week))
+    res = measure_class(grading, week, [m.student for m in made], lanes_for("all"), runs=runs, rounds=rounds,
+                        out=out / "understanding", progress=lambda t: print(t, flush=True))
+    measured: dict = {}
+    for f in sorted((out / "understanding").glob("*/*.json")):
+        measured.setdefault(f.parent.name, {})[f.stem] = json.loads(f.read_text())
+    doc = {"device": g.get("name"), "driver": g.get("driver"), "date": time.strftime("%Y-%m-%d"), "week": week,
+           "cohort": members, "students": [m.student for m in made], "runs": runs, "rounds": rounds,
+           "wall_s": res["wall_s"], "gpus": len(lanes_for("all")), "gpu_s": res["gpu_s"], "measured": measured}
+    tag = device_tag(g.get("name"))
+    if os.environ.get("COURSE_RECORD") == "1" and tag:
+        (ROOT / "autograder" / f"recorded_understanding_{tag}.json").write_text(json.dumps(doc, indent=1) + "\n")
+    per = sorted(res["gpu_s"].values())
+    return {"ok": bool(measured), "jobs": res["jobs"], "wall_s": res["wall_s"], "gpu_s": res["gpu_s"],
+            "max_gpu_s_per_student_day": per[-1] if per else None}
