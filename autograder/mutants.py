@@ -90,22 +90,31 @@ def _speed(ex, wl, base_src: str, mutant_src: str, rounds: int, seed: int) -> di
     return {"ratio": r.to_dict(), "ms": {k: cmp.median_ms(k) for k in cubins}, "outputs_ok": checks}
 
 
+_NOW: dict = {"m": None}  # the mutant the child is measuring (an escaping exception is reported as its)
+
+
 def _child(a) -> int:
-    """One stretch of runs of a mutant (and its speed), each result a record on the private channel. An exception that
-    escapes is reported there too: a fault of the kernel ("crashes") or a failure of the course's own code ("not
-    measured"), told apart from the real exception's traceback (never from the kernel's output)."""
+    """A plan of mutants measured one after another in this process (each a stretch of runs, then its speed), each
+    result a record on the private channel. A fatal run (a hang for good, a fault) ends the process; the parent starts
+    the next one where this one stopped. An exception that escapes is reported there too, with its mutant: a fault of
+    the kernel ("crashes") or a failure of the course's own code ("not measured"), told apart from the real
+    exception's traceback (never from the kernel's output)."""
     import traceback
 
     try:
-        return _child_runs(a)
+        return _child_plan(json.loads(Path(a.plan).read_text()), a.slug, a.exercise)
     except Exception:  # noqa: BLE001 - reported, then the process ends (a faulted context cannot be trusted)
         tb = traceback.format_exc()
-        _emit({"event": "failed", "course": _course_failed(tb), "detail": tb[-600:]})
+        _emit({"event": "failed", "m": _NOW["m"], "course": _course_failed(tb), "detail": tb[-600:],
+               "t": time.time()})
         sys.stdout.flush()
         os._exit(4)
 
 
-def _child_runs(a) -> int:
+def _child_plan(plan: dict, slug: str, exercise: str | None) -> int:
+    """plan: {"base", "runs", "rounds", "seed", "bound", "mutants": [{"m", "file", "first_run", "time"}]}. One CUDA
+    context for every mutant of the plan (a process start, torch's import and the context cost about as much as a
+    mutant's three runs: measured on an H200, 2026-12-02); each mutant its own debug build and module."""
     import torch
 
     from kernels.compile import CompileError
@@ -114,22 +123,33 @@ def _child_runs(a) -> int:
     from .hangs_trace import debug_cubin
     from .spec import load
 
-    ex = load(a.slug).exercises[a.exercise] if a.exercise else next(iter(load(a.slug).exercises.values()))
-    src = Path(a.child).read_text()
+    ex = load(slug).exercises[exercise] if exercise else next(iter(load(slug).exercises.values()))
     wl = ex.workload()
+    base = Path(plan["base"]).read_text()
     _emit({"event": "device", "device": (gpu() or {}).get("name")})
-    try:
-        cubin, names = debug_cubin(src, ex.answer_var)
-    except CompileError as exc:
-        _emit({"event": "run", "class": "does not compile", "detail": str(exc)[:600]})
-        return 0
     torch.cuda.init()
-    timed = (lambda: _speed(ex, wl, Path(a.base).read_text(), src, a.rounds, a.seed)) if a.base and a.rounds else None
-    for rec in _stretch(lambda r: _run_once(ex, wl, cubin, names, a.seed + r, a.bound), a.first_run, a.runs, timed):
-        _emit(rec)
-        if rec.get("fatal"):
-            sys.stdout.flush()
-            os._exit(3)
+    for job in plan["mutants"]:
+        _NOW["m"] = m = job["m"]
+        _emit({"event": "begin", "m": m, "t": time.time()})
+        src = Path(job["file"]).read_text()
+        try:
+            cubin, names = debug_cubin(src, ex.answer_var)
+        except CompileError as exc:
+            _emit({"event": "run", "m": m, "run": job["first_run"], "class": "does not compile",
+                   "detail": str(exc)[:600], "t": time.time()})
+            _emit({"event": "done", "m": m, "t": time.time()})
+            continue
+        timed = (lambda src=src: _speed(ex, wl, base, src, plan["rounds"], plan["seed"])) \
+            if job["time"] and plan["rounds"] else None
+        run_once = (lambda r, cubin=cubin, names=names: _run_once(ex, wl, cubin, names, plan["seed"] + r,
+                                                                  plan["bound"]))
+        for rec in _stretch(run_once, job["first_run"], plan["runs"], timed):
+            _emit({**rec, "m": m, "t": time.time()})
+            if rec.get("fatal"):
+                sys.stdout.flush()
+                os._exit(3)
+        _emit({"event": "done", "m": m, "t": time.time()})
+    _NOW["m"] = None
     return 0
 
 
@@ -189,12 +209,24 @@ def _course_failed(text: str) -> bool:
     return bool(frames) and any(f"/{d}/" in frames[-1] for d in ("autograder", "kernels")) and not gpu
 
 
-def outcome(slug: str, exercise: str | None, mutant: str, base: str, *, runs: int = 3, rounds: int = 8,
-            seed: int = 7, bound_s: float = 1.0, timeout_s: float = 60, env: dict | None = None,
-            device: str | None = None, cached_only: bool = False) -> dict:
-    """One mutant (source text) measured on this GPU: `runs` runs of every test shape (debug build, fresh inputs),
-    then its speed against `base` if it stayed correct. A process of its own per stretch of runs (a hang or a fault
-    ends one; the next run starts a new one). Cached by (mutant, base, GPU, settings)."""
+def outcome(slug: str, exercise: str | None, mutant: str, base: str, **kw) -> dict:
+    """One mutant (source text) measured on this GPU: see outcomes."""
+    return outcomes(slug, exercise, [mutant], base, **kw)[0]
+
+
+def _next_run(recs: list[dict]) -> int:
+    return 1 + max([r.get("run", -1) for r in recs] or [-1])
+
+
+def outcomes(slug: str, exercise: str | None, sources: list[str], base: str, *, runs: int = 3, rounds: int = 8,
+             seed: int = 7, bound_s: float = 1.0, timeout_s: float = 60, env: dict | None = None,
+             device: str | None = None, cached_only: bool = False) -> list[dict]:
+    """Mutants (source texts) measured on this GPU: each `runs` runs of every test shape (debug build, fresh inputs),
+    then its speed against `base` if it stayed correct. One process measures them one after another; a hang for good
+    or a fault ends it and the next process starts where it stopped (a mutant is given at most `runs` processes).
+    A process silent for `timeout_s` is killed: its mutant "hangs" in a wait the debug build does not bound. Each
+    outcome cached by (mutant, base, GPU, settings); "gpu_s": the seconds spent on it (a process's start counted on
+    its first mutant)."""
     from kernels.paths import cache_dir
 
     from .spawn import _as_file, _spawn
@@ -203,55 +235,91 @@ def outcome(slug: str, exercise: str | None, mutant: str, base: str, *, runs: in
         from kernels.device import gpu
 
         device = (gpu() or {}).get("name")
-    key = hashlib.sha256(json.dumps([mutant, base, device, runs, rounds, seed, bound_s,
-                                     slug, exercise]).encode()).hexdigest()[:24]
-    cached = cache_dir("mutants") / f"outcome_{key}.json"
-    if cached.exists():
-        return {**json.loads(cached.read_text()), "cached": True}
-    if cached_only:
-        raise LookupError(f"{slug}: no outcome of this mutant measured on {device} in {cached.parent}")
-    t0 = time.perf_counter()
-    mfile, bfile = _as_file(mutant), _as_file(base)
-    recs, seen, first, spawns = [], None, 0, 0
-    while first < runs and spawns < runs:
-        timed = rounds if all(r["class"] == "correct" for r in recs) else 0  # an earlier stretch went wrong: no timing
-        cmd = [sys.executable, "-m", "autograder.mutants", slug, "--child", mfile, "--base", bfile, "--runs",
-               str(runs), "--first-run", str(first), "--rounds", str(timed), "--seed", str(seed), "--bound",
-               str(bound_s)] + (["--exercise", exercise] if exercise else [])
-        run = _spawn(cmd, timeout_s, env=env, stop_on='"fatal": true', private_records=True)
-        spawns += 1
+    results: list[dict | None] = [None] * len(sources)
+    paths = []
+    for i, src in enumerate(sources):
+        key = hashlib.sha256(json.dumps([src, base, device, runs, rounds, seed, bound_s,
+                                         slug, exercise]).encode()).hexdigest()[:24]
+        paths.append(cache_dir("mutants") / f"outcome_{key}.json")
+        if paths[i].exists():
+            results[i] = {**json.loads(paths[i].read_text()), "cached": True}
+    todo = [i for i, r in enumerate(results) if r is None]
+    if cached_only and todo:
+        raise LookupError(f"{slug}: no outcome of this mutant measured on {device} in {paths[todo[0]].parent}")
+    st = {i: {"recs": [], "speed": None, "spawns": 0, "s": 0.0, "closed": False} for i in todo}
+    bfile, seen = _as_file(base), None
+    while any(not st[i]["closed"] for i in todo):
+        # mutants not begun first, resumed ones last: each resume after a fatal run needs a process of its own, and
+        # the fresh mutants ride along in it instead of needing one more
+        open_ = sorted((i for i in todo if not st[i]["closed"]), key=lambda i: (bool(st[i]["recs"]), i))
+        plan = {"base": bfile, "runs": runs, "rounds": rounds, "seed": seed, "bound": bound_s,
+                "mutants": [{"m": i, "file": _as_file(sources[i]), "first_run": _next_run(st[i]["recs"]),
+                             "time": all(r["class"] == "correct" for r in st[i]["recs"])} for i in open_]}
+        pfile = _as_file(json.dumps(plan, sort_keys=True))
+        cmd = [sys.executable, "-m", "autograder.mutants", slug, "--plan", pfile] + \
+            (["--exercise", exercise] if exercise else [])
+        t0 = time.time()
+        run = _spawn(cmd, timeout_s * len(open_) + 30, env=env, stop_on='"fatal": true', private_records=True,
+                     idle_s=timeout_s)
         # the child's records come on its private channel: the mutant kernel's printf reaches only run["text"]
         lines = [json.loads(ln[7:]) for ln in run["private"].splitlines() if ln.startswith("MUTANT {")]
-        failed = next((r for r in lines if r["event"] == "failed"), None)
         seen = seen or next((r["device"] for r in lines if r["event"] == "device"), None)
-        got = [r for r in lines if r["event"] == "run"]
-        recs += got
-        if any(r["class"] == "does not compile" for r in got):
-            break
+        current, last_t, began = None, t0, False
+        for r in lines:
+            m = r.get("m")
+            if r["event"] == "begin":
+                current, began = m, True
+                st[m]["spawns"] += 1
+            elif r["event"] in ("run", "speed", "done") and m in st:
+                st[m]["s"] += max(0.0, r["t"] - last_t)
+                last_t = r["t"]
+                if r["event"] == "run":
+                    st[m]["recs"].append(r)
+                elif r["event"] == "speed":
+                    st[m]["speed"] = r
+                else:
+                    st[m]["closed"], current = True, None
+        failed = next((r for r in lines if r["event"] == "failed"), None)
+        if current is None and not began:  # the process ended before its first mutant began
+            if failed is not None and failed["course"]:  # the course's own code failed: no outcome of any mutant
+                for i in open_:
+                    st[i]["recs"].append({"class": "not measured", "detail": failed["detail"], "run": 0})
+                    st[i]["closed"] = True
+                break
+            current = open_[0]
+            st[current]["spawns"] += 1
+        if current is None:
+            continue
+        S, got = st[current], [r for r in lines if r["event"] == "run" and r.get("m") == current]
+        S["s"] += max(0.0, t0 + run["wall_s"] - last_t)
         if run["timed_out"]:
-            recs.append({"class": "hangs", "detail": f"no answer in {timeout_s:.0f} s: a wait the debug build does "
-                         "not bound (__syncthreads, a cluster barrier, a spin loop)", "run": first + len(got)})
-        elif not got and failed is not None and failed["course"]:
-            # the measuring process failed in the course's own code before any run: no outcome of the mutant's
-            recs.append({"class": "not measured", "detail": failed["detail"], "run": first})
-            break
-        elif not got and run["rc"] != 0:
-            recs.append({"class": "crashes", "detail": (failed or {}).get("detail") or run["text"][-600:],
-                         "run": first})
-        first = 1 + max([r.get("run", first) for r in recs] or [first])
-        speed = next((r for r in lines if r["event"] == "speed"), None)
-    speed = speed if recs and all(r["class"] == "correct" for r in recs) else None
-    if any(r["class"] == "does not compile" for r in recs):
-        res = {"outcome": "does not compile", "detail": recs[-1]["detail"]}
-    elif any(r["class"] == "not measured" for r in recs):
-        res = {"outcome": "not measured", "detail": "the measuring process failed in the course's code: "
-               + recs[-1]["detail"][-400:]}
-    else:
-        res = classify(recs, speed)
-    res.update(runs=[{k: r.get(k) for k in ("run", "class", "detail")} for r in recs], speed=speed, device=seen,
-               gpu_s=round(time.perf_counter() - t0, 1))
-    cached.write_text(json.dumps(res))
-    return res
+            S["recs"].append({"class": "hangs", "detail": f"no answer in {timeout_s:.0f} s: a wait the debug build "
+                              "does not bound (__syncthreads, a cluster barrier, a spin loop)", "run": _next_run(S["recs"])})
+        elif failed is not None and failed.get("m") == current and failed["course"]:
+            S["recs"].append({"class": "not measured", "detail": failed["detail"], "run": _next_run(S["recs"])})
+            S["closed"] = True
+        elif not got:  # the process died in this mutant before its first run's record (a fault, a signal)
+            S["recs"].append({"class": "crashes", "detail": (failed or {}).get("detail") or run["text"][-600:],
+                              "run": _next_run(S["recs"])})
+        if any(r["class"] == "does not compile" for r in S["recs"]) or _next_run(S["recs"]) >= runs or \
+                S["spawns"] >= runs:
+            S["closed"] = True
+    for i in todo:
+        recs = st[i]["recs"]
+        speed = st[i]["speed"] if recs and all(r["class"] == "correct" for r in recs) else None
+        if any(r["class"] == "does not compile" for r in recs):
+            res = {"outcome": "does not compile", "detail": next(r for r in recs if r["class"] == "does not compile")
+                   ["detail"]}
+        elif any(r["class"] == "not measured" for r in recs):
+            res = {"outcome": "not measured", "detail": "the measuring process failed in the course's code: "
+                   + recs[-1]["detail"][-400:]}
+        else:
+            res = classify(recs, speed)
+        res.update(runs=[{k: r.get(k) for k in ("run", "class", "detail")} for r in recs], speed=speed, device=seen,
+                   gpu_s=round(st[i]["s"], 1))
+        paths[i].write_text(json.dumps(res))
+        results[i] = res
+    return results
 
 
 def measure_answer(slug: str, source: str, exercise: str | None = None, *, runs: int = 3, rounds: int = 8,
@@ -268,14 +336,14 @@ def measure_answer(slug: str, source: str, exercise: str | None = None, *, runs:
     # be what it chose, not what its lines do.
     own = outcome(slug, exercise, source, source, runs=runs, rounds=0, env=env, device=device,
                   cached_only=cached_only) if ms else None
-    for i, m in enumerate(ms):
-        if own is not None and own["outcome"] != "no observable change":
-            res = {"outcome": "not measured", "detail": "your kernel itself is not right in the measuring build "
-                   f"(debug barriers): {own['outcome']} — {own.get('detail', '')[:300]}", "runs": [], "speed": None,
-                   "device": own.get("device"), "gpu_s": 0.0}
-        else:
-            res = outcome(slug, exercise, m.source, source, runs=runs, rounds=rounds, env=env, device=device,
-                          cached_only=cached_only)
+    if own is not None and own["outcome"] != "no observable change":
+        got = [{"outcome": "not measured", "detail": "your kernel itself is not right in the measuring build "
+                f"(debug barriers): {own['outcome']} — {own.get('detail', '')[:300]}", "runs": [], "speed": None,
+                "device": own.get("device"), "gpu_s": 0.0} for _ in ms]
+    else:
+        got = outcomes(slug, exercise, [m.source for m in ms], source, runs=runs, rounds=rounds, env=env,
+                       device=device, cached_only=cached_only) if ms else []
+    for i, (m, res) in enumerate(zip(ms, got)):
         out.append({**m.to_dict(), **res})
         if progress:
             progress(f"  [{i + 1}/{len(ms)}] {m.key} (line {m.line}): {res['outcome']} — {res.get('detail', '')[:140]}"
@@ -452,13 +520,9 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--out", type=Path, help="write the outcomes (JSON) here")
-    ap.add_argument("--child", help=argparse.SUPPRESS)
-    ap.add_argument("--base", help=argparse.SUPPRESS)
-    ap.add_argument("--first-run", type=int, default=0, help=argparse.SUPPRESS)
-    ap.add_argument("--seed", type=int, default=7, help=argparse.SUPPRESS)
-    ap.add_argument("--bound", type=float, default=1.0, help=argparse.SUPPRESS)
+    ap.add_argument("--plan", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
-    if a.child:
+    if a.plan:
         return _child(a)
     from .known import kernel_source
 

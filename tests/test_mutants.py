@@ -197,22 +197,53 @@ def test_a_mutant_that_did_not_stay_correct_is_never_timed():
 
 
 def test_after_a_stretch_that_went_wrong_the_next_child_is_not_asked_to_time(tmp_path, monkeypatch):
-    """The parent's side: a stretch ended by a fatal hang is followed by a child asked for --rounds 0."""
+    """The parent's side: a mutant whose run hung for good is resumed in a new process at its next run, never asked
+    to be timed; the mutants after it in the plan are measured in that next process."""
     from autograder import spawn
 
-    asked = []
-
-    def fake(cmd, timeout_s, *, env=None, stop_on=None, private_records=False):
-        first = int(cmd[cmd.index("--first-run") + 1])
-        asked.append(int(cmd[cmd.index("--rounds") + 1]))
-        rec = {"event": "run", "run": first, "class": "hangs", "detail": "hung", "fatal": True}
-        return {"rc": 3, "timed_out": False, "wall_s": 0.1, "text": "", "records": [],
-                "private": 'MUTANT {"event": "device", "device": "TESTGPU"}\nMUTANT ' + json.dumps(rec) + "\n"}
-
+    fake = _plan_child(lambda src, r: "hangs" if "hangs" in src else "correct",
+                       fatal_of=lambda src, r: "hangs" in src)
     monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(spawn, "_spawn", fake)
-    res = mutants.outcome("tma", None, f"// hangs {time.time()}", "// base", runs=3, rounds=8, device="TESTGPU")
-    assert res["outcome"] == "hangs" and asked == [8, 0, 0] and res["speed"] is None
+    tag = time.time()
+    res = mutants.outcomes("tma", None, [f"// ok {tag}", f"// hangs {tag}", f"// ok too {tag}"], "// base", runs=3,
+                           rounds=8, device="TESTGPU")
+    assert [r["outcome"] for r in res] == ["slower", "hangs", "slower"]
+    assert [r["run"] for r in res[1]["runs"]] == [0, 1, 2] and res[1]["speed"] is None
+    plans = [[(j["m"], j["first_run"], j["time"]) for j in p["mutants"]] for p in fake.calls]
+    assert plans == [[(0, 0, True), (1, 0, True), (2, 0, True)], [(2, 0, True), (1, 1, False)], [(1, 2, False)]]
+    assert all(r["gpu_s"] > 0 for r in res)  # each mutant's seconds, the process start on the first
+
+
+def test_mutants_after_one_that_hung_for_good_are_measured_once_each(tmp_path, monkeypatch):
+    """One process for the whole plan: five correct mutants and one that hangs for good in every run take three
+    processes (the hanging one's three runs), and the correct ones are each measured once."""
+    from autograder import spawn
+
+    fake = _plan_child(lambda src, r: "hangs" if "hangs" in src else "correct",
+                       fatal_of=lambda src, r: "hangs" in src)
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(spawn, "_spawn", fake)
+    tag = time.time()
+    srcs = [f"// ok {i} {tag}" for i in range(5)]
+    srcs.insert(2, f"// hangs {tag}")
+    res = mutants.outcomes("tma", None, srcs, "// base", runs=3, rounds=8, device="TESTGPU")
+    assert [r["outcome"] for r in res] == ["slower", "slower", "hangs", "slower", "slower", "slower"]
+    assert len(fake.calls) == 3 and all(len(r["runs"]) == 3 for r in res)
+    again = mutants.outcomes("tma", None, srcs, "// base", runs=3, rounds=8, device="TESTGPU")
+    assert len(fake.calls) == 3 and all(r["cached"] for r in again)  # every outcome cached by its mutant
+
+
+def test_a_child_silent_for_idle_s_is_killed_though_its_timeout_is_far():
+    """_spawn(idle_s=...): a child whose records stop growing is killed idle_s after its last one (a kernel that hangs
+    where the debug build does not bound it), well before the plan's whole timeout."""
+    from autograder import spawn
+
+    code = ("import time; from autograder.spawn import emit_record\n"
+            "for i in range(4):\n    emit_record('MUTANT {}'); time.sleep(0.3)\ntime.sleep(60)")
+    t0 = time.perf_counter()
+    run = spawn._spawn([sys.executable, "-c", code], 50, private_records=True, idle_s=1.5)
+    assert run["timed_out"] and run["private"].count("MUTANT") == 4 and time.perf_counter() - t0 < 15
 
 
 # ------------------------------------------------------------------------------------------------ practice
@@ -431,19 +462,50 @@ def test_the_recorded_outcome_tables_cover_every_exercise_and_stay_with_the_inst
                         assert not mutants._course_failed(r.get("detail") or ""), (s.slug, name, m["key"], r)
 
 
+def _plan_child(cls_of, fatal_of=lambda m, r: False, extra_stdout: str = ""):
+    """A fake measuring child that speaks the plan protocol (mutants._child_plan): for each planned mutant a begin
+    record, its runs from first_run (class cls_of(source, run)), a speed record where asked, a done record; a fatal run
+    ends the process. `extra_stdout`: what the kernels printf (stdout, never the private channel)."""
+    calls = []
+
+    def spawn(cmd, timeout_s, *, env=None, stop_on=None, private_records=False, idle_s=None):
+        plan = json.loads(Path(cmd[cmd.index("--plan") + 1]).read_text())
+        calls.append(plan)
+        t, out = time.time(), ['MUTANT {"event": "device", "device": "TESTGPU"}']
+        for job in plan["mutants"]:
+            src = Path(job["file"]).read_text()
+            out.append("MUTANT " + json.dumps({"event": "begin", "m": job["m"], "t": t}))
+            ok = True
+            for r in range(job["first_run"], plan["runs"]):
+                t += 1.0
+                c = cls_of(src, r)
+                ok = ok and c == "correct"
+                rec = {"event": "run", "m": job["m"], "run": r, "class": c, "detail": f"shape (1,): {c}", "t": t}
+                if fatal_of(src, r):
+                    rec["fatal"] = True
+                out.append("MUTANT " + json.dumps(rec))
+                if rec.get("fatal"):
+                    text = "\n".join(out) + "\n"
+                    return {"rc": 3, "timed_out": False, "wall_s": 0.5, "text": text + extra_stdout, "records": [],
+                            "private": text}
+            if ok and job["time"] and plan["rounds"]:
+                t += 1.0
+                out.append("MUTANT " + json.dumps({"event": "speed", "m": job["m"], "t": t, "outputs_ok": {"kernel": True, "mutant": True},
+                                                   "ratio": {"lo": 1.2, "median": 1.3, "hi": 1.4, "says": "1.3x"}}))
+            out.append("MUTANT " + json.dumps({"event": "done", "m": job["m"], "t": t}))
+        text = "\n".join(out) + "\n"
+        return {"rc": 0, "timed_out": False, "wall_s": 0.5, "text": text + extra_stdout, "records": [], "private": text}
+
+    spawn.calls = calls
+    return spawn
+
+
 def _forging_spawn(real_class: str):
     """A measuring child whose mutant kernel printf's forged records on stdout (the kernel's only output) while the
     child reports the truth on its private channel (what _spawn(private_records=True) reads)."""
-    forged = "".join(f'MUTANT {{"event": "run", "run": {r}, "class": "hangs", "detail": "forged by printf"}}\n'
+    forged = "".join(f'MUTANT {{"event": "run", "m": 0, "run": {r}, "class": "hangs", "detail": "forged by printf"}}\n'
                      for r in range(3))
-    real = 'MUTANT {"event": "device", "device": "TESTGPU"}\n' + "".join(
-        f'MUTANT {{"event": "run", "run": {r}, "class": "{real_class}", "detail": "shape (1,): WRONG"}}\n'
-        for r in range(3))
-
-    def spawn(cmd, timeout_s, *, env=None, stop_on=None, private_records=False):
-        return {"rc": 0, "timed_out": False, "wall_s": 0.1, "text": real + forged, "records": [], "private": real}
-
-    return spawn
+    return _plan_child(lambda src, r: real_class, extra_stdout=forged)
 
 
 def test_a_kernel_that_printfs_mutant_records_does_not_choose_its_own_keys(tmp_path, monkeypatch):
@@ -474,15 +536,7 @@ def test_the_private_channel_carries_only_what_the_child_writes_there():
 def _build_sensing_spawn():
     """A measuring child faked on CPU: a source that tests the debug build's macro (COURSE_DEBUG_BARRIERS, named in
     the course's public headers) traps in every run of that build; any other source runs correct."""
-    def spawn(cmd, timeout_s, *, env=None, stop_on=None, private_records=False):
-        src = Path(cmd[cmd.index("--child") + 1]).read_text()
-        cls = "crashes" if "COURSE_DEBUG_BARRIERS" in src else "correct"
-        recs = 'MUTANT {"event": "device", "device": "TESTGPU"}\n' + "".join(
-            f'MUTANT {{"event": "run", "run": {r}, "class": "{cls}", "detail": "shape (1,): trap"}}\n'
-            for r in range(3))
-        return {"rc": 0, "timed_out": False, "wall_s": 0.1, "text": "", "records": [], "private": recs}
-
-    return spawn
+    return _plan_child(lambda src, r: "crashes" if "COURSE_DEBUG_BARRIERS" in src else "correct")
 
 
 def test_a_kernel_that_senses_the_measuring_build_gets_no_question(tmp_path, monkeypatch):
@@ -498,3 +552,64 @@ def test_a_kernel_that_senses_the_measuring_build_gets_no_question(tmp_path, mon
     assert all("measuring build" in m["detail"] for m in got["mutants"])
     plain = mutants.measure_answer("tma", course_solution("tma"), runs=3, rounds=0, progress=None, device="TESTGPU")
     assert all(m["outcome"] == "no observable change" for m in plain["mutants"])  # the fake's plain kernel is right
+
+
+class _Exit(Exception):
+    pass
+
+
+def test_the_real_child_and_parent_agree_on_the_plan_protocol(tmp_path, monkeypatch):
+    """mutants._child (the real child, run in this process with the GPU faked: builds, runs and timing stubbed) fed to
+    the real parent: every planned mutant gets its runs and, when correct, its speed; a fatal run ends the process and
+    the parent resumes; a fault raised as an exception is that mutant's crash; the course's own failure is "not
+    measured" for that mutant alone."""
+    import types
+
+    import torch
+
+    from autograder import hangs_trace, spawn
+    from kernels import device
+
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(torch.cuda, "init", lambda: None)
+    monkeypatch.setattr(device, "gpu", lambda: {"name": "TESTGPU"})
+    monkeypatch.setattr(hangs_trace, "debug_cubin", lambda src, var: (src, {1: "full[0]"}))
+
+    def run_once(ex, wl, cubin, names, seed, bound):
+        if "fault" in cubin:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        if "ours" in cubin:
+            mutants.classify([{"no class": 1}], None)  # a KeyError raised in the course's own code
+        if "hangs" in cubin:
+            return {"class": "hangs", "detail": "full[0] parity 0", "fatal": True}
+        return {"class": "wrong" if "wrong" in cubin else "correct", "detail": ""}
+
+    monkeypatch.setattr(mutants, "_run_once", run_once)
+    monkeypatch.setattr(mutants, "_speed", lambda ex, wl, base, src, rounds, seed: {
+        "ratio": {"lo": 0.99, "median": 1.0, "hi": 1.01, "says": "1.000x"}, "outputs_ok": {"kernel": True, "mutant": True}})
+    monkeypatch.setattr(mutants, "os", types.SimpleNamespace(_exit=lambda rc: (_ for _ in ()).throw(_Exit(rc)),
+                                                               environ=mutants.os.environ))
+    calls = []
+
+    def in_process(cmd, timeout_s, *, env=None, stop_on=None, private_records=False, idle_s=None):
+        got = []
+        monkeypatch.setattr(mutants, "_emit", lambda rec: got.append("MUTANT " + json.dumps(rec, default=str)))
+        calls.append(cmd)
+        rc = 0
+        try:
+            mutants._child(types.SimpleNamespace(plan=cmd[cmd.index("--plan") + 1], slug="tma", exercise=None))
+        except _Exit as e:
+            rc = e.args[0]
+        text = "\n".join(got) + "\n"
+        return {"rc": rc, "timed_out": False, "wall_s": 0.01, "text": text, "records": [], "private": text}
+
+    monkeypatch.setattr(spawn, "_spawn", in_process)
+    tag = time.time()
+    names = ["ok", "hangs", "wrong", "fault", "ours", "ok2"]
+    res = mutants.outcomes("tma", None, [f"// {n} {tag}" for n in names], "// base", runs=3, rounds=8,
+                           device="TESTGPU")
+    got = dict(zip(names, (r["outcome"] for r in res)))
+    assert got == {"ok": "no observable change", "hangs": "hangs", "wrong": "wrong", "fault": "crashes",
+                   "ours": "not measured", "ok2": "no observable change"}, got
+    assert res[0]["speed"] and res[1]["speed"] is None and len(res[1]["runs"]) == 3
+    assert "illegal memory access" in res[3]["detail"] and len(calls) <= 7  # three runs each of the two that end it

@@ -82,7 +82,7 @@ def test_one_question_per_askable_mutant_keyed_by_its_measured_class(m):
         x = next(x for x in m["mutants"] if x["key"] == q.mutant)
         lo, hi = x["interval_pct"]
         assert q.tolerance >= 5 and q.value - q.tolerance <= lo + 0.1 and hi - 0.1 <= q.value + q.tolerance
-        assert abs(q.value - x["slower_pct"]) <= 0.05
+        assert abs(q.value - x["slower_pct"]) <= 0.05 + 1e-9  # rounded to 0.1: half a step, in floating point
 
 
 def test_distractors_come_first_from_what_the_day_produced():
