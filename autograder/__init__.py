@@ -95,8 +95,8 @@ def check(slug: str, exercise: str, source, *, verbose: bool = True):
 
 def what_if(slug: str, exercise: str, source) -> list:
     """Practice after the exercise: what would break in your kernel if one thing the day teaches were changed
-    (autograder.mutants.what_if: measured on a Hopper GPU, the course solution's recorded outcomes elsewhere)."""
-    from .mutants import what_if as _what_if
+    (autograder.practice.what_if: measured on a Hopper GPU, the course solution's recorded outcomes elsewhere)."""
+    from .practice import what_if as _what_if
 
     return _what_if(slug, exercise, source)
 

@@ -266,8 +266,10 @@ def cmd_understanding(args) -> int:
     if args.recorded:  # the answers make gpu-test measured, one sheet each (no GPU needed: their outcomes are recorded)
         measured = out / args.week / "recorded_measured"
         shutil.rmtree(measured, ignore_errors=True)
-        u.measured_from_records(measured, args.week)
-        u.measured_from_cohort_record(measured, args.week)  # and the cohort make gpu-test measured, where recorded
+        from .understanding_records import measured_from_cohort_record, measured_from_records
+
+        measured_from_records(measured, args.week)
+        measured_from_cohort_record(measured, args.week)  # and the cohort make gpu-test measured, where recorded
     cohort, notes = u.read_measured(measured, args.week)
     if not cohort:
         print(f"no measured dicts of {args.week} under {measured}/<student>/<slug>.json (autograder understanding "

@@ -255,71 +255,85 @@ def outcomes(slug: str, exercise: str | None, sources: list[str], base: str, *, 
         plan = {"base": bfile, "runs": runs, "rounds": rounds, "seed": seed, "bound": bound_s,
                 "mutants": [{"m": i, "file": _as_file(sources[i]), "first_run": _next_run(st[i]["recs"]),
                              "time": all(r["class"] == "correct" for r in st[i]["recs"])} for i in open_]}
-        pfile = _as_file(json.dumps(plan, sort_keys=True))
-        cmd = [sys.executable, "-m", "autograder.mutants", slug, "--plan", pfile] + \
-            (["--exercise", exercise] if exercise else [])
+        cmd = [sys.executable, "-m", "autograder.mutants", slug, "--plan", _as_file(json.dumps(plan, sort_keys=True))] \
+            + (["--exercise", exercise] if exercise else [])
         t0 = time.time()
         run = _spawn(cmd, timeout_s * len(open_) + 30, env=env, stop_on='"fatal": true', private_records=True,
                      idle_s=timeout_s)
         # the child's records come on its private channel: the mutant kernel's printf reaches only run["text"]
         lines = [json.loads(ln[7:]) for ln in run["private"].splitlines() if ln.startswith("MUTANT {")]
         seen = seen or next((r["device"] for r in lines if r["event"] == "device"), None)
-        current, last_t, began = None, t0, False
-        for r in lines:
-            m = r.get("m")
-            if r["event"] == "begin":
-                current, began = m, True
-                st[m]["spawns"] += 1
-            elif r["event"] in ("run", "speed", "done") and m in st:
-                st[m]["s"] += max(0.0, r["t"] - last_t)
-                last_t = r["t"]
-                if r["event"] == "run":
-                    st[m]["recs"].append(r)
-                elif r["event"] == "speed":
-                    st[m]["speed"] = r
-                else:
-                    st[m]["closed"], current = True, None
-        failed = next((r for r in lines if r["event"] == "failed"), None)
-        if current is None and not began:  # the process ended before its first mutant began
-            if failed is not None and failed["course"]:  # the course's own code failed: no outcome of any mutant
-                for i in open_:
-                    st[i]["recs"].append({"class": "not measured", "detail": failed["detail"], "run": 0})
-                    st[i]["closed"] = True
-                break
-            current = open_[0]
-            st[current]["spawns"] += 1
-        if current is None:
-            continue
-        S, got = st[current], [r for r in lines if r["event"] == "run" and r.get("m") == current]
-        S["s"] += max(0.0, t0 + run["wall_s"] - last_t)
-        if run["timed_out"]:
-            S["recs"].append({"class": "hangs", "detail": f"no answer in {timeout_s:.0f} s: a wait the debug build "
-                              "does not bound (__syncthreads, a cluster barrier, a spin loop)", "run": _next_run(S["recs"])})
-        elif failed is not None and failed.get("m") == current and failed["course"]:
-            S["recs"].append({"class": "not measured", "detail": failed["detail"], "run": _next_run(S["recs"])})
-            S["closed"] = True
-        elif not got:  # the process died in this mutant before its first run's record (a fault, a signal)
-            S["recs"].append({"class": "crashes", "detail": (failed or {}).get("detail") or run["text"][-600:],
-                              "run": _next_run(S["recs"])})
-        if any(r["class"] == "does not compile" for r in S["recs"]) or _next_run(S["recs"]) >= runs or \
-                S["spawns"] >= runs:
-            S["closed"] = True
+        if _after_process(st, open_, lines, run, t0, runs, timeout_s):
+            break
     for i in todo:
-        recs = st[i]["recs"]
-        speed = st[i]["speed"] if recs and all(r["class"] == "correct" for r in recs) else None
-        if any(r["class"] == "does not compile" for r in recs):
-            res = {"outcome": "does not compile", "detail": next(r for r in recs if r["class"] == "does not compile")
-                   ["detail"]}
-        elif any(r["class"] == "not measured" for r in recs):
-            res = {"outcome": "not measured", "detail": "the measuring process failed in the course's code: "
-                   + recs[-1]["detail"][-400:]}
-        else:
-            res = classify(recs, speed)
-        res.update(runs=[{k: r.get(k) for k in ("run", "class", "detail")} for r in recs], speed=speed, device=seen,
-                   gpu_s=round(st[i]["s"], 1))
-        paths[i].write_text(json.dumps(res))
-        results[i] = res
+        results[i] = _result(st[i], seen)
+        paths[i].write_text(json.dumps(results[i]))
     return results
+
+
+def _after_process(st: dict, open_: list[int], lines: list[dict], run: dict, t0: float, runs: int,
+                   timeout_s: float) -> bool:
+    """One measuring process's records taken into each mutant's state (its runs, speed, seconds; done once its done
+    record came), then the end of the process charged to the mutant it was in: a timeout is a hang where the debug
+    build does not bound the wait, a death before the mutant's first run a crash, the course's own failure "not
+    measured". True when no mutant can be measured (the course failed before the first one began)."""
+    current, last_t, began = None, t0, False
+    for r in lines:
+        m = r.get("m")
+        if r["event"] == "begin":
+            current, began = m, True
+            st[m]["spawns"] += 1
+        elif r["event"] in ("run", "speed", "done") and m in st:
+            st[m]["s"] += max(0.0, r["t"] - last_t)  # a process's start is charged to its first mutant
+            last_t = r["t"]
+            if r["event"] == "run":
+                st[m]["recs"].append(r)
+            elif r["event"] == "speed":
+                st[m]["speed"] = r
+            else:
+                st[m]["closed"], current = True, None
+    failed = next((r for r in lines if r["event"] == "failed"), None)
+    if current is None and not began:  # the process ended before its first mutant began
+        if failed is not None and failed["course"]:  # the course's own code failed: no outcome of any mutant
+            for i in open_:
+                st[i]["recs"].append({"class": "not measured", "detail": failed["detail"], "run": 0})
+                st[i]["closed"] = True
+            return True
+        current = open_[0]
+        st[current]["spawns"] += 1
+    if current is None:
+        return False
+    S, got = st[current], [r for r in lines if r["event"] == "run" and r.get("m") == current]
+    S["s"] += max(0.0, t0 + run["wall_s"] - last_t)
+    if run["timed_out"]:
+        S["recs"].append({"class": "hangs", "detail": f"no answer in {timeout_s:.0f} s: a wait the debug build does "
+                          "not bound (__syncthreads, a cluster barrier, a spin loop)", "run": _next_run(S["recs"])})
+    elif failed is not None and failed.get("m") == current and failed["course"]:
+        S["recs"].append({"class": "not measured", "detail": failed["detail"], "run": _next_run(S["recs"])})
+        S["closed"] = True
+    elif not got:  # the process died in this mutant before its first run's record (a fault, a signal)
+        S["recs"].append({"class": "crashes", "detail": (failed or {}).get("detail") or run["text"][-600:],
+                          "run": _next_run(S["recs"])})
+    if any(r["class"] == "does not compile" for r in S["recs"]) or _next_run(S["recs"]) >= runs or S["spawns"] >= runs:
+        S["closed"] = True
+    return False
+
+
+def _result(S: dict, device: str | None) -> dict:
+    """A mutant's outcome from its state: its class over the runs (and speed), the runs, the GPU and its seconds."""
+    recs = S["recs"]
+    speed = S["speed"] if recs and all(r["class"] == "correct" for r in recs) else None
+    if any(r["class"] == "does not compile" for r in recs):
+        res = {"outcome": "does not compile",
+               "detail": next(r for r in recs if r["class"] == "does not compile")["detail"]}
+    elif any(r["class"] == "not measured" for r in recs):
+        res = {"outcome": "not measured", "detail": "the measuring process failed in the course's code: "
+               + recs[-1]["detail"][-400:]}
+    else:
+        res = classify(recs, speed)
+    res.update(runs=[{k: r.get(k) for k in ("run", "class", "detail")} for r in recs], speed=speed, device=device,
+               gpu_s=round(S["s"], 1))
+    return res
 
 
 def measure_answer(slug: str, source: str, exercise: str | None = None, *, runs: int = 3, rounds: int = 8,
@@ -427,87 +441,6 @@ def measure_class(grading: Path, week: str, students: list[str], lanes: list, *,
     for t in threads:
         t.join()
     return {"jobs": total, "gpu_s": spent, "wall_s": round(time.perf_counter() - t0, 1), "out": str(out)}
-
-
-# ------------------------------------------------------------------------------------------------ practice
-def recorded(slug: str) -> dict | None:
-    """The recorded outcomes of the course solution's mutants (kernels/<slug>/mutants_<gpu>.json, from make gpu-test's
-    "understanding checks"): this GPU's record, else the first recorded GPU's. None when no GPU recorded them."""
-    from kernels.record import device_tag
-    from kernels.device import gpu
-
-    folder = ROOT / "kernels" / slug
-    here = device_tag((gpu() or {}).get("name")) if gpu() else None
-    files = sorted(folder.glob("mutants_*.json"), key=lambda p: (p.stem != f"mutants_{here}", p.name))
-    for f in files:
-        doc = json.loads(f.read_text())
-        if (doc.get("answers") or {}).get("solution"):
-            return doc
-    return None
-
-
-def _show(rows: list[dict], head: str) -> None:
-    """The practice questions, each outcome behind a click (<details>) in a notebook, plain text elsewhere."""
-    import html
-
-    try:
-        from IPython import get_ipython
-        from IPython.display import HTML, display
-
-        rich = get_ipython() is not None
-    except ImportError:
-        rich = False
-    if not rich:
-        print(head)
-        for m in rows:
-            print(f"  line {m['line']}: {m['before']}  ->  {m['after']}\n    what happens? {m['outcome']}: "
-                  f"{m.get('detail', '')}\n    why: {m['teaches']}")
-        return
-    parts = [f"<p>{html.escape(head)}</p><ol>"]
-    for m in rows:
-        parts.append(f"<li><p>line {m['line']} ({html.escape(m['change'])}):</p><pre>{html.escape(m['before'])}\n"
-                     f"→ {html.escape(m['after'])}</pre><details><summary>What happens when it runs? (think, then "
-                     f"click)</summary><p><b>{html.escape(m['outcome'])}</b>: {html.escape(m.get('detail', ''))}</p>"
-                     f"<p>{html.escape(m['teaches'])}</p></details></li>")
-    display(HTML("".join(parts) + "</ol>"))
-
-
-def what_if(slug: str, exercise: str, source) -> list[dict]:
-    """Practice: "what would break if". On a Hopper GPU, once `source` passes the check, every mutant of YOUR kernel
-    is measured (about a minute: see measure_answer) and shown with its outcome behind a click. Without a GPU (or
-    before the kernel passes): the recorded outcomes of the course solution's mutants, and the sites the same
-    operators find in your kernel. Returns the rows shown."""
-    from kernels.device import cpu_mode_reason, is_hopper
-
-    if not isinstance(source, str) or not source.strip():
-        print(f"{slug} / {exercise}: write your kernel first: what_if measures what breaks in it")
-        return []
-    mine = mutate(slug, source, exercise)
-    if is_hopper():
-        import secrets
-
-        from .harness import run_exercise
-        from .score import score
-        from .spec import load
-
-        res = score(load(slug).exercises[exercise], run_exercise(slug, exercise, source, seed=secrets.randbits(48)))
-        if res.parts["correctness"].points == res.parts["correctness"].max_points:
-            got = measure_answer(slug, source, exercise, progress=None)
-            _show(got["mutants"], f"Your kernel, {len(got['mutants'])} changes, each measured on this GPU "
-                                  f"({got['gpu_s']:.0f} s):")
-            return got["mutants"]
-        print("your kernel does not pass the check yet: the outcomes below are the course solution's")
-    doc = recorded(slug)
-    if doc is None:
-        print(f"{cpu_mode_reason()}, and no GPU has recorded the outcomes for {slug} yet; the changes the checks "
-              f"would measure in your kernel:")
-        for m in mine:
-            print(f"  line {m.line}: {m.before}  ->  {m.after}  ({m.op.change})")
-        return []
-    rows = doc["answers"]["solution"]["mutants"]
-    _show(rows, f"The course solution's changes, measured on the {doc['device']} ({doc['date']}); your kernel has "
-                f"{len(mine)} such sites (lines {', '.join(str(m.line) for m in mine) or 'none'}):")
-    return rows
 
 
 def main(argv=None) -> int:

@@ -22,6 +22,7 @@ INSTRUCTOR_ONLY = {
     "autograder/recorded_cohort_h100.json": "the grades of the synthetic cohorts on an H100",
     "autograder/recorded_cohort_h200.json": "the grades of the synthetic cohorts on an H200",
     "autograder/cohort.py": "the synthetic cohorts, built from known answers",
+    "autograder/recorded_practice_h200.json": "the practice cells' output on an H200 (the course solution's lines)",
     "autograder/recorded_understanding_h100.json": "the understanding checks' keys of a synthetic cohort (H100)",
     "autograder/recorded_understanding_h200.json": "the understanding checks' keys of a synthetic cohort (H200), "
                                                    "with the lines of the course solution",

@@ -301,56 +301,6 @@ def read_measured(folder: Path, week: str | None = None) -> tuple[dict[str, dict
     return cohort, notes
 
 
-def measured_from_records(out: Path, week: str | None = None, tag: str | None = None) -> list[Path]:
-    """The answers make gpu-test measured (kernels/<slug>/mutants_<gpu>.json: the course solution, the known slow
-    answer and the coding assistant's, see tools/gpu_check.understanding_checks) as measured dicts under
-    <out>/<answer>/<slug>.json, the layout read_measured reads: one "student" per answer ("solution", "slow",
-    "assistant"), so their sheets are built like a class's. `week`: its days only; `tag`: that GPU's records only
-    (else each topic's first). Returns the files written."""
-    from kernels.record import KERNELS
-
-    from .spec import all_specs
-
-    days = {s.slug for s in all_specs() if week is None or s.assignment == week}
-
-    written = []
-    for d in sorted(p for p in KERNELS.iterdir() if p.is_dir() and p.name in days):
-        files = sorted(d.glob(f"mutants_{tag or '*'}.json"))
-        if not files:
-            continue
-        doc = json.loads(files[0].read_text())
-        for name, res in doc["answers"].items():
-            who = name if name in ("solution", "assistant") else "slow"
-            f = Path(out) / who / f"{d.name}.json"
-            f.parent.mkdir(parents=True, exist_ok=True)
-            write_whole(f, json.dumps({**res, "slug": d.name, "answer": name, "device": doc["device"],
-                                       "date": doc["date"]}))
-            written.append(f)
-    return written
-
-
-def measured_from_cohort_record(out: Path, week: str | None = None, tag: str | None = None) -> list[Path]:
-    """The cohort make gpu-test measured (autograder/recorded_understanding_<gpu>.json: every member's kernels of the
-    week, their mutants measured on that GPU, see tools/gpu_mutants.understanding_cohort) as measured dicts under
-    <out>/<student>/<slug>.json. `week`: that week's record only; `tag`: that GPU's (else the first). Returns the files
-    written (none where nothing is recorded)."""
-    from .release import ROOT
-
-    files = sorted((ROOT / "autograder").glob(f"recorded_understanding_{tag or '*'}.json"))
-    written = []
-    for rec in files[:1]:
-        doc = json.loads(rec.read_text())
-        if week is not None and doc.get("week") != week:
-            continue
-        for student, days in doc["measured"].items():
-            for slug, res in days.items():
-                f = Path(out) / student / f"{slug}.json"
-                f.parent.mkdir(parents=True, exist_ok=True)
-                write_whole(f, json.dumps({**res, "slug": slug, "device": doc["device"], "date": doc["date"]}))
-                written.append(f)
-    return written
-
-
 # ------------------------------------------------------------------------------------------------ exports
 _STYLE = ("body{font-family:sans-serif;max-width:48em;margin:2em auto}pre{background:#f4f4f4;padding:.4em;"
           "white-space:pre-wrap}.q{break-inside:avoid;margin-bottom:1.5em}.opt{margin:.2em 0 .2em 1em}"

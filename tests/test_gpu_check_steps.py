@@ -53,6 +53,7 @@ def test_the_cohort_step_measures_every_members_kernels_and_records_them_for_the
     import autograder.mutants as mutants
     import autograder.plan as plan
     import autograder.understanding as u
+    import autograder.understanding_records as ur
     import kernels.device as device
     from autograder.cohort import GPU9
 
@@ -79,10 +80,10 @@ def test_the_cohort_step_measures_every_members_kernels_and_records_them_for_the
     assert "blank" not in rec["measured"] and "malformed" not in rec["measured"]
     assert set(rec["measured"]["tma-wrong-expect-tx"]) == {"tma"}
     assert set(res["gpu_s"]) == {f"{s}/{d}" for s, days in rec["measured"].items() for d in days}
-    files = u.measured_from_cohort_record(tmp_path / "m", "week1")
+    files = ur.measured_from_cohort_record(tmp_path / "m", "week1")
     cohort, notes = u.read_measured(tmp_path / "m", "week1")
     assert len(files) == sum(len(d) for d in rec["measured"].values()) and set(cohort) == set(rec["measured"])
-    assert u.measured_from_cohort_record(tmp_path / "w2", "week2") == []  # a week-1 record is no week-2 key
+    assert ur.measured_from_cohort_record(tmp_path / "w2", "week2") == []  # a week-1 record is no week-2 key
 
 
 def test_the_practice_cells_output_is_read_from_an_executed_notebook():
@@ -93,7 +94,8 @@ def test_the_practice_cells_output_is_read_from_an_executed_notebook():
                     {"cell_type": "code", "source": ['what_if = autograder.what_if("tma", "tma_add", TMA_ADD_CU)'],
                      "outputs": [{"output_type": "display_data", "data": {
                          "text/html": "<p>Your kernel, 7 changes, each measured on this GPU (23 s):</p><ol><li>"
-                                      "<b>hangs</b></li></ol>"}}]}]}
+                                      "<b>hangs</b> &amp; waits</li></ol>"}}]}]}
     got = gpu_check.practice_output(nb)
-    assert got.startswith("Your kernel, 7 changes, each measured on this GPU") and "<" not in got and "hangs" in got
+    assert got.startswith("Your kernel, 7 changes, each measured on this GPU") and "<" not in got
+    assert "hangs & waits" in got  # entities decoded
     assert gpu_check.practice_output({"cells": nb["cells"][:1]}) is None

@@ -251,9 +251,10 @@ def test_what_if_without_a_gpu_shows_the_recorded_outcomes_or_the_sites(tmp_path
     """No GPU: with no record, the sites the operators find in the student's own kernel (no outcome invented); with a
     record of the course solution's mutants, those outcomes, the device and date named, and the student's lines."""
     import autograder
+    from autograder import practice
 
     src = kernel_source("tma", "solution")
-    monkeypatch.setattr(mutants, "ROOT", tmp_path)
+    monkeypatch.setattr(practice, "ROOT", tmp_path)
     assert autograder.what_if("tma", "tma_add", src) == []
     out = capsys.readouterr().out
     assert "no GPU has recorded the outcomes for tma yet" in out
@@ -490,7 +491,8 @@ def _plan_child(cls_of, fatal_of=lambda m, r: False, extra_stdout: str = ""):
                             "private": text}
             if ok and job["time"] and plan["rounds"]:
                 t += 1.0
-                out.append("MUTANT " + json.dumps({"event": "speed", "m": job["m"], "t": t, "outputs_ok": {"kernel": True, "mutant": True},
+                out.append("MUTANT " + json.dumps({"event": "speed", "m": job["m"], "t": t,
+                                                   "outputs_ok": {"kernel": True, "mutant": True},
                                                    "ratio": {"lo": 1.2, "median": 1.3, "hi": 1.4, "says": "1.3x"}}))
             out.append("MUTANT " + json.dumps({"event": "done", "m": job["m"], "t": t}))
         text = "\n".join(out) + "\n"
@@ -586,7 +588,8 @@ def test_the_real_child_and_parent_agree_on_the_plan_protocol(tmp_path, monkeypa
 
     monkeypatch.setattr(mutants, "_run_once", run_once)
     monkeypatch.setattr(mutants, "_speed", lambda ex, wl, base, src, rounds, seed: {
-        "ratio": {"lo": 0.99, "median": 1.0, "hi": 1.01, "says": "1.000x"}, "outputs_ok": {"kernel": True, "mutant": True}})
+        "ratio": {"lo": 0.99, "median": 1.0, "hi": 1.01, "says": "1.000x"},
+        "outputs_ok": {"kernel": True, "mutant": True}})
     monkeypatch.setattr(mutants, "os", types.SimpleNamespace(_exit=lambda rc: (_ for _ in ()).throw(_Exit(rc)),
                                                                environ=mutants.os.environ))
     calls = []

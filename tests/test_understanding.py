@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from autograder import understanding as u
+from autograder import understanding_records as ur
 from autograder import understanding_key
 from autograder.understanding import LETTERS, MAX_SHARE, WORDING
 
@@ -359,7 +360,7 @@ def test_sheets_of_the_recorded_answers_are_keyed_by_what_the_gpu_did(tmp_path, 
     known slow answer, the assistant's) become one sheet each: every multichoice key is the outcome recorded for
     that answer's mutant at that line; the assistant's sheet and the solution's ask about different lines or
     differently; the guessing rates come out for the sheets."""
-    files = u.measured_from_records(tmp_path, week)
+    files = ur.measured_from_records(tmp_path, week)
     assert files and {f.parent.name for f in files} == {"solution", "slow", "assistant"}
     cohort, notes = u.read_measured(tmp_path, week)
     assert not notes

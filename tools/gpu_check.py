@@ -312,7 +312,8 @@ def hangs_and_races(out: Path, slugs):
 
 def practice_output(nb: dict) -> str | None:
     """The text an executed notebook's practice cell (a call of autograder.what_if) printed or displayed, tags
-    stripped; None where the notebook has no such cell."""
+    stripped, entities decoded; None where the notebook has no such cell."""
+    import html
     import re
 
     for cell in nb.get("cells", []):
@@ -324,7 +325,7 @@ def practice_output(nb: dict) -> str | None:
             data = o.get("data", {})
             text = o.get("text") or data.get("text/html") or data.get("text/plain") or o.get("evalue") or ""
             parts.append(re.sub(r"<[^>]+>", " ", "".join(text) if isinstance(text, list) else text))
-        return re.sub(r"[ \t]+", " ", "\n".join(parts)).strip()
+        return html.unescape(re.sub(r"[ \t]+", " ", "\n".join(parts))).strip()
     return None
 
 
@@ -355,10 +356,23 @@ def execute_notebooks(out: Path, slugs=None):
         print(f"  {nb.name}: {'ok' if p.returncode == 0 else 'FAILED'} ({done[nb.name]['s']} s)")
         if p.returncode:
             print(p.stderr[-3000:])
+    practice = {k: {"ok": v["ok"], "s": v["s"], "what_if": v["what_if"]} for k, v in done.items() if "what_if" in v}
+    if practice and os.environ.get("COURSE_RECORD") == "1":  # autograder/recorded_practice_<gpu>.json
+        from kernels.device import gpu
+        from kernels.record import device_tag
+
+        g = gpu() or {}
+        doc = {"device": g.get("name"), "driver": g.get("driver"), "date": time.strftime("%Y-%m-%d"),
+               "about": "the practice cells (autograder.what_if) of the solution notebooks, executed top to bottom "
+                        "by make gpu-test's 'execute solution notebooks' on this GPU: each measured the mutants of "
+                        "the notebook's kernel", "notebooks": practice}
+        (ROOT / "autograder" / f"recorded_practice_{device_tag(g.get('name'))}.json").write_text(
+            json.dumps(doc, indent=1) + "\n")
     return {"ok": all(v["ok"] for v in done.values()), "notebooks": done}
 
 
-def main() -> int:
+def _parser() -> argparse.ArgumentParser:
+    """make gpu-test's options (GPU_ARGS)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "build/gpu"))
     ap.add_argument("--slugs", nargs="*")
@@ -384,7 +398,11 @@ def main() -> int:
     ap.add_argument("--mutant-rounds", type=int, default=8)
     ap.add_argument("--mutant-deadline", type=float, default=None,
                     help="seconds after which no further answer's mutants are started (written as not measured)")
-    args = ap.parse_args()
+    return ap
+
+
+def main() -> int:
+    args = _parser().parse_args()
     if args.compare_scale:
         return 0 if compare_scale(*map(Path, args.compare_scale))["ok"] else 1
     out = Path(args.out).resolve()
