@@ -75,3 +75,32 @@ def test_the_practice_cells_measured_the_solution_kernels_mutants_on_the_gpu():
         n = len(mutate(slug, course_solution(slug)))
         assert nb["ok"] and nb["what_if"].startswith(f"Your kernel, {n} changes, each measured on this GPU (")
         assert nb["what_if"].count("What happens when it runs?") == n and "&amp;" not in nb["what_if"]
+
+
+def test_the_recorded_cohorts_sheets_are_answered_and_read_back(tmp_path, monkeypatch, capsys):
+    """`autograder understanding sheets week1 --recorded`: a sheet for each gpu9 member and each recorded answer, keyed
+    by the H200's outcomes; a session's answers (good: the key; tamper: always the first option) imported with a
+    weight come back as each student's score."""
+    import csv
+    import io
+
+    from autograder.cli import main
+
+    monkeypatch.setenv("COURSE_GRADING_DIR", str(tmp_path / "grading"))
+    out = tmp_path / "out"
+    assert main(["understanding", "sheets", "week1", "--recorded", "--out", str(out), "--seed", "11"]) == 0
+    said = capsys.readouterr().out
+    assert "good: " in said and "tamper: " in said and "GPU seconds" in said
+    sheets = {p.stem for p in (out / "sheets_week1").glob("*.html")}
+    assert {"good", "tamper", "solution", "slow", "assistant", "tma-wrong-expect-tx"} <= sheets
+    rows = list(csv.reader(io.StringIO((out / "key_week1.csv").read_text(encoding="utf-8"))))[1:]
+    good = [r for r in rows if r[0] == "good"]
+    tamper = [r for r in rows if r[0] == "tamper" and r[2] == "multichoice"]
+    assert good and tamper
+    answers = [f"good,{r[1]},{r[3]}" for r in good] + [f"tamper,{r[1]},{'b' if r[3] == 'a' else 'a'}" for r in tamper]
+    (tmp_path / "answers.csv").write_text("\n".join(answers) + "\n")
+    assert main(["understanding", "import", "week1", str(tmp_path / "answers.csv"), "--weight", "0.2",
+                 "--out", str(out)]) == 0
+    doc = json.loads((tmp_path / "grading" / "understanding_week1.json").read_text())
+    assert doc["weight"] == 0.2 and doc["students"]["good"]["score"] == doc["students"]["good"]["max"] > 0
+    assert doc["students"]["tamper"]["score"] == 0
