@@ -54,9 +54,9 @@ def _show(rows: list[dict], head: str) -> None:
 
 def what_if(slug: str, exercise: str, source) -> list[dict]:
     """Practice: "what would break if". On a Hopper GPU, once `source` passes the check, every mutant of YOUR kernel
-    is measured (about a minute: see measure_answer) and shown with its outcome behind a click. Without a GPU (or
-    before the kernel passes): the recorded outcomes of the course solution's mutants, and the sites the same
-    operators find in your kernel. Returns the rows shown."""
+    is measured (what it took for the course solutions: autograder/recorded_practice_<gpu>.json) and shown with its
+    outcome behind a click. Without a GPU (or before the kernel passes): the recorded outcomes of the course
+    solution's mutants, and the sites the same operators find in your kernel. Returns the rows shown."""
     from kernels.device import cpu_mode_reason, is_hopper
 
     if not isinstance(source, str) or not source.strip():
