@@ -36,9 +36,9 @@ INSTRUCTOR_ONLY = {
     "autograder/report_plots.py": "the class report's plots",
     "autograder/feedback_templates": "the feedback page's template (nbgrader generate_feedback)",
     "kernels/smem_tiling/transpose.cu": "its tiled rungs (padded, XOR-swizzled) are day 2's exercise answered",
-    "kernels/attention/attention_overlap.cu": "its separate K and V rings (k_full / k_empty, v_full / v_empty, K "
+    "kernels/attention/r2_overlap.cu": "its separate K and V rings (k_full / k_empty, v_full / v_empty, K "
                                               "released after QK^T) are week 2 day 5's exercise (attn_kv) answered",
-    "kernels/gemm/gemm_store_warp.cu": "rung 6 of the GEMM ladder: its epilogue (accumulator -> 128B-swizzled "
+    "kernels/gemm/r6_store_warp.cu": "rung 6 of the GEMM ladder: its epilogue (accumulator -> 128B-swizzled "
                                        "staging -> TMA store overlapped with the next tile) is week 2 day 4's "
                                        "exercise answered",
 }

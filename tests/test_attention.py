@@ -189,7 +189,7 @@ def test_known_answers_score_as_expected_without_a_gpu():
 
 
 def test_the_demo_loop_is_not_an_answer():
-    """attention.cu's combined-ring producer loop, pasted into the stub, does not compile there: the stub has no
+    """r1_attention.cu's combined-ring producer loop, pasted into the stub, does not compile there: the stub has no
     full / empty / STAGES / STAGE_BYTES (its rings are k_full, k_empty, v_full, v_empty of two depths)."""
     from kernels.compile import CompileError
     from kernels.attention.launch import source
@@ -599,7 +599,7 @@ def test_tile_timeline_is_the_models_period_and_the_picture_draws_it():
     fig.savefig(io.BytesIO(), format="png", dpi=40)
     assert len(fig.axes) == 2
     titles = [ax.get_title() for ax in fig.axes]
-    assert "attention.cu" in titles[0] and "ping-pong" in titles[1]
+    assert "r1_attention.cu" in titles[0] and "ping-pong" in titles[1]
     for t, kind in zip(titles, ("serial", "overlap")):
         assert f"period {model.tile_timeline(kind)['period']:.0f} ns" in t
     assert model.FIT["device"] in fig.axes[-1].get_xlabel()
@@ -749,7 +749,7 @@ def test_the_notebook_shows_the_ring_table():
     assert sum("pictures.ring_table(" in s for s, _ in cells) == 1
 
 
-# ------------------------------------------------------------------------- the overlap rung (attention_overlap.cu)
+# ------------------------------------------------------------------------- the overlap rung (r2_overlap.cu)
 def _overlap_sass(name):
     from kernels.attention.launch import overlap_cubin
     from kernels.sass import disassemble
@@ -820,7 +820,7 @@ def test_overlap_launcher_checks_name_the_field(monkeypatch):
         launch.attention(small, small, small, variant="overlap", config="n176 k2v2")
     with pytest.raises(ValueError, match="sm_90"):
         launch.attention(q, q, q, variant="overlap")
-    # a student release has no attention_overlap.cu: the launcher says why, before anything else
+    # a student release has no r2_overlap.cu: the launcher says why, before anything else
     monkeypatch.setattr(launch, "OVERLAP_FILE", ROOT / "kernels" / "attention" / "absent.cu")
     with pytest.raises(FileNotFoundError, match="exercise"):
         launch.attention(q, q, q, variant="overlap")
@@ -832,8 +832,8 @@ def test_overlap_launcher_checks_name_the_field(monkeypatch):
 def test_overlap_file_is_instructor_only():
     from autograder.release import INSTRUCTOR_ONLY
 
-    assert "kernels/attention/attention_overlap.cu" in INSTRUCTOR_ONLY
-    src = (ROOT / "kernels" / "attention" / "attention_overlap.cu").read_text()
+    assert "kernels/attention/r2_overlap.cu" in INSTRUCTOR_ONLY
+    src = (ROOT / "kernels" / "attention" / "r2_overlap.cu").read_text()
     assert "k_empty" in src and "v_empty" in src  # the exercise's two rings: why it stays out of a release
 
 
@@ -856,7 +856,7 @@ def test_overlap_model_fits_and_checks_held_out_rows_on_synthetic_rows():
     true = {"fitted": True, "TC_EFF": 0.8, "SOFTMAX_NS": 900.0, "CONTENTION": 0.6, "BLOCK_NS": 2000.0}
     rows = _synthetic(true)
     if not rows:
-        pytest.skip("attention_overlap.cu is absent (a student release): no overlap configs")
+        pytest.skip("r2_overlap.cu is absent (a student release): no overlap configs")
     fit = model.fit_overlap(rows)
     assert fit["fitted"] and fit["rms_rel_err"] < 0.01
     errs = model.overlap_errors(rows, fit)
@@ -903,7 +903,7 @@ def test_notebook_explores_the_overlap_rung_from_records(monkeypatch, capsys):
         for s in explore[1:3]:
             exec(s, ns)
     lines = out.getvalue().splitlines()
-    assert lines[0].startswith("attention_overlap.cu is not in this copy of the course")
+    assert lines[0].startswith("r2_overlap.cu is not in this copy of the course")
     rec = bench.overlap_record()
     assert any(r.get("variant") == "overlap" for r in rec["rows"])
     ladder = bench.ladder_table(rec).splitlines()

@@ -147,10 +147,10 @@ def test_gemm_teaches_the_bulk_wait_contracts_not_a_cost():
 
 # ------------------------------------------------------------------------------ 4. the overlap rung's softmax
 def test_attention_overlap_softmax_runs_under_the_previous_tiles_pv():
-    """attention_overlap.cu's round j issues S_j and O += P_{j-1} V_{j-1} and waits for S_j only: the softmax of
+    """r2_overlap.cu's round j issues S_j and O += P_{j-1} V_{j-1} and waits for S_j only: the softmax of
     tile j runs under the PV of tile j - 1. Every sentence of the day that puts the softmax of tile `j` under a GEMM
     of a tile names tile `j − 1`."""
-    src = kernel_file("attention", "attention_overlap.cu").read_text()
+    src = kernel_file("attention", "r2_overlap.cu").read_text()
     assert "issues S_j = Q K_j^T AND O += P_{j-1} V_{j-1}" in src
     assert "wgmma_wait<1>();                                  // S_j complete (K_j read); PV_{j-1} may still run" in src
     md = _flat(_markdown(ATTN_NB))
@@ -181,7 +181,7 @@ def test_multicast_q2_reason_names_the_choices_it_means():
 
 # ------------------------------------------------------------------------------ 6. rung 6's header: STG and E
 def test_store_warp_header_counts_stg_from_sass_and_epilogue_from_model():
-    """gemm_store_warp.cu's header says how many plain stores rung 5's epilogue issues per thread (counted in the
+    """r6_store_warp.cu's header says how many plain stores rung 5's epilogue issues per thread (counted in the
     SASS of gemm_cluster) and how long the model's epilogue takes per tile (epilogue.rung6_gain's, the fitted
     EPILOGUE_NS), each as the code computes it."""
     from kernels.gemm import epilogue
@@ -190,7 +190,7 @@ def test_store_warp_header_counts_stg_from_sass_and_epilogue_from_model():
     stg = Counter(opcodes(cubin("cluster"), "gemm_cluster"))["STG.E"]
     epi_us = epilogue.rung6_gain()["cluster"]["epilogue_ns"] / 1e3
     print(f"gemm_cluster: {stg} STG.E; the model's epilogue per tile: {epi_us:.2f} us")
-    header = _flat(kernel_file("gemm", "gemm_store_warp.cu").read_text().split("#include")[0].replace("//", ""))
+    header = _flat(kernel_file("gemm", "r6_store_warp.cu").read_text().split("#include")[0].replace("//", ""))
     assert f"store C with {stg} plain STG.E per thread and tile" in header
     assert f"EPILOGUE_NS, {epi_us:.2f} us a tile" in header
     assert "128 plain STG" not in header and "~ 7 us" not in header

@@ -174,7 +174,7 @@ def test_rung6_fits_shared_memory_and_names_its_switches():
     from kernels.gemm import rung6
     from kernels.gemm.launch import CONFIG, TUNE, smem_bytes, tuned
 
-    src = kernel_file(SLUG, "gemm_store_warp.cu").read_text()
+    src = kernel_file(SLUG, "r6_store_warp.cu").read_text()
     d = CONFIG["store_warp"]
     for macro, key in (("GEMM_CLUSTER", "cluster"), ("GEMM_GROUP_M", "group_m"), ("GEMM_STAGES", "stages"),
                        ("GEMM_SLOTS", "slots")):
@@ -221,11 +221,11 @@ def test_rung6_launch_errors_name_the_rule():
 
 
 def test_rung6_stmatrix_writes_the_c_maps_swizzled_box():
-    """The consumers' stmatrix addressing (gemm_store_warp.cu), run for every lane of every warp: each (64, 64)
+    """The consumers' stmatrix addressing (r6_store_warp.cu), run for every lane of every warp: each (64, 64)
     piece of the accumulator lands where the C map's 128B-swizzled TMA store reads element (row, col) — chunk
     col / 8 of row `row` at chunk (col / 8) ^ (row % 8) of the slot's 128-byte row — and each 8-row matrix of an
     stmatrix hits 8 different 16-byte bank groups (conflict-free)."""
-    src = kernel_file(SLUG, "gemm_store_warp.cu").read_text()
+    src = kernel_file(SLUG, "r6_store_warp.cu").read_text()
     assert "const int srow = 16 * w + 8 * ((lane / 8) & 1) + lane % 8, shalf = lane / 16;" in src
     assert "stsm_x4(slot + (((2 * pair + shalf) ^ (lane % 8)) << 4), v);" in src
     assert "const int j = PIECE_COLS / 8 * piece + 2 * pair;" in src
@@ -272,8 +272,8 @@ def test_launch_constants_match_sources():
         bm, bn = CONFIG[v]["tile"]
         assert f"BM = {bm}, BN = {bn}, BK = 64" in src
         assert f"__launch_bounds__({CONFIG[v]['block']}" in src
-    assert re.search(r"#define GEMM_STAGES 4\b", kernel_file(SLUG, "gemm_pipelined.cu").read_text())
-    assert "STAGES = 4;" in kernel_file(SLUG, "gemm_persistent.cu").read_text()
+    assert re.search(r"#define GEMM_STAGES 4\b", kernel_file(SLUG, "r3_pipelined.cu").read_text())
+    assert "STAGES = 4;" in kernel_file(SLUG, "r4_persistent.cu").read_text()
     assert smem_bytes("pipelined", MAX_STAGES["pipelined"]) <= 227 * 1024
     assert smem_bytes("cluster") <= 227 * 1024 and smem_bytes("persistent") == smem_bytes("cluster")
 
@@ -1062,7 +1062,7 @@ def test_descriptor_mirror_is_the_header_encoding():
     assert (f["start"], f["lbo"], f["sbo"], f["base"], f["layout"]) == (0x440, 1, 64, 0, 1)
     assert f["sbo_bytes"] == 8 * 128 == 1024 and f["mode"] == "128B swizzle"
     assert [P.desc_advance(d, 32 * kk) - d for kk in range(4)] == [0, 2, 4, 6]
-    # consumer c's 64 rows of A start 64 x 128 = 8 KiB into the box (gemm_persistent.cu): start field + 0x200
+    # consumer c's 64 rows of A start 64 x 128 = 8 KiB into the box (r4_persistent.cu): start field + 0x200
     assert P.desc_decode(P.desc_sw128(0x4400 + 64 * 128))["start"] - f["start"] == 0x200
     assert P.desc_sw128(P.EXAMPLE_ADDR) % 2 ** 14 == P.EXAMPLE_ADDR >> 4 and P.EXAMPLE_ADDR % 1024 == 0
 

@@ -506,10 +506,10 @@ def test_notebook_counter_prose_holds_on_every_record():
 
 
 def test_notebook_names_the_operand_the_gemm_multicasts():
-    src = _no_comments((ROOT / "kernels" / "gemm" / "gemm_persistent.cu").read_text())
+    src = _no_comments((ROOT / "kernels" / "gemm" / "r4_persistent.cu").read_text())
     operands = {m.upper() for m in re.findall(r"tma_load_2d_multicast\(\s*[^,;]+,\s*&?(\w)_map", src)}
     assert operands, "the cluster rung multicasts nothing?"
     named = re.findall(r"multicast of the ([AB](?: and [AB])?) tiles?", _notebook_markdown())
     assert named, "the notebook no longer says which GEMM operand is multicast"
     for n in named:
-        assert set(re.findall(r"[AB]", n)) == operands, f"the notebook says {n!r}; gemm_persistent.cu: {operands}"
+        assert set(re.findall(r"[AB]", n)) == operands, f"the notebook says {n!r}; r4_persistent.cu: {operands}"

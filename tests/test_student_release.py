@@ -99,10 +99,10 @@ print("modules", len(mods))
 
 
 def test_gemm_rung6_is_left_out_and_says_why(releases):
-    """Rung 6 of the GEMM ladder answers day 4's exercise: the release has no gemm_store_warp.cu, its launcher lists
+    """Rung 6 of the GEMM ladder answers day 4's exercise: the release has no r6_store_warp.cu, its launcher lists
     the rung as not runnable and refuses it with the reason, and the model and bench of the day work without it."""
     week, out = next(iter(releases.items()))
-    assert not (out / "kernels" / "gemm" / "gemm_store_warp.cu").exists()
+    assert not (out / "kernels" / "gemm" / "r6_store_warp.cu").exists()
     code = """
 import torch
 from kernels.gemm.launch import KERNELS, RUNGS, VARIANTS, gemm

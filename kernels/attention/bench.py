@@ -29,12 +29,12 @@ from .workload import BENCH_SHAPE, DATA, TEST_SHAPES, flops, inputs_for, make_in
 SLUG = "attention"
 # The exercise's answers timed beside the rungs: the course solution (K ring of 3, V ring of 2, K released after QK^T)
 # and the serialised one (one stage per ring, K and V released after PV). Their rows carry no model prediction:
-# model.py describes attention.cu's combined K/V ring, not two rings of their own depths.
+# model.py describes r1_attention.cu's combined K/V ring, not two rings of their own depths.
 TIMED_ANSWERS = ("correct", "one_stage")
 RTOL = exercise.CHECK["rtol"]
 SHAPES = {"d128": BENCH_SHAPE, "d128 causal": (4, 32, 4096, 128, 1), "d64": (4, 32, 4096, 64, 0)}
 LIBS = ("cudnn", "flash", "triton")
-# The overlap rung's entries timed per shape (attention_overlap.cu, launch.OVERLAP): every one at D 128 and D 64,
+# The overlap rung's entries timed per shape (r2_overlap.cu, launch.OVERLAP): every one at D 128 and D 64,
 # the default and its two neighbours (ping-pong off, 176-key tiles) causal.
 OVERLAP_CAUSAL = ("n128 k3v2", "n128 k3v2 nopp", "n176 k2v2")
 # The overlap rung's goals (course issue 27): its default entry (launch.DEFAULT_OVERLAP, what attention(...,
@@ -66,7 +66,7 @@ def overlap_name(d: int, entry: str, causal) -> str:
 
 
 def overlap_configs(shape) -> list[dict]:
-    """The overlap rung's timed rows at `shape` (none where attention_overlap.cu is absent: a student release). Their
+    """The overlap rung's timed rows at `shape` (none where r2_overlap.cu is absent: a student release). Their
     config carries the entry's tile (bn), ring depths and ping-pong flag: what model.predict_overlap reads."""
     if not overlap_available():
         return []
@@ -90,7 +90,7 @@ def check_all(seed: int = 1) -> list[str]:
 
 
 def check_rungs(seed: int = 1, extra=(), shapes=TEST_SHAPES) -> list[str]:
-    """attention.cu at every depth and attention_overlap.cu at every entry (where present) of each test shape's head
+    """r1_attention.cu at every depth and r2_overlap.cu at every entry (where present) of each test shape's head
     dim, then the `extra` runs ((variant, None): the libraries), against torch's fp32 math SDPA, outputs poisoned
     first. Returns the failures."""
     import torch
@@ -389,7 +389,7 @@ def overlap_record() -> dict | None:
 
 def ladder_table(doc: dict | None, variants=LADDER) -> str:
     """The rungs of a record side by side, per shape: TFLOPS, x cuDNN of the same shape and run, the model's figure
-    (the serial chain for attention.cu, the overlap model for attention_overlap.cu, the current constants), the GPU
+    (the serial chain for r1_attention.cu, the overlap model for r2_overlap.cu, the current constants), the GPU
     and date named; the overlap rung's goals last (goal_line)."""
     if not doc or not doc.get("rows"):
         return "no recorded run yet"

@@ -17,7 +17,7 @@ Launch contract
                                        const __nv_bfloat16* v, __nv_bfloat16* out, int seq, int causal)
 
 - q, k, v, out: (B, H, S, 128) bf16, contiguous; D = 128 only (the exercise's one head dim; the demo kernel in
-  kernels/attention/attention.cu also does 64). B * H * S >= 128.
+  kernels/attention/r1_attention.cu also does 64). B * H * S >= 128.
 - the maps describe the 2-D (B*H*S, 128) view (row bh * S + s = query / key s of head bh), 128B swizzle, zero fill:
   q_map box (64, 64) — a warpgroup's 64 queries x one 64-column slice; k_map and v_map box (128, 64).
 - block = 384 threads (warpgroup 0 produces, 1 and 2 consume); grid = (ceil(S / 128), B * H).

@@ -9,7 +9,7 @@ keys and per warpgroup:
                                       (P_SM = the tensor peak per SM: 989 TFLOP/s / 132 on an H100; TC_EFF fitted)
     its softmax                       t_sm  = SOFTMAX_NS x BN / 128   (mask, max, exp2, sums, rescale, pack: fitted)
 
-attention.cu, the serial chain (HELD_OUT_CHECK). Each warpgroup, per tile: QK^T -> wait -> softmax -> PV -> wait
+r1_attention.cu, the serial chain (HELD_OUT_CHECK). Each warpgroup, per tile: QK^T -> wait -> softmax -> PV -> wait
 (the HGMMA, WARPGROUP.DEPBAR, MUFU.EX2 order of its SASS). Both warpgroups wait on the same full[s] and no barrier
 orders them, so a warpgroup's GEMM may find the other's GEMMs on the tensor core first: CONTENTION (fitted, 0 .. 1) is
 the fraction of the other warpgroup's t_mma its chain waits for, per tile (0: the two chains perfectly out of step, one
@@ -17,20 +17,20 @@ softmax under the other's GEMMs; 1: lockstep, both GEMMs then both softmaxes). T
 
         P_c = max(2 t_mma, t_mma + t_sm + CONTENTION x t_mma)        (the tensor core's share, or one chain)
 
-attention_overlap.cu, the overlap (OVERLAP_CHECK). Round j issues S_j = Q K_j^T and O += P_{j-1} V_{j-1} back to back
+r2_overlap.cu, the overlap (OVERLAP_CHECK). Round j issues S_j = Q K_j^T and O += P_{j-1} V_{j-1} back to back
 and waits only for S_j: the softmax waits for one GEMM (t_mma / 2) and runs under its own PV. With ping-pong (named
 barriers 1 and 2) the warpgroups take turns at the tensor core and neither waits for the other's GEMMs; without it
 (`nopp`) its CONTENTION (fitted for this rung) returns:
 
         P_c = max(2 t_mma, t_mma / 2 + t_sm + (1 - PINGPONG) x CONTENTION x t_mma)
 
-The rings. attention.cu: one ring of `stages`, a stage holding a K and a V tile, released after both warpgroups' PV;
-attention_overlap.cu: a K ring and a V ring of their own depths. A stage turns around in t_ld + P_c (refill, then
+The rings. r1_attention.cu: one ring of `stages`, a stage holding a K and a V tile, released after both warpgroups' PV;
+r2_overlap.cu: a K ring and a V ring of their own depths. A stage turns around in t_ld + P_c (refill, then
 held for one period), and `stages` of them share that time (Little's law):
 
         P = max(P_c, (t_ld + P_c) / stages)       (the overlap rung: that of each ring, the deeper one not binding)
         t_ld = LOAD_NS + bytes / (L2_TBPS / SMs)  (LOAD_NS: the TMA round trip fitted in week 1 day 5,
-                                                   kernels.tma.model.LATENCY_NS; L2_TBPS fitted on attention.cu's rows)
+                                                   kernels.tma.model.LATENCY_NS; L2_TBPS fitted on r1_attention.cu's rows)
 
 The run: T = (sum over blocks of their tiles) x P / SMs + waves x BLOCK_NS (causal blocks have 1 .. S/BN tiles;
 BLOCK_NS: a block's fixed cost, Q load, first tile, epilogue, once per wave of SMs). FLOPs as
@@ -69,8 +69,8 @@ P_SM_TFLOPS = H100.bf16_dense_tflops / H100.sm_count   # 7.49 TFLOP/s per SM (da
 LOAD_NS = TMA_LATENCY_NS  # a TMA request's round trip with nothing queued (week 1 day 5's fit), ns
 # Fitted constants (see FIT and OVERLAP_FIT: the fits of kernels/attention/recorded_h100.json).
 TC_EFF = 0.68         # fraction of the tensor peak the GEMMs reach (the overlap rung's fit: it is tensor-bound)
-SOFTMAX_NS = 659.8    # attention.cu: one warpgroup's softmax of a 64 x 128 score tile, ns
-CONTENTION = 0.589    # attention.cu: the part of the other warpgroup's GEMMs a chain waits for, per tile
+SOFTMAX_NS = 659.8    # r1_attention.cu: one warpgroup's softmax of a 64 x 128 score tile, ns
+CONTENTION = 0.589    # r1_attention.cu: the part of the other warpgroup's GEMMs a chain waits for, per tile
 L2_TBPS = 90.26       # the rate a tile's bytes add to LOAD_NS (all SMs; see FIT["known_miss"] on its size)
 BLOCK_NS = 1557.5     # a block's fixed cost per wave (Q load, first tile, epilogue), ns: the overlap rung's fit
 CONSTANTS = ("TC_EFF", "SOFTMAX_NS", "CONTENTION", "L2_TBPS", "BLOCK_NS")  # the serial chain's, fit()'s order
@@ -94,7 +94,7 @@ FIT: dict = {"source": "kernels/attention/recorded_h100.json: NVIDIA H100 80GB H
                            "kernel (attn_kv: a K ring and a V ring of their own depths, K released before the softmax) "
                            "is not this model's combined ring: its rows carry no prediction"}
 # Three constants of its own on six rows (the course's rule: at most one fitted constant per two rows it is fitted
-# on): every non-causal row of attention.cu; the causal row (another shape class: blocks of 1 .. S/BN tiles, the
+# on): every non-causal row of r1_attention.cu; the causal row (another shape class: blocks of 1 .. S/BN tiles, the
 # diagonal tile masked) is held out.
 FIT_ROWS = ("attn_fwd d128 s1", "attn_fwd d128 s2", "attn_fwd d128 s3", "attn_fwd d64 s1", "attn_fwd d64 s2",
             "attn_fwd d64 s4")
@@ -139,7 +139,7 @@ def _t_load(nbytes: float, l2_tbps: float) -> float:
 
 def per_tile(d: int, stages: int, *, tc_eff: float = None, softmax_ns: float = None, contention: float = None,
              l2_tbps: float = None) -> dict:
-    """attention.cu's per-tile times (ns) of one block: the serial chain of each warpgroup, the tensor core they
+    """r1_attention.cu's per-tile times (ns) of one block: the serial chain of each warpgroup, the tensor core they
     share, the one ring of `stages` (a K and a V tile per stage)."""
     tc_eff = TC_EFF if tc_eff is None else tc_eff
     softmax_ns = SOFTMAX_NS if softmax_ns is None else softmax_ns
@@ -183,7 +183,7 @@ def _tflops(shape, tiles_blocks, period: float, block_ns: float, sms: int) -> fl
 
 
 def predict_config(cfg: Config, sms: int = H100.sm_count, *, block_ns: float = None, **kw) -> float:
-    """Predicted TFLOPS of attention.cu (the workload's FLOP count); `kw`: per_tile's constants."""
+    """Predicted TFLOPS of r1_attention.cu (the workload's FLOP count); `kw`: per_tile's constants."""
     block_ns = BLOCK_NS if block_ns is None else block_ns
     return _tflops(cfg.shape, _tiles(cfg), per_tile(cfg.d, cfg.stages, **kw)["period"], block_ns, sms)
 
@@ -265,7 +265,7 @@ def _serial_kw(constants: dict | None) -> dict:
 
 
 def _predict_row(row: dict, record: dict, constants: dict | None = None) -> float | None:
-    """TFLOPS of a record's attention.cu row (no term depends on the run's DRAM), with the module's constants or a
+    """TFLOPS of a record's r1_attention.cu row (no term depends on the run's DRAM), with the module's constants or a
     refit's (fit())."""
     c = row.get("config")
     if not c or "stages" not in c:
@@ -292,7 +292,7 @@ HELD_OUT_CHECK = HeldOut(FIT, FIT_ROWS, HELD_OUT, band=HELD_OUT_BAND, predict=_p
 held_out_report = HELD_OUT_CHECK.report
 
 
-# ============================================================================ the overlap rung (attention_overlap.cu)
+# ============================================================================ the overlap rung (r2_overlap.cu)
 # Four constants on nine rows: every non-causal row of the rung (D 128 and 64, 128- and 176-key tiles, ping-pong on
 # and off, K/V rings of 2-4); the causal rows (another shape class) are held out.
 OVERLAP_FIT_ROWS = ("attn_overlap d128 n128 k3v2", "attn_overlap d128 n128 k3v2 nopp", "attn_overlap d128 n128 k2v2",
@@ -346,7 +346,7 @@ class OverlapConfig:
 
 def per_tile_overlap(d: int, bn: int, k_stages: int, v_stages: int, pingpong: int, *, tc_eff: float = None,
                      softmax_ns: float = None, contention: float = None, l2_tbps: float = None) -> dict:
-    """attention_overlap.cu's per-tile times (ns) of one block: the softmax under its own PV GEMM, ping-pong or not,
+    """r2_overlap.cu's per-tile times (ns) of one block: the softmax under its own PV GEMM, ping-pong or not,
     a K ring and a V ring (one tile each per stage). Defaults: OVERLAP_CONSTANTS (L2_TBPS: the serial chain's)."""
     c = OVERLAP_CONSTANTS
     tc_eff = c["TC_EFF"] if tc_eff is None else tc_eff
@@ -365,7 +365,7 @@ def per_tile_overlap(d: int, bn: int, k_stages: int, v_stages: int, pingpong: in
 
 
 def predict_overlap(cfg: OverlapConfig, sms: int = H100.sm_count, constants: dict | None = None) -> float:
-    """Predicted TFLOPS of one attention_overlap.cu entry with `constants` (fit_overlap's; None: OVERLAP_CONSTANTS)."""
+    """Predicted TFLOPS of one r2_overlap.cu entry with `constants` (fit_overlap's; None: OVERLAP_CONSTANTS)."""
     c = constants or OVERLAP_CONSTANTS
     pt = per_tile_overlap(cfg.d, cfg.bn, cfg.k_stages, cfg.v_stages, cfg.pingpong, tc_eff=c["TC_EFF"],
                           softmax_ns=c["SOFTMAX_NS"], contention=c["CONTENTION"])
@@ -373,8 +373,8 @@ def predict_overlap(cfg: OverlapConfig, sms: int = H100.sm_count, constants: dic
 
 
 def predict_row(row: dict, constants: dict | None = None) -> float | None:
-    """The models' TFLOPS for a row: attention.cu's rows (config with `stages`) by the serial chain,
-    attention_overlap.cu's (config with `bn`) by the overlap model (`constants`: fit_overlap's; None: OVERLAP_CONSTANTS); None otherwise."""
+    """The models' TFLOPS for a row: r1_attention.cu's rows (config with `stages`) by the serial chain,
+    r2_overlap.cu's (config with `bn`) by the overlap model (`constants`: fit_overlap's; None: OVERLAP_CONSTANTS); None otherwise."""
     cfg = row.get("config")
     if not cfg:
         return None
@@ -435,9 +435,9 @@ def overlap_errors(rows: list[dict], constants: dict | None = None, held_out=OVE
 # ------------------------------------------------------------------------------------ one tile, per warpgroup
 def tile_timeline(kind: str, d: int = 128) -> dict:
     """One K/V tile of one block in steady state, per lane, from the fitted constants: {"period": ns, "bound": ...,
-    "lanes": {"tensor core" | "wg 0" | "wg 1": [(start ns, end ns, what), ...]}}. `kind`: "serial" (attention.cu: each
+    "lanes": {"tensor core" | "wg 0" | "wg 1": [(start ns, end ns, what), ...]}}. `kind`: "serial" (r1_attention.cu: each
     warpgroup QK^T -> softmax -> wait for the other's GEMMs (CONTENTION) -> PV, the second warpgroup half a period
-    later), "overlap" (attention_overlap.cu with ping-pong: QK^T_j and PV_{j-1} issued together, the softmax under
+    later), "overlap" (r2_overlap.cu with ping-pong: QK^T_j and PV_{j-1} issued together, the softmax under
     the PV and under the other warpgroup's GEMMs, which follow its own) or "overlap nopp" (no ping-pong: the wait for
     the other warpgroup's GEMMs returns). GEMM segments are also drawn on the tensor core's lane."""
     if kind == "serial":

@@ -1,4 +1,4 @@
-"""Week 2, day 5: the overlap rung (attention_overlap.cu) measured outside the bench run — `compare_overlap`, its
+"""Week 2, day 5: the overlap rung (r2_overlap.cu) measured outside the bench run — `compare_overlap`, its
 entries beside today's rung and the libraries in one process, and `pipes`, ncu's tensor and XU pipe shares of today's
 rung and the overlap rung's entries (what limits each run).
 
@@ -59,8 +59,8 @@ def pipes(workdir, runs=PIPE_RUNS) -> dict:
 # Today's rung at the depths the comparison times beside the overlap rung: every depth non-causal, 2 causal (configs).
 def compare_overlap(reps: int = 10, seed: int = 0, out: str | None = "build/gpu/attention_overlap.json",
                     check: bool = True) -> list[dict]:
-    """One process, one GPU: attention_overlap.cu's entries checked against torch's fp32 math SDPA on the awkward
-    test shapes (with attention.cu's depths beside them), then timed at the bench's three shapes beside attention.cu
+    """One process, one GPU: r2_overlap.cu's entries checked against torch's fp32 math SDPA on the awkward
+    test shapes (with r1_attention.cu's depths beside them), then timed at the bench's three shapes beside r1_attention.cu
     ("cuda"), cuDNN and FlashAttention-2 on the same inputs (the exercise's, fresh each repetition) with
     kernels.bench; prints one table (TFLOPS, x cuDNN of the same shape, the models' figures, SM MHz) and the overlap
     model's fit on these rows; writes the rows to `out` (JSON) for the record.

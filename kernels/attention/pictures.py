@@ -11,7 +11,7 @@ bf16 each (low half = the lower column):
 
     thread t, register a[q] of k-step k, half h  ->  row 16 w + l / 4 + 8 (q % 2),  col 16 k + 8 (q / 2) + 2 (l % 4) + h
 
-attention.cu packs `pa[kk][q] = pack_bf16(sacc[8 kk + 2 q], sacc[8 kk + 2 q + 1])`: `kernel_packing` reads those
+r1_attention.cu packs `pa[kk][q] = pack_bf16(sacc[8 kk + 2 q], sacc[8 kk + 2 q + 1])`: `kernel_packing` reads those
 lines from the .cu file, and `layout_mismatches` checks, element by element, that the thread holding S[r, c] in d[..]
 is the thread that must present P[r, c] in a[..], and that the kernel's packing takes exactly that d register. No
 element crosses a thread: no shuffle, no shared-memory round trip.
@@ -22,7 +22,7 @@ parity n & 1, the producer waits an empty barrier with the previous use's, (n & 
 "before" the first, complete: no wait). With depths 3 and 2 the two rings' parities part at tile 2.
 
 One K/V tile per warpgroup in time (`plot_tile_timeline`): the tensor core's lane and each consumer warpgroup's, for
-attention.cu's serial chain and attention_overlap.cu's overlap with ping-pong, drawn from the fitted models' constants
+r1_attention.cu's serial chain and r2_overlap.cu's overlap with ping-pong, drawn from the fitted models' constants
 (kernels.attention.model.tile_timeline): what each warpgroup does, and what waits, per tile.
 """
 
@@ -36,7 +36,7 @@ __all__ = ["accumulator_layout", "a_fragment_layout", "kernel_packing", "p_sourc
 
 WARPGROUP_THREADS = 128
 K_STEP = 16                     # keys per PV k-step (the wgmma K of bf16)
-_CU = Path(__file__).with_name("attention.cu")
+_CU = Path(__file__).with_name("r1_attention.cu")
 
 
 def accumulator_layout(n: int = 128) -> dict:
@@ -79,12 +79,12 @@ _PACK = re.compile(r"pa\[kk\]\[(\d)\]\s*=\s*pack_bf16\(\s*sacc\[8 \* kk \+ (\d+)
 
 
 def kernel_packing(source: str | None = None) -> dict:
-    """attention.cu's packing of S into P's A registers: q -> (offset of the low half, offset of the high half), read
+    """r1_attention.cu's packing of S into P's A registers: q -> (offset of the low half, offset of the high half), read
     from the `pa[kk][q] = pack_bf16(sacc[8 * kk + lo], sacc[8 * kk + hi])` lines (the register is sacc[8 kk + off])."""
     text = _CU.read_text() if source is None else source
     found = {int(q): (int(lo), int(hi)) for q, lo, hi in _PACK.findall(text)}
     if sorted(found) != [0, 1, 2, 3]:
-        raise ValueError(f"attention.cu: expected the four pa[kk][0..3] = pack_bf16(...) lines, found {sorted(found)}")
+        raise ValueError(f"r1_attention.cu: expected the four pa[kk][0..3] = pack_bf16(...) lines, found {sorted(found)}")
     return found
 
 
@@ -238,9 +238,9 @@ def plot_tile_timeline(d: int = 128, kinds=("serial", "overlap")):
         ax.axvline(tl["period"], color="black", linestyle=":", linewidth=1)
         ax.set_yticks(range(len(lanes)), lanes)
         ax.set_ylim(len(lanes) - 0.4, -0.6)
-        what = {"serial": "attention.cu: serial chain, warpgroups unordered",
-                "overlap": "attention_overlap.cu: QKᵀ(j) with PV(j-1), softmax under PV, ping-pong",
-                "overlap nopp": "attention_overlap.cu without ping-pong"}[tl["kind"]]
+        what = {"serial": "r1_attention.cu: serial chain, warpgroups unordered",
+                "overlap": "r2_overlap.cu: QKᵀ(j) with PV(j-1), softmax under PV, ping-pong",
+                "overlap nopp": "r2_overlap.cu without ping-pong"}[tl["kind"]]
         ax.set_title(f"{what}\nperiod {tl['period']:.0f} ns per tile (bound: {tl['bound']}); tensor core busy "
                      f"{tl['tensor_busy']:.0%} of it", fontsize="medium")
     axes[-1].set_xlim(0, span)

@@ -10,7 +10,7 @@ at S. Keys >= S still need a mask (a zero key scores 0, not -inf). The loop runs
 the tiles that need no mask, then the masked ones (the last partial tile; the diagonal tiles when causal).
 The online softmax is the CUDA kernel's: scores pre-scaled by log2(e) / sqrt(D), exp2, running max m and sum l,
 O rescaled by 2^(m_old - m_new). Triton lowers tl.dot on sm_90 to WGMMA and pipelines the descriptor loads
-(num_stages) with mbarriers — the same mechanisms as attention.cu, chosen by the compiler.
+(num_stages) with mbarriers — the same mechanisms as r1_attention.cu, chosen by the compiler.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import torch
 
 DTYPE = torch.bfloat16
 ELEMENT_BYTES = 2
-BM, BN = 128, 128                # query rows per block, keys per K/V tile (attention.cu and the exercise)
+BM, BN = 128, 128                # query rows per block, keys per K/V tile (r1_attention.cu and the exercise)
 DIMS = (64, 128)                 # head dimensions of the CUDA kernel
 BENCH_SHAPE = (4, 32, 4096, 128, 0)
 # Awkward shapes for the checks: S not a multiple of the 128-key tile (the last tile runs into the next head, which

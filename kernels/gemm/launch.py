@@ -12,7 +12,7 @@
     c = gemm(a, b, "cublas")                # torch.matmul(a, b.T): cuBLAS, the ceiling
 
 Inputs are checked here, before anything touches a GPU, with errors that name the rule. Rung 6's source
-(gemm_store_warp.cu) answers the day's exercise and stays out of a student release (autograder.release
+(r6_store_warp.cu) answers the day's exercise and stays out of a student release (autograder.release
 INSTRUCTOR_ONLY): there `gemm(..., "store_warp")` says so, and RUNGS lists what this copy of the course can run.
 """
 
@@ -31,12 +31,12 @@ CUDA_VARIANTS = ("tiled", "wgmma", "pipelined", "persistent", "cluster", "store_
 BOX = (128, 64)             # every tensor map: 128 rows x 64 bf16 (128 bytes: the 128B-swizzle span)
 SWIZZLE = "128B"
 STAGE_SLACK = 1024          # the wgmma kernels align their shared-memory base to 1024 bytes themselves
-_FILES = {"tiled": "gemm_tiled.cu", "wgmma": "gemm_wgmma.cu", "pipelined": "gemm_pipelined.cu",
-          "persistent": "gemm_persistent.cu", "cluster": "gemm_persistent.cu", "store_warp": "gemm_store_warp.cu"}
+_FILES = {"tiled": "r1_tiled.cu", "wgmma": "r2_wgmma.cu", "pipelined": "r3_pipelined.cu",
+          "persistent": "r4_persistent.cu", "cluster": "r4_persistent.cu", "store_warp": "r6_store_warp.cu"}
 _KERNELS = {"tiled": "gemm_tiled", "wgmma": "gemm_wgmma", "pipelined": "gemm_pipelined",
             "persistent": "gemm_persistent", "cluster": "gemm_cluster", "store_warp": "gemm_store_warp"}
 # Rung 6 answers the day's exercise (an epilogue by TMA store, overlapped with the next tile): instructor-only.
-INSTRUCTOR_ONLY_RUNGS = {"store_warp": "rung 6 (kernels/gemm/gemm_store_warp.cu) answers the day's exercise — an "
+INSTRUCTOR_ONLY_RUNGS = {"store_warp": "rung 6 (kernels/gemm/r6_store_warp.cu) answers the day's exercise — an "
                                        "epilogue by TMA store overlapped with the next tile — so the student "
                                        "release leaves its source out (an instructor-only file of the release "
                                        "builder); the notebook shows its recorded rows instead"}
@@ -57,7 +57,7 @@ CONFIG = {
                    "slots": 2, "slot_bytes": 8 * 1024, "group_m": 16, "grid": "balanced"},
 }
 C_BOX = (64, 64)            # rung 6's C map: 64 rows x 64 bf16 (128 bytes: the 128B-swizzle span), one store slot
-# Rung 6's compile-time switches (gemm_store_warp.cu's GEMM_* defines) and its grid rule, each with what it may be.
+# Rung 6's compile-time switches (r6_store_warp.cu's GEMM_* defines) and its grid rule, each with what it may be.
 TUNE = {"cluster": (1, 2), "group_m": (1, 2, 4, 8, 16, 32, 64), "stages": (2, 3, 4), "slots": (1, 2, 3, 4),
         "grid": ("balanced", "sms")}
 SMEM_LIMIT = 227 * 1024 - 2048  # dynamic bytes a block may have, ~ 2 KiB left for the static barriers (exercise.py)
@@ -97,8 +97,8 @@ def _source_file(variant: str):
 
 
 def cubin(variant: str, stages: int | None = None, tune: dict | None = None):
-    """The rung's compiled module; `stages` (rung 3 only) recompiles gemm_pipelined.cu with GEMM_STAGES; `tune`
-    (rung 6 only) recompiles gemm_store_warp.cu with its GEMM_* defines."""
+    """The rung's compiled module; `stages` (rung 3 only) recompiles r3_pipelined.cu with GEMM_STAGES; `tune`
+    (rung 6 only) recompiles r6_store_warp.cu with its GEMM_* defines."""
     _source_file(variant)
     return _cubin(variant, stages, _tune_key(tune) if variant == "store_warp" else None)
 
@@ -128,7 +128,7 @@ def tensor_map(t: torch.Tensor):
 
 def smem_bytes(variant: str, stages: int | None = None, tune: dict | None = None) -> int:
     cfg = CONFIG[variant]
-    if variant == "store_warp":  # the ring, then the store slots (gemm_store_warp.cu SMEM_DYNAMIC)
+    if variant == "store_warp":  # the ring, then the store slots (r6_store_warp.cu SMEM_DYNAMIC)
         t = tuned(tune)
         return STAGE_SLACK + t["stages"] * cfg["stage_bytes"] + 2 * t["slots"] * cfg["slot_bytes"]
     return (stages or cfg["stages"]) * cfg["stage_bytes"] + STAGE_SLACK if cfg["stage_bytes"] else 0

@@ -24,7 +24,7 @@ comes from DRAM once (all of A and B once, if they fit in L2); that traffic per 
 of t_sm, and the compulsory bytes (A, B read once, C written once) / DRAM a floor under the whole run.
 The CTAs per SM come from the kernel itself (kernels/gemm/occupancy.py).
 
-Rung 6 (gemm_store_warp.cu: rung 5's mainloop, the epilogue handed to a store stage) differs from rung 5 in one term:
+Rung 6 (r6_store_warp.cu: rung 5's mainloop, the epilogue handed to a store stage) differs from rung 5 in one term:
 its consumers only stage the tile in shared memory and go back to the mainloop, the TMA store's global writes run under
 the next tile, so E is the staging alone (kernels.gemm.epilogue.rung6_gain: E per tile and the tensor core's busy share
 of each, which ncu's tensor-pipe counter measures). Its rows are held out: that term was fitted to nothing.
@@ -74,13 +74,13 @@ __all__ = ["Config", "Prediction", "CONSTANTS", "FIT", "FIT_ROWS", "HELD_OUT", "
 SMS = H100.sm_count
 BK = 64
 L2_BYTES = H100.l2_bytes
-GROUP_M = 8              # gemm_persistent.cu and triton_matmul.py: tile rows per scheduling group
+GROUP_M = 8              # r4_persistent.cu and triton_matmul.py: tile rows per scheduling group
 
 # Fitted constants (see FIT).
 CONSTANTS = {"PEAK_TFLOPS": 786.9, "L2_TBPS": 9.8, "LATENCY_NS": 883.0, "BUBBLE_NS": 114.2,
              "EPILOGUE_NS": 4375.0, "FMA_TFLOPS": 30.3, "START_NS": 6247.8}
 HELD_OUT_BAND = 0.10  # held-out rows within +-10 % on each recorded GPU, or named in FIT
-# Rung 6 (gemm_store_warp.cu) is held out at every shape: the model's whole account of its gain over rung 5 is one
+# Rung 6 (r6_store_warp.cu) is held out at every shape: the model's whole account of its gain over rung 5 is one
 # term no row was fitted to — the per-tile epilogue E falls from the fitted EPILOGUE_NS to the shared-memory staging
 # (_staging_ns, computed from the SM's shared-memory rate) — so its rows test that account instead of tuning the
 # constants to it. Records taken before rung 6 (the H200's) have no such rows: HELD_OUT_CHECK checks what a record
@@ -230,7 +230,7 @@ def _configs_for(shape: tuple, stages: int | None) -> dict[str, Config]:
 
 
 def store_warp_config(shape, tune: dict | None = None) -> Config:
-    """Rung 6 (gemm_store_warp.cu) with its switches (launch.TUNE): rung 5's mainloop ("overlap": two consumers,
+    """Rung 6 (r6_store_warp.cu) with its switches (launch.TUNE): rung 5's mainloop ("overlap": two consumers,
     wait_group 1; persistent; B shared by `cluster` CTAs) with the exercise's epilogue term ("tma"). Why it gains
     on rung 5: rung 5's consumers store C with plain STG while the tensor core idles, EPILOGUE_NS per tile (fitted,
     ~ 4 us on the H100); rung 6's consumers only write the tile into shared memory (stmatrix, conflict-free) and

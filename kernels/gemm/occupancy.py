@@ -66,7 +66,7 @@ def smem_per_cta(variant: str, stages: int | None = None) -> dict:
 
 
 def ring_occupancy(stages=(1, 2, 3, 4, 5, 6)) -> list[dict]:
-    """Rung 3 (gemm_pipelined.cu) at each ring depth: shared memory per CTA, the CTAs per SM that shared memory and
+    """Rung 3 (r3_pipelined.cu) at each ring depth: shared memory per CTA, the CTAs per SM that shared memory and
     registers each allow, and the resident CTAs (the smaller) — computed from the compiled kernel."""
     from .launch import CONFIG, KERNELS, cubin
 

@@ -248,9 +248,9 @@ def drain_timeline(ktiles: int = 4, **constants) -> dict:
     (the model's t1), which `load_hidden` reports."""
     from .launch import CONFIG
 
-    cases = {"rung 3": ("gemm_pipelined.cu: 1 consumer warpgroup, wgmma_wait<0>, releases this stage",
+    cases = {"rung 3": ("r3_pipelined.cu: 1 consumer warpgroup, wgmma_wait<0>, releases this stage",
                         "pipelined", 1, 0),
-             "rung 4": ("gemm_persistent.cu: 2 consumer warpgroups, wgmma_wait<1>, releases the previous stage",
+             "rung 4": ("r4_persistent.cu: 2 consumer warpgroups, wgmma_wait<1>, releases the previous stage",
                         "persistent", 2, 1),
              "exercise": ("gemm_epilogue (its given mainloop): 2 consumer warpgroups, wgmma_wait<0>, releases "
                           "this stage", "persistent", 2, 0)}

@@ -79,7 +79,7 @@ def _occupancy_lines(occ: list[dict]) -> list[str]:
     """The kernel side of the story: shared memory and registers per CTA at each depth, and from which depth on one
     CTA per SM is left."""
     st_bytes = occ[0]["stage_bytes"]
-    lines = [f"Rung 3 (gemm_pipelined.cu): a stage is one k-tile of A and B, 2 x (128 x 64) bf16 = {st_bytes // 1024} "
+    lines = [f"Rung 3 (r3_pipelined.cu): a stage is one k-tile of A and B, 2 x (128 x 64) bf16 = {st_bytes // 1024} "
              f"KiB; {occ[0]['block']} threads x {occ[0]['registers']} registers. An SM has "
              f"{SMEM_PER_SM // 1024} KiB of shared memory ({SMEM_PER_BLOCK // 1024} KiB per block) and "
              f"{REGS_PER_SM // 1024}K registers:",

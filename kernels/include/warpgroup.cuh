@@ -84,7 +84,7 @@ __device__ __forceinline__ void named_barrier_sync(unsigned id, unsigned threads
 // between warpgroups. With bar.sync on the same id and count it makes a one-way signal: warpgroup A arrives (128
 // threads), warpgroup B syncs (128 threads), threads = 256 — B goes on once A has arrived, A never waits. Every
 // warp of the arriving side executes it with the same id and count; a phase completes when `threads` threads have
-// arrived or synced, then the barrier resets for its next phase (attention_overlap.cu's ping-pong: ids 1 and 2).
+// arrived or synced, then the barrier resets for its next phase (r2_overlap.cu's ping-pong: ids 1 and 2).
 __device__ __forceinline__ void named_barrier_arrive(unsigned id, unsigned threads) {
     asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }

@@ -189,7 +189,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_ss(float (&d)[128], unsigned lo
         : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }
 
-// m64n176k16, SS: attention_overlap.cu's S = Q K^T over a 176-key tile (88 accumulators per thread; N = 176 = 22
+// m64n176k16, SS: r2_overlap.cu's S = Q K^T over a 176-key tile (88 accumulators per thread; N = 176 = 22
 // groups of 8 keys, K-major tile of 176 rows, SBO 1024 B as above). SASS: HGMMA.64x176x16.F32.BF16.
 __device__ __forceinline__ void wgmma_m64n176k16_ss(float (&d)[88], unsigned long long desc_a,
                                                    unsigned long long desc_b, int scale_d) {

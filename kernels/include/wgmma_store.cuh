@@ -1,5 +1,5 @@
 // wgmma_store.cuh — a warpgroup's wgmma accumulator written to a row-major bf16 matrix, as the course's GEMM
-// kernels (kernels/gemm/gemm_wgmma.cu, gemm_pipelined.cu, gemm_persistent.cu) end their tiles.
+// kernels (kernels/gemm/r2_wgmma.cu, r3_pipelined.cu, r4_persistent.cu) end their tiles.
 // The contract: the 128 threads of one warpgroup call store_acc together, each with its own NN / 2 fp32
 // accumulators of an m64nNNk16 wgmma (NN a multiple of 8); rows r0 .. r0 + 63 and cols c0 .. c0 + NN - 1 of C
 // (M x N, row-major, N % 8 == 0) are written as bf16, clipped at (M, N).

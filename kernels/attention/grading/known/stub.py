@@ -157,7 +157,7 @@ attn_kv(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUten
         // ---- Yours: the producer. Every K tile and every V tile of keys [0, n_tiles * BN), K running one tile ahead
         // of V: K_0, then K_{j+1} before V_j. Before each load, the stage's empty barrier (the parity that lets the
         // first pass through each ring go at once), then that stage's full barrier armed with the bytes that land,
-        // then the NSUB boxes of (128, 64) of the tile into the stage. Not an answer: attention.cu's loop. Its one
+        // then the NSUB boxes of (128, 64) of the tile into the stage. Not an answer: r1_attention.cu's loop. Its one
         // full[s] per stage is armed for K and V together; here the consumers wait k_full and v_full apart, and tile
         // j's K and V sit in different stages (j % K_STAGES, j % V_STAGES): a V tile that signals K's barrier leaves
         // v_full waiting for ever.

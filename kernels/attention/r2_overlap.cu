@@ -1,7 +1,7 @@
-// attention_overlap.cu — week 2, day 5, the rung after attention.cu: the same attention forward (bf16 in and out,
+// r2_overlap.cu — week 2, day 5, the rung after r1_attention.cu: the same attention forward (bf16 in and out,
 // fp32 inside, O = softmax(Q K^T / sqrt(D)) V, causal or not), with the tensor core kept busy while the softmax runs.
 //
-// What changed from attention.cu (whose consumer runs, per tile, the serial chain QK^T -> wait -> softmax -> PV ->
+// What changed from r1_attention.cu (whose consumer runs, per tile, the serial chain QK^T -> wait -> softmax -> PV ->
 // wait, and whose two consumer warpgroups are ordered by nothing):
 //   New 1, separate K and V rings (the day's exercise, attn_kv): K tiles in a ring of K_STAGES, V tiles in a ring of
 //     V_STAGES, each stage with its own full / empty mbarrier; K is released as soon as its QK^T has read it.
@@ -23,7 +23,7 @@
 // Tiles (BM, BN, D, K_STAGES, V_STAGES): (128, 128 | 176, 64 | 128, 2..4, 2..4). Block 384 threads = warpgroup 0
 // (producer: one elected thread issues every TMA), warpgroups 1 and 2 (consumers: query rows [0, 64) and [64, 128)
 // of the block's 128). Grid (ceil(S / BM), B * H); causal blocks run the longest rows first (blockIdx.x reversed).
-// Global layout as attention.cu: q, k, v, o are (B, H, S, D) bf16 contiguous, seen by the tensor maps as 2-D
+// Global layout as r1_attention.cu: q, k, v, o are (B, H, S, D) bf16 contiguous, seen by the tensor maps as 2-D
 // (B*H*S, D); a K/V tile that runs past S reads the next head's rows (or zero fill) and its keys are masked to -inf.
 #include <cuda_bf16.h>
 #include "course.cuh"

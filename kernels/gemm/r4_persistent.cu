@@ -1,7 +1,7 @@
-// gemm_persistent.cu — week 2 day 4, rungs 4 and 5: two consumer warpgroups, a persistent tile-scheduled grid,
+// r4_persistent.cu — week 2 day 4, rungs 4 and 5: two consumer warpgroups, a persistent tile-scheduled grid,
 // and (rung 5) a cluster of 2 CTAs that share B through TMA multicast.
 //
-// Same GEMM as every rung (gemm_tiled.cu): C (M, N) = A (M, K) . B (N, K)^T, bf16 in, fp32 accumulate, bf16 out,
+// Same GEMM as every rung (r1_tiled.cu): C (M, N) = A (M, K) . B (N, K)^T, bf16 in, fp32 accumulate, bf16 out,
 // A and B both K-major; K % 8 == 0, N % 8 == 0.
 //
 // New in rung 4 (gemm_persistent), against rung 3:

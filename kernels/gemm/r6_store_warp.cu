@@ -1,11 +1,11 @@
-// gemm_store_warp.cu — week 2 day 4, rung 6: the epilogue leaves the consumers. They hand bf16 pieces of C to
+// r6_store_warp.cu — week 2 day 4, rung 6: the epilogue leaves the consumers. They hand bf16 pieces of C to
 // store threads through shared-memory slots and mbarriers, and go back to the tensor core while the TMA writes C.
 // (Instructor-only: this file answers the day's exercise in spirit — autograder/release.py INSTRUCTOR_ONLY.)
 //
-// Same GEMM as every rung (gemm_tiled.cu): C (M, N) = A (M, K) . B (N, K)^T, bf16 in, fp32 accumulate, bf16 out,
+// Same GEMM as every rung (r1_tiled.cu): C (M, N) = A (M, K) . B (N, K)^T, bf16 in, fp32 accumulate, bf16 out,
 // A and B both K-major; K % 8 == 0, N % 8 == 0.
 //
-// The mainloop is rung 5's (gemm_persistent.cu: (128, 256) tiles, producer warpgroup + 2 consumer warpgroups,
+// The mainloop is rung 5's (r4_persistent.cu: (128, 256) tiles, producer warpgroup + 2 consumer warpgroups,
 // setmaxnreg 40 / 232, a persistent grid, wait_group 1, cluster-2 multicast of B when GEMM_CLUSTER = 2). New:
 // - New: the epilogue by TMA store through a store stage. Rung 5's consumers store C with 64 plain STG.E per thread
 //   and tile (the SASS of gemm_cluster: one bf16x2 per 4-byte store) while the tensor core idles (the model's fitted

@@ -1,4 +1,4 @@
-// attention.cu — week 2, day 5: attention forward, O = softmax(Q K^T / sqrt(D)) V, bf16 in and out, fp32 inside.
+// r1_attention.cu — week 2, day 5: attention forward, O = softmax(Q K^T / sqrt(D)) V, bf16 in and out, fp32 inside.
 //
 // What it shows: the two capstone mechanisms of week 2 working together.
 //   - K/V tiles arrive by TMA (UTMALDG.2D, 128B swizzle) into a ring of STAGES stages, each guarded by a full and an

@@ -1,6 +1,6 @@
-// gemm_wgmma.cu — week 2 day 4, rung 2: the tensor cores through TMA + WGMMA, one warpgroup, one stage.
+// r2_wgmma.cu — week 2 day 4, rung 2: the tensor cores through TMA + WGMMA, one warpgroup, one stage.
 //
-// Same GEMM as every rung (gemm_tiled.cu): C (M, N) = A (M, K) . B (N, K)^T, bf16 in, fp32 accumulate, bf16 out,
+// Same GEMM as every rung (r1_tiled.cu): C (M, N) = A (M, K) . B (N, K)^T, bf16 in, fp32 accumulate, bf16 out,
 // A and B both K-major; K % 8 == 0, N % 8 == 0.
 //
 // New: no thread loads A or B. One thread asks the TMA for A's (128, 64) and B's (128, 64) tiles — both tensor maps

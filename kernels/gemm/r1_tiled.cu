@@ -1,4 +1,4 @@
-// gemm_tiled.cu — week 2 day 4, rung 1: C = A B^T with shared-memory tiles and FMA (no tensor cores).
+// r1_tiled.cu — week 2 day 4, rung 1: C = A B^T with shared-memory tiles and FMA (no tensor cores).
 //
 // The GEMM of the whole day (every rung has this signature and these layouts):
 //   A: (M, K) bf16 row-major   — K contiguous ("K-major")

@@ -1,8 +1,8 @@
-// gemm_pipelined.cu — week 2 day 4, rung 3: a ring of STAGES shared-memory stages, a producer warp and a consumer
+// r3_pipelined.cu — week 2 day 4, rung 3: a ring of STAGES shared-memory stages, a producer warp and a consumer
 // warpgroup, full / empty mbarriers. (The day's exercise, gemm_epilogue, gives its mainloop — rung 4's roles with
 // this rung's wait — and asks for the epilogue: a TMA store of C that no rung of the ladder has.)
 //
-// Same GEMM as every rung (gemm_tiled.cu): C (M, N) = A (M, K) . B (N, K)^T, bf16 in, fp32 accumulate, bf16 out,
+// Same GEMM as every rung (r1_tiled.cu): C (M, N) = A (M, K) . B (N, K)^T, bf16 in, fp32 accumulate, bf16 out,
 // A and B both K-major; K % 8 == 0, N % 8 == 0.
 //
 // New: the load of k-tile kt + 1 .. kt + STAGES - 1 overlaps the multiply of k-tile kt. Two roles:
