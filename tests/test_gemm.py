@@ -360,9 +360,9 @@ def test_known_answers_are_what_they_claim():
 
 def test_staging_offsets_are_the_c_maps_swizzle():
     """The solution's staging offset (chunk ^ row % 8 in a 128-byte row) is where the TMA's 128B swizzle puts each
-    16-byte chunk of the (64, 64) C box (day 1's model: kernels/swizzle/model.py), a warp's bf16x2 store is
+    16-byte chunk of the (64, 64) C box (the course's swizzle map: kernels/swizzle_map.py), a warp's bf16x2 store is
     conflict-free, and the unswizzled layout of the known answer is both wrong for the map and 8-way conflicted."""
-    from kernels.swizzle.model import swizzle_offset
+    from kernels.swizzle_map import swizzle_offset
 
     src = (SUB / "correct.cu").read_text()
     assert "return row * 128 + ((chunk ^ (row % 8)) << 4);" in src
@@ -1099,7 +1099,7 @@ def test_k16_cells_are_the_swizzle_of_the_descriptor_steps():
     import random
 
     from kernels.gemm import pictures as P
-    from kernels.swizzle.model import chunk_layout, swz_chunk
+    from kernels.swizzle_map import chunk_layout, swz_chunk
 
     lay = chunk_layout("128B", 64)
     addr = random.randrange(0, 200 * 1024, 1024)
@@ -1117,7 +1117,7 @@ def test_sw128_tile_picture():
     from matplotlib.image import AxesImage
 
     from kernels.gemm import pictures as P
-    from kernels.swizzle.model import chunk_layout
+    from kernels.swizzle_map import chunk_layout
 
     addr = random.randrange(0, 100 * 1024, 1024)
     fig = P.plot_sw128_tile(addr)

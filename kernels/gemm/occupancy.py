@@ -11,7 +11,7 @@ import struct
 from ..sass import disassemble
 from ..sim import H100
 from ..smem import wavefronts
-from ..swizzle.model import swizzle_offset
+from ..swizzle_map import swizzle_offset
 
 REGS_PER_SM = H100.registers_per_sm
 SMEM_PER_SM = H100.smem_per_sm_bytes   # 228 KiB per SM (the H200 has the same SM)
@@ -86,7 +86,7 @@ def ring_occupancy(stages=(1, 2, 3, 4, 5, 6)) -> list[dict]:
 def staging_bank_ways(swizzle: bool = True) -> int:
     """Bank-conflict ways of one warp's bf16x2 store of the accumulator into a staging piece with 128-byte rows (64
     bf16): lane l of warp w holds row 16 w + l / 4 (and 8 rows lower), cols 8 j + 2 (l % 4) — 16-byte chunk j, byte
-    4 (l % 4) in it. With the 128B swizzle chunk j of row r sits at chunk j ^ (r % 8) (kernels/swizzle/model.py
+    4 (l % 4) in it. With the 128B swizzle chunk j of row r sits at chunk j ^ (r % 8) (kernels/swizzle_map.py
     swizzle_offset); without, at chunk j. The worst chunk's wavefronts (day 2's counter, kernels.smem.wavefronts:
     a 4-byte access is one phase, so its wavefronts are the most distinct words asked of one bank)."""
     def lane_offset(j: int, lane: int) -> int:

@@ -5,7 +5,7 @@
    "Matrix Descriptor Format" as the header comments them; tests/test_gemm.py reads them back from the header) and
    `plot_sw128_tile`: one 8-row x 128-byte swizzle atom of a K-major bf16 tile as the TMA wrote it and the tensor
    core reads it, each 16-byte cell labelled with the logical chunk it holds (day 1's swizzle functions,
-   kernels/swizzle/model.py), the four k16 bands the descriptor's start address steps through (+32 B = + 2 in its
+   kernels/swizzle_map.py), the four k16 bands the descriptor's start address steps through (+32 B = + 2 in its
    low field), a 64-row operand as eight atoms 1024 bytes apart (SBO), and the fields for one address.
 
 2. `drain_timeline` / `plot_drain_timeline`: the consumers of rung 3 (one warpgroup, wgmma_wait<0>), rung 4 (two
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 
-from ..swizzle.model import chunk_layout, swizzle_offset  # day 1: the 128B swizzle, one rule
+from ..swizzle_map import chunk_layout, swizzle_offset  # the 128B swizzle (taught on week 2 day 1), one rule
 from . import model
 
 __all__ = ["DESC_FIELDS", "LAYOUT_MODES", "ATOM_ROWS", "ROW_BYTES", "ATOM_BYTES", "K16_BYTES", "EXAMPLE_ADDR",
@@ -109,7 +109,7 @@ def k16_cells(addr: int, kk: int, rows: int = ATOM_ROWS) -> list[tuple[int, int]
     """(row, physical 16-byte chunk) of the cells k16 step `kk` reads in rows 0..rows-1 of a tile whose descriptor
     is desc_sw128(addr) (addr 1024-aligned): the start address of desc_advance(desc, 32 kk) plus row r's 128 bytes
     and the step's two 16-byte chunks, through the swizzle the hardware applies to the address it forms
-    (kernels/swizzle/model.swizzle_offset)."""
+    (kernels/swizzle_map.swizzle_offset)."""
     d = desc_advance(desc_sw128(addr), K16_BYTES * kk)
     start = desc_decode(d)["start_bytes"] - (desc_decode(desc_sw128(addr))["start_bytes"])
     out = []
@@ -140,7 +140,7 @@ def descriptor_lines(addr: int = EXAMPLE_ADDR) -> str:
 
 def plot_sw128_tile(addr: int = EXAMPLE_ADDR, rows: int = 64):
     """Left: one 8-row x 128-byte atom of a 128B-swizzled K-major bf16 tile (64 bf16 of K per row), each 16-byte
-    cell coloured and labelled with the logical chunk the TMA put there (kernels/swizzle/model.chunk_layout; the
+    cell coloured and labelled with the logical chunk the TMA put there (kernels/swizzle_map.chunk_layout; the
     two chunks of one k16 step share a hue), the four k16 bands of the row as the descriptor's start address steps
     them (+32 B, + 2 in the low field), and the cells k16 step 1 reads outlined (k16_cells: through the swizzle).
     Right: a `rows`-row operand (64: one m64 wgmma's A) as rows / 8 atoms, each 1024 bytes (the SBO) after the

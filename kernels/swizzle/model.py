@@ -10,7 +10,8 @@ then costs (an explicit bank-conflict counter over the real addresses), and the 
    The pattern repeats every 2^(7+B) bytes (256 / 512 / 1024) of the shared-memory ADDRESS, so the offset rule holds
    for a destination aligned to that; `swizzle_address` is the rule on absolute addresses (any 128-aligned
    destination), `swizzle_bitwise` the same rule bit by bit, as the hardware is described (the tests hold all of
-   them equal, and the GPU's own layout, read back by kernels/swizzle/launch.probe, against them).
+   them equal, and the GPU's own layout, read back by kernels/swizzle/launch.probe, against them). The rule lives in
+   the library (kernels/swizzle_map.py: every day that lays out a swizzled box uses it); this day teaches it.
 
 2. The counter: kernels/smem_tiling/model.py's `wavefronts` (day 2), on the byte addresses the kernel's lanes use.
    A 16-byte access is served a quarter-warp (8 lanes) per phase; a conflict-free LDS.128 costs 4 wavefronts.
@@ -68,6 +69,8 @@ from math import ceil
 from ..held_out import HeldOut
 from ..sim import H100
 from ..smem import wavefronts  # day 2's bank-conflict counter: the one counter of the course
+from ..swizzle_map import (MODES, SPAN, check_mode, chunk_layout, repeat_bytes,  # the rule: the course's
+                           swizzle_address, swizzle_bitwise, swizzle_offset, swz_chunk)
 from ..smem_tiling.model import DRAM_FRACTION_OF_COPY  # day 2: a transpose drains at 0.92 x the copy ceiling
 from ..tma.model import LATENCY_NS as H100_TMA_LATENCY_NS  # day 5 (an H100): 540 ns
 
@@ -77,9 +80,6 @@ __all__ = ["MODES", "SPAN", "swizzle_offset", "swizzle_address", "swizzle_bitwis
            "TMA_FILL_WAVEFRONTS", "TMA_LATENCY_NS", "ROW32_EFFICIENCY", "HELD_OUT_CHECK", "HELD_OUT_BAND",
            "held_out_report", "H100_TMA_LATENCY_NS", "DRAM_FRACTION_OF_COPY", "FIT", "FIT_ROWS", "HELD_OUT", "wavefronts"]
 
-MODES = ("none", "32B", "64B", "128B")
-SPAN = {"none": None, "32B": 32, "64B": 64, "128B": 128}
-_BITS = {"none": 0, "32B": 1, "64B": 2, "128B": 3}  # B of Swizzle<B, 4, 3>
 
 # ------------------------------------------------------------------------------------------------ named constants
 # Fit by model.fit to kernels/swizzle/recorded_h100.json (NVIDIA H100 80GB HBM3, copy ceiling 3.005 TB/s): see the
@@ -127,65 +127,6 @@ TILE_ROWS, TILE_BYTES, STAGES, WARPS = 64, 8192, 4, 8  # colsum.cu
 BLOCKS_PER_SM = 2  # colsum's benchmark grid: 264 strips on 132 SMs (kernels/swizzle/workload.BENCH_SHAPE)
 
 
-# --------------------------------------------------------------------------------------------------- the rule
-def _mode(mode: str) -> str:
-    if mode not in MODES:
-        raise ValueError(f"swizzle mode {mode!r}: choose one of {MODES}")
-    return mode
-
-
-def repeat_bytes(mode: str) -> int:
-    """Bytes after which the pattern repeats (the alignment a destination needs for the offset rule): 256 / 512 /
-    1024; 16 for no swizzle (nothing moves)."""
-    return 1 << (7 + _BITS[_mode(mode)]) if mode != "none" else 16
-
-
-def swizzle_offset(off: int, mode: str) -> int:
-    """Where the TMA puts byte `off` of a box (offset from a destination aligned to repeat_bytes(mode))."""
-    b = _BITS[_mode(mode)]
-    return off ^ (((off >> 7) & ((1 << b) - 1)) << 4)
-
-
-def swizzle_address(addr: int, dst: int, mode: str) -> int:
-    """The rule on absolute shared-memory addresses: byte `addr - dst` of a box whose destination is `dst` (128-byte
-    aligned, not necessarily aligned to the pattern) lands at this address. The XOR is taken from the address."""
-    if dst % 128:
-        raise ValueError(f"destination 0x{dst:x}: TMA destinations are 128-byte aligned")
-    return swizzle_offset(addr, mode)
-
-
-def swizzle_bitwise(off: int, mode: str) -> int:
-    """The same rule spelled out bit by bit, as Swizzle<B, M=4, S=3> is defined: for i in 0..B-1, bit (4 + i) of the
-    result = bit (4 + i) XOR bit (7 + i) of the input; every other bit unchanged."""
-    b = _BITS[_mode(mode)]
-    out = off
-    for i in range(b):
-        if (off >> (7 + i)) & 1:
-            out ^= 1 << (4 + i)
-    return out
-
-
-def swz_chunk(row: int, chunk: int, mode: str, span: int | None = None) -> int:
-    """Physical 16-byte chunk of logical chunk `chunk` in row `row` of a box with `span`-byte rows (default: the
-    mode's span; 128 for none) — the chunk form: 128B: chunk ^ (row % 8); 64B: chunk ^ ((row // 2) % 4); 32B:
-    chunk ^ ((row // 4) % 2), each on rows as wide as the mode's span."""
-    span = span or SPAN[_mode(mode)] or 128
-    return (swizzle_offset(row * span + 16 * chunk, mode) - row * span) // 16
-
-
-def chunk_layout(mode: str, rows: int = 8, span: int | None = None) -> list[list[int]]:
-    """layout[r][p] = the logical chunk the TMA put at physical chunk p of row r (the picture the notebook draws)."""
-    span = span or SPAN[_mode(mode)] or 128
-    n = span // 16
-    out = []
-    for r in range(rows):
-        row = [0] * n
-        for c in range(n):
-            row[swz_chunk(r, c, mode, span)] = c
-        out.append(row)
-    return out
-
-
 # ------------------------------------------------------------------------------------------ the demo's accesses
 def colsum_offsets(mode: str, span: int, warp: int, second: bool = False) -> list[int]:
     """Byte offsets in the tile (from its 1024-aligned start) of the 32 lanes' LDS.128 of warp `warp` in colsum.cu:
@@ -202,13 +143,13 @@ def colsum_offsets(mode: str, span: int, warp: int, second: bool = False) -> lis
 
 def lds_wavefronts(mode: str, span: int | None = None, warp: int = 0) -> int:
     """Wavefronts of one warp's LDS.128 in colsum.cu (the counter on the real addresses)."""
-    span = span or SPAN[_mode(mode)] or 128
+    span = span or SPAN[check_mode(mode)] or 128
     return wavefronts(colsum_offsets(mode, span, warp), 16)
 
 
 def tile_wavefronts(mode: str, span: int | None = None, passes: int = 1) -> int:
     """Shared-memory wavefronts of one tile in colsum.cu: 8 warps x 2 LDS.128 per pass, + the TMA's fill."""
-    span = span or SPAN[_mode(mode)] or 128
+    span = span or SPAN[check_mode(mode)] or 128
     lds = sum(wavefronts(colsum_offsets(mode, span, w, s), 16) for w in range(WARPS) for s in (False, True))
     return passes * lds + TMA_FILL_WAVEFRONTS
 
