@@ -2,11 +2,14 @@
 
 Each entry names its answer in one of two ways:
 
-- `source`: "solution" (the answer cell of the solutions notebook), a `.cu` file (the kernel source, put into the
-  answer variable) or a `.py` file (the whole answer cell, as a student might write it);
+- `source`: "solution" (the answer cell of the solutions notebook), "release" (that cell as the student release has
+  it: weeks/, generated from the solutions notebook by nbgrader — the given code and the stub), a `.cu` file (the
+  kernel source, put into the answer variable) or a `.py` file (the whole answer cell, as a student might write it).
+  The given code of an exercise is stored once, in the solutions notebook: the course solution and the release's
+  cell are read from there, never kept as copies;
 - `base` + `mutate`: a kernel that is another kernel with a few named changes — "a missing wait" is literally the
   solution with that wait deleted. `base` is "solution" (the solutions notebook's answer, nbgrader markers removed),
-  a file name without a slash (a file of the topic's submissions folder: "correct.cu"), a path with a slash,
+  a file name without a slash (a file of the topic's known answers: "plain_loads.cu"), a path with a slash,
   relative to the repository root ("kernels/pipeline/grading/known/rungs/block_scope.cu"), or the name of another
   known answer of the same expected.toml (no dot, no slash: "plain_loads"; its kernel, itself a file or a base with
   changes). `mutate` is a list of
@@ -250,7 +253,27 @@ def answer_text(slug: str, ka: KnownAnswer) -> str | None:
         return _header(slug, ka) + body
     if ka.source == "solution":
         return None
+    if ka.source == "release":
+        return release_cell(slug, ka.exercise)
     return (known_dir(slug) / ka.source).read_text()
+
+
+def release_cell(slug: str, exercise: str | None = None) -> str:
+    """The answer cell of the day's exercise as the student release hands it out (weeks/<week>/<notebook>, nbgrader's
+    output from the solutions notebook): the given code with the stub where the answer goes."""
+    from .answers import _source, cells_by_grade_id
+
+    spec = load(slug)
+    ex = spec.exercises[exercise] if exercise else next(iter(spec.exercises.values()))
+    nb = json.loads((ROOT / "weeks" / spec.assignment / spec.notebook).read_text())
+    return _source(cells_by_grade_id(nb)[ex.answer_cell])
+
+
+def solution_kernel(slug: str, exercise: str | None = None) -> str:
+    """The course solution as CUDA: the solutions notebook's answer, its nbgrader markers removed (what a mutated
+    known answer with base "solution" starts from, and what compiles)."""
+    return "".join(line for line in course_solution(slug, exercise).splitlines(keepends=True)
+                   if not _MARKER.match(line))
 
 
 def course_solution(slug: str, exercise: str | None = None) -> str:
@@ -262,15 +285,14 @@ def course_solution(slug: str, exercise: str | None = None) -> str:
 
 
 def kernel_source(slug: str, name: str) -> str:
-    """The CUDA source of a known answer given as a kernel (a `.cu` file or a base with changes); "solution": the
-    course solution (course_solution), on every day."""
+    """The CUDA source of a known answer given as a kernel (a `.cu` file, a base with changes, or the solutions
+    notebook's cell: solution_kernel); "solution": the course solution as the notebook has it (course_solution, its
+    nbgrader markers in place: the lines the understanding checks number), on every day."""
     if name == "solution":
         return course_solution(slug)
     ka = known_answer(slug, name)
-    if ka.base is None and ka.source == "solution":  # the solutions notebook's answer cell
-        spec = load(slug)
-        ex = _exercise(spec, ka)
-        return solution_literal(spec, ex.answer_cell, ex.answer_var)
+    if ka.base is None and ka.source == "solution":  # the solutions notebook's answer cell, as CUDA (no markers)
+        return solution_kernel(slug, ka.exercise)
     if ka.base is None and not ka.source.endswith(".cu"):
         raise ValueError(f"{slug}/{name} is not a kernel of its own ({ka.source})")
     return answer_text(slug, ka)
@@ -282,7 +304,7 @@ def answer_cell_source(slug: str, ka: KnownAnswer, var: str) -> str | None:
     text = answer_text(slug, ka)
     if text is None:
         return None
-    if ka.base is None and ka.source.endswith(".py"):
+    if ka.base is None and (ka.source.endswith(".py") or ka.source == "release"):
         return text
     return f'{var} = r"""\n{text}"""\n'
 

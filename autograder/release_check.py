@@ -201,14 +201,18 @@ def given_lines(stubs: dict[str, str]) -> set[str]:
 
 
 def release_stub_sources() -> dict[str, str]:
-    """Each topic's release answer cell, untouched (known answer "stub"): slug -> its CUDA source."""
+    """Each topic's release answer cell, untouched (known answer "stub", autograder.known.release_cell): slug -> its
+    CUDA source."""
+    from .known import release_cell
 
     out: dict[str, str] = {}
-    for stub in (ROOT / "kernels").glob("*/grading/known/stub.py"):
-        slug = stub.parents[2].name
-        for node in ast.walk(ast.parse(stub.read_text())):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and "__global__" in node.value:
-                out[slug] = out.get(slug, "") + node.value
+    for spec in all_specs():
+        if not (ROOT / "weeks" / spec.assignment / spec.notebook).is_file():
+            continue
+        for ex in spec.exercises.values():
+            for node in ast.walk(ast.parse(release_cell(spec.slug, ex.name))):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) and "__global__" in node.value:
+                    out[spec.slug] = out.get(spec.slug, "") + node.value
     return out
 
 

@@ -19,7 +19,7 @@ import torch
 
 from kernels.attention import exercise, model, workload
 from kernels.compile import compile_cuda
-from autograder.known import kernel_source, known_answers, known_dir, solution_literal
+from autograder.known import kernel_source, known_answers, known_dir, release_cell, solution_kernel, solution_literal
 from kernels.sass import opcodes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,7 +81,7 @@ def test_triton_version_uses_tma_and_wgmma():
 def test_correct_is_the_notebook_solution():
     sol = solution_literal(_spec(), "attn_kv_answer", "ATTN_KV_CU")
     sol = "\n".join(ln for ln in sol.splitlines() if not re.match(r"^\s*###\s*(BEGIN|END)\s+SOLUTION", ln))
-    body = (SUB / "correct.cu").read_text()
+    body = solution_kernel(SLUG)
     body = body[body.index("#include"):]
     assert sol.strip() == body.strip()
     assert _depths(body) == (3, 2)
@@ -96,7 +96,7 @@ def _depths(src: str) -> tuple[int, int]:
 def test_the_rings_fit_the_launch_and_the_solution_checks_it():
     """Q + (K_STAGES + V_STAGES) tiles + the 1 KiB alignment slack fit SMEM_BYTES, which fits the 227 KiB a block may
     opt into; the solution's static_assert is that arithmetic: one tile more than MAX_TILES does not compile."""
-    k, v = _depths((SUB / "correct.cu").read_text())
+    k, v = _depths(solution_kernel(SLUG))
     used = exercise.ALIGN_SLACK + exercise.Q_BYTES + (k + v) * exercise.TILE_BYTES
     assert used <= exercise.SMEM_BYTES <= 227 * 1024 and k > v >= 2  # K the deeper ring: it comes back sooner
     assert exercise.MAX_TILES == 6 and exercise.Q_BYTES == exercise.TILE_BYTES == 32 * 1024
@@ -196,7 +196,7 @@ def test_the_demo_loop_is_not_an_answer():
 
     demo = source("    // The K/V ring. Tile j lives in stage", "// ---- online softmax of one S tile")  # produce()'s loop
     assert "mbar_wait(smem_addr(&empty[s])" in demo
-    stub = (SUB / "stub.py").read_text().split('r"""', 1)[1].rsplit('"""', 1)[0]
+    stub = release_cell(SLUG).split('r"""', 1)[1].rsplit('"""', 1)[0]
     pasted = stub.replace("# YOUR CODE HERE\nraise NotImplementedError()\n", demo.replace("k_map, c", "&k_map, c")
                           .replace("v_map, c", "&v_map, c"), 1)
     pasted = pasted.replace("# YOUR CODE HERE\nraise NotImplementedError()\n", "", 1)
@@ -207,7 +207,7 @@ def test_the_demo_loop_is_not_an_answer():
 def test_stub_is_not_attempted():
     from kernels.compile import NotAttempted
 
-    text = (SUB / "stub.py").read_text()
+    text = release_cell(SLUG)
     src = text.split('r"""', 1)[1].rsplit('"""', 1)[0]
     assert src.count("raise NotImplementedError()") == 2
     with pytest.raises(NotAttempted):
@@ -723,7 +723,7 @@ def test_notebook_sentences_about_ping_pong_match_the_kernel():
 def test_ring_table_gives_each_ring_its_own_use_and_parity():
     from kernels.attention import pictures
 
-    k, v = _depths((SUB / "correct.cu").read_text())
+    k, v = _depths(solution_kernel(SLUG))
     sch = pictures.ring_schedule(8, k, v)
     assert sch["order"][:6] == ["K0", "K1", "V0", "K2", "V1", "K3"] and sch["order"][-1] == "V7"
     assert sorted(sch["order"]) == sorted([f"K{j}" for j in range(8)] + [f"V{j}" for j in range(8)])

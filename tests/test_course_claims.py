@@ -99,7 +99,7 @@ def _sass_texts(cubin) -> dict[str, list[str]]:
     return {k: [i.text for i in v] for k, v in disassemble(cubin).items()}
 
 
-@pytest.mark.parametrize("where", ["tma_copy.cu", "gemm correct.cu"])
+@pytest.mark.parametrize("where", ["tma_copy.cu", "gemm solution"])
 def test_bulk_wait_and_bulk_wait_read_are_one_wait_the_full_one_invalidating_l1(where):
     """cp.async.bulk.wait_group.read N and cp.async.bulk.wait_group N wait on the same scoreboard (DEPBAR.LE SB0, N)
     in the course's kernels — the day-5 copy rung and the GEMM exercise's solution, each compiled as written and

@@ -21,7 +21,7 @@ import torch
 
 from kernels.compile import COURSE_INCLUDE, compile_cuda, kernel_file
 from kernels.gemm import epilogue, exercise, model, occupancy, story, workload
-from autograder.known import kernel_source, known_answers, known_dir, solution_literal
+from autograder.known import kernel_source, known_answers, known_dir, release_cell, solution_kernel, solution_literal
 from kernels.sass import disassemble, opcodes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -307,7 +307,7 @@ def test_launcher_checks_name_the_rule():
 def test_correct_is_the_notebook_solution():
     sol = solution_literal(_spec(), "gemm_epilogue_answer", "GEMM_EPILOGUE_CU")
     sol = "\n".join(ln for ln in sol.splitlines() if not re.match(r"^\s*###\s*(BEGIN|END)\s+SOLUTION", ln))
-    body = (SUB / "correct.cu").read_text()
+    body = solution_kernel(SLUG)
     body = "\n".join(ln for ln in body.splitlines() if not re.match(r"^\s*###\s*(BEGIN|END)\s+SOLUTION", ln))
     assert sol.strip() == body.strip()
     from kernels.gemm.bench import SOLUTION_STAGES
@@ -364,7 +364,7 @@ def test_staging_offsets_are_the_c_maps_swizzle():
     conflict-free, and the unswizzled layout of the known answer is both wrong for the map and 8-way conflicted."""
     from kernels.swizzle_map import swizzle_offset
 
-    src = (SUB / "correct.cu").read_text()
+    src = solution_kernel(SLUG)
     assert "return row * 128 + ((chunk ^ (row % 8)) << 4);" in src
     assert "row * 128 + (chunk << 4)" in kernel_source(SLUG, "unswizzled_staging")
     for row in range(64):
@@ -400,7 +400,7 @@ def test_the_design_table_holds_what_the_notebook_says():
     # the solution's row is the model's exercise kernel as predict_config has it (the record's "exercise s4" rows)
     cfg = model.configs_for(workload.BENCH_SHAPE)["exercise"]
     assert cfg.epilogue == "tma" and sol["tflops"] == pytest.approx(model.predict_config(cfg).tflops)
-    src = (SUB / "correct.cu").read_text()
+    src = solution_kernel(SLUG)
     assert "constexpr int STAGES = 4;" in src and "constexpr unsigned STAGING_BYTES = 2 * PIECE_BYTES;" in src
     assert "constexpr unsigned PIECE_BYTES = 64 * PIECE_COLS * 2;" in src and "constexpr int PIECE_COLS = 64;" in src
     assert f"constexpr unsigned SMEM_BYTES = {exercise.SMEM_BYTES // 1024} * 1024;" in src
@@ -413,7 +413,7 @@ def test_the_stub_refuses_a_layout_that_does_not_fit():
     not compile, 3 stages + 2 x 32 KiB does)."""
     from kernels.compile import CompileError
 
-    src = (SUB / "correct.cu").read_text()
+    src = solution_kernel(SLUG)
     design = "constexpr unsigned STAGING_BYTES = 2 * PIECE_BYTES;"
     too_big = src.replace(design, "constexpr unsigned STAGING_BYTES = 4 * PIECE_BYTES;")
     with pytest.raises(CompileError, match="must fit SMEM_BYTES"):
@@ -445,11 +445,11 @@ def test_ptxas_repairs_registers_not_shared_memory():
     from autograder.known import apply_mutations
 
     strip = lambda c: [re.sub(r"/\*[0-9a-f]+\*/", "", i.text) for i in disassemble(c)["gemm_epilogue"]]  # noqa: E731
-    no_fc = apply_mutations((SUB / "correct.cu").read_text(), NO_FENCE_COMMIT)
+    no_fc = apply_mutations(solution_kernel(SLUG), NO_FENCE_COMMIT)
     assert strip(compile_cuda(no_fc, name="GEMM_EPILOGUE_CU")) == strip(_exercise_cubin("correct"))
     # with the wait, the group is retired before the stage goes back; without it, the release comes first
     assert _consumer_order(_exercise_cubin("correct")) == ["WARPGROUP.DEPBAR.LE", "SYNCS.ARRIVE.TRANS64.A1T0"]
-    no_wait = apply_mutations((SUB / "correct.cu").read_text(), ((WAIT_LINE, "            // (no wgmma_wait)"),))
+    no_wait = apply_mutations(solution_kernel(SLUG), ((WAIT_LINE, "            // (no wgmma_wait)"),))
     assert _consumer_order(compile_cuda(no_wait, name="GEMM_EPILOGUE_CU")) == ["SYNCS.ARRIVE.TRANS64.A1T0",
                                                                                "WARPGROUP.DEPBAR.LE"]
 
@@ -457,7 +457,7 @@ def test_ptxas_repairs_registers_not_shared_memory():
 def test_stub_is_not_attempted():
     from kernels.compile import NotAttempted
 
-    text = (SUB / "stub.py").read_text()
+    text = release_cell(SLUG)
     src = text.split('r"""', 1)[1].rsplit('"""', 1)[0]
     assert src.count("raise NotImplementedError()") == 2
     with pytest.raises(NotAttempted):

@@ -101,11 +101,15 @@ HELD_MUTATED = (("ldgsts", "plain_loads"), ("pipeline", "not_pipelined"), ("pipe
 
 
 def course_kernel_sources() -> dict[str, str | Path]:
-    """What the record holds: every course .cu file (course_kernel_files), the HELD_MUTATED known answers and every
-    measured rung given as base + mutate (autograder.known.RUNGS) ({record key: a path or the source text})."""
-    from autograder.known import RUNGS, known_dir, kernel_source, rung_source, rungs
+    """What the record holds: every course .cu file (course_kernel_files), each course solution, the HELD_MUTATED
+    known answers and every measured rung given as base + mutate (autograder.known.RUNGS) ({record key: a path or
+    the source text})."""
+    from autograder.known import RUNGS, known_dir, kernel_source, rung_source, rungs, solution_kernel
+    from autograder.spec import all_specs
 
     out: dict[str, str | Path] = {str(f.relative_to(ROOT)): f for f in course_kernel_files()}
+    for spec in all_specs():  # each course solution (known answer "correct"), read from its solutions notebook
+        out[f"kernels/{spec.slug}/grading/known/expected.toml [correct]"] = solution_kernel(spec.slug)
     for slug, name in HELD_MUTATED:
         out[f"kernels/{slug}/grading/known/expected.toml [{name}]"] = kernel_source(slug, name)
     for slug in sorted(d.name for d in (ROOT / "kernels").iterdir() if (known_dir(d.name) / RUNGS).is_file()):

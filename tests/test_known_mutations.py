@@ -68,7 +68,7 @@ def test_mutated_answer_says_what_it_is(slug, name):
 
 
 def test_base_paths():
-    assert base_path("tma", "correct.cu") == known.known_dir("tma") / "correct.cu"
+    assert base_path("tma", "plain_loads.cu") == known.known_dir("tma") / "plain_loads.cu"
     assert base_path("pipeline", "kernels/pipeline/grading/known/rungs/block_scope.cu") == \
         known.known_dir("pipeline") / "rungs" / "block_scope.cu"
 
@@ -189,7 +189,7 @@ def _cubin(slug, name):
     return compile_cuda(kernel_source(slug, name), name=ex.answer_var)
 
 
-# The same SASS as the base, by design: the primitives twin of the course solution (correct.cu says so), and the
+# The same SASS as the base, by design: the primitives twin of the course solution (the course solution says so), and the
 # course solution with diagnostics that forge a ptxas advisory (its SASS is the solution's: only the log differs).
 SAME_SASS = {("pipeline", "correct_primitives"), ("gemm", "forged_advisory")}
 # Does not compile, by design: ptxas rejects an 8-byte cp.async.cg.
@@ -266,4 +266,9 @@ def test_the_solution_answer_is_a_kernel_source_too():
             if ka.source == "solution" and ka.base is None:
                 ex = spec.exercises[ka.exercise] if ka.exercise else next(iter(spec.exercises.values()))
                 src = kernel_source(spec.slug, ka.name)
-                assert src == solution_literal(spec, ex.answer_cell, ex.answer_var) and ex.kernel in src
+                cell = solution_literal(spec, ex.answer_cell, ex.answer_var)
+                assert ex.kernel in src and "### BEGIN SOLUTION" in cell
+                if ka.name == "solution":  # the cell as the notebook has it (the lines the understanding checks number)
+                    assert src == cell
+                else:  # CUDA: the cell with its nbgrader markers gone
+                    assert src == "".join(ln for ln in cell.splitlines(keepends=True) if not ln.startswith("### "))

@@ -309,7 +309,7 @@ def test_every_pitfall_is_a_known_answer():
         assert name in exp, name
     for ka in known_answers(SLUG):
         src = answer_text(SLUG, ka)
-        if src is not None:
+        if src is not None and ka.source != "release":  # the stub: the release's cell, untouched
             assert src.lstrip().startswith(("//", "#")) and "Expected" in src[:900], ka.name
         assert exp[ka.name].get("gpu_outcome") or ka.name == "stub", ka.name
     assert exp["dead_branch"]["path_static"] == 2 and exp["dead_branch"]["path"] == 0

@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from autograder import benchmarks
-from autograder.known import answer_text, kernel_source, known_answers, known_dir, rung_source
+from autograder.known import (answer_text, kernel_source, known_answers, known_dir, release_cell, rung_source,
+                              solution_kernel)
 from autograder.spec import spec_path
 from kernels import record, topic
 from kernels.check import compare
@@ -302,9 +303,9 @@ def test_tolerance_admits_fp32_lerps_and_rejects_bf16_math_and_wrong_rows():
     assert not compare(wrong, ref, **exercise.CHECK).ok
 
 
-# ------------------------------------------- a Python port of the course solution's algorithm (correct.cu, on CPU)
+# ------------------------------------------- a Python port of the course solution's algorithm (the course solution, on CPU)
 def _window_search(times, key, probes: int = 256) -> tuple[int, int]:
-    """correct.cu's search for cnt(key) = #{k : times[k] <= key}: (cnt, rounds of dependent loads)."""
+    """the course solution's search for cnt(key) = #{k : times[k] <= key}: (cnt, rounds of dependent loads)."""
     lo, hi, rounds = 0, len(times), 0
     while lo < hi:
         n = hi - lo
@@ -321,7 +322,7 @@ def _window_search(times, key, probes: int = 256) -> tuple[int, int]:
 
 
 def _port(inputs: dict, bound_row: int = 15, variant: str = "correct") -> torch.Tensor:
-    """correct.cu step by step: the window [w0, wl + 1] from the 256-ary search of the first and last target, tiles of
+    """the course solution step by step: the window [w0, wl + 1] from the 256-ary search of the first and last target, tiles of
     16 rows (and their times) overlapping by one, the tile's targets = those before the time of row 15 (the last tile:
     all the rest), a target's interval = #{m in [1, nrows - 2] : time of row m <= t}, fp32 alpha and lerp.
     bound_row=14: off_by_one. variant="reads_twice": intervals from the window's times first (reads_twice)."""
@@ -396,7 +397,7 @@ def test_port_of_the_solution_matches_the_reference(shape):
 
 
 def test_known_answer_sources_are_the_port():
-    c = (SUBMISSIONS / "correct.cu").read_text()
+    c = solution_kernel(SLUG)
     for frag in ("lo + (int)((long long)(threadIdx.x + 1) * n / (THREADS + 1))", "__syncthreads_count(le0)",
                  "min(max(lo0 - 1, 0), S - 2)", "(wl - w0 + ROWS - 1) / (ROWS - 1)", "min(ROWS, wl + 2 - r0)",
                  "const float bound = tk[ROWS - 1];", "tt[j] < bound", "lane >= 1 && lane <= nrows - 2 && tm <= t",
@@ -527,7 +528,7 @@ def test_exercise_occupancy_from_the_cubin(name):
     cub = compile_cuda(_source(name), name="RESAMPLE_CU")
     use = model.resource_usage(cub, "resample")
     assert use["LOCAL"] == 0 and use["STACK"] == 0
-    # <= 40 registers here (NVRTC 13.5; correct.cu 38): 6 blocks of 256 threads per SM. Another compiler may allocate a
+    # <= 40 registers here (NVRTC 13.5; the course solution 38): 6 blocks of 256 threads per SM. Another compiler may allocate a
     # few more; 5 blocks (<= 48) costs the model's prediction ~1 % (one more wave pays the window search): bench.py
     # records the real count.
     assert use["REG"] <= 48, use
@@ -637,11 +638,11 @@ def test_every_pitfall_is_a_known_answer():
     kas = known_answers(SLUG)
     for ka in kas:
         src = answer_text(SLUG, ka)  # None for "solution"
-        if src is not None:
+        if src is not None and ka.source != "release":  # the stub: the release's cell, untouched
             assert src.startswith(("//", "#")) and f'"{ka.name}"' in src.splitlines()[0], ka.name
             assert "Expected" in src[:900], ka.name
     files = {p.name for p in SUBMISSIONS.iterdir()} - {"expected.toml", "rungs"}  # rungs/: measured, not graded
-    assert files == {ka.source for ka in kas if ka.base is None and ka.source != "solution"}  # mutated: no file
+    assert files == {ka.source for ka in kas if ka.base is None and ka.source not in ("solution", "release")}  # no file
 
 
 @pytest.mark.parametrize("name", [ka.name for ka in known_answers(SLUG) if ka.base or ka.source.endswith(".cu")])
@@ -679,7 +680,7 @@ def test_stub_and_torch_call_answers():
     from autograder.answers import read_literal
 
     ex = _spec().exercises["resample"]
-    stub = read_literal((SUBMISSIONS / "stub.py").read_text(), ex.answer_var)
+    stub = read_literal(release_cell(SLUG), ex.answer_var)
     assert not stub.attempted
     with pytest.raises(NotAttempted):
         compile_cuda(stub.value, name=ex.answer_var)
@@ -689,17 +690,11 @@ def test_stub_and_torch_call_answers():
 
 
 def test_stub_is_the_solution_cell_with_its_body_cleared():
-    stub = (SUBMISSIONS / "stub.py").read_text()
-    correct = (SUBMISSIONS / "correct.cu").read_text()
+    """The release's cell (known answer "stub", read from weeks/) keeps the solution's given code up to the body."""
+    stub = release_cell(SLUG)
+    correct = solution_kernel(SLUG)
     head = correct[correct.index("#include"):correct.index("{\n", correct.index('extern "C"')) + 2]
-    assert head in stub
-    release = ROOT / "weeks" / "week1" / NOTEBOOK.name  # generated by `make weeks` from the solutions notebook
-    if release.exists():
-        import nbformat
-
-        cells = [c for c in nbformat.read(release, as_version=4).cells
-                 if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "resample_answer"]
-        assert cells and cells[0].source.strip() == stub.split("\n", 1)[1].strip()
+    assert head in stub and "### BEGIN SOLUTION" not in stub
 
 
 def _notebook_answer() -> str | None:
@@ -712,18 +707,6 @@ def _notebook_answer() -> str | None:
         if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "resample_answer":
             return cell.source
     raise AssertionError("no resample_answer cell")
-
-
-def test_notebook_solution_is_correct_cu():
-    src = _notebook_answer()
-    if src is None:
-        pytest.skip("the solutions notebook is not there yet")
-    from autograder.answers import read_literal
-
-    value = read_literal(src, "RESAMPLE_CU").value
-    kernel = "\n".join(line for line in value.splitlines() if "### " not in line).strip()
-    correct = (SUBMISSIONS / "correct.cu").read_text()
-    assert kernel == correct[correct.index("#include"):].strip()
 
 
 @pytest.mark.slow
@@ -815,10 +798,10 @@ def test_search_per_target_rung_is_the_calibrated_kernel():
 
 
 def test_course_solution_is_the_primitives_through_a_thread_scope_pipeline():
-    # correct.cu: cuda::pipeline at thread scope; correct_primitives: the __pipeline_* primitives. The same
+    # the course solution: cuda::pipeline at thread scope; correct_primitives: the __pipeline_* primitives. The same
     # instructions, the same number of each: LDGSTS, LDGDEPBAR, DEPBAR.LE SB0, 0x2 (+ the drain), one BAR.SYNC per
     # tile, no mbarrier.
-    src = (SUBMISSIONS / "correct.cu").read_text()
+    src = solution_kernel(SLUG)
     assert "cuda::pipeline<cuda::thread_scope_thread> pipe = cuda::make_pipeline();" in src
     code = "\n".join(line.split("//")[0] for line in src.splitlines())  # without the comments
     assert "pipeline_shared_state" not in code and "__pipeline_" not in code
@@ -839,9 +822,9 @@ def test_course_solution_is_the_primitives_through_a_thread_scope_pipeline():
 
 
 def test_pipe_consumer_wait_is_a_runtime_switch_here():
-    # Why correct.cu says pipeline_consumer_wait_prior<STAGES - 2>: pipe.consumer_wait() computes the count at run time
+    # Why the course solution says pipeline_consumer_wait_prior<STAGES - 2>: pipe.consumer_wait() computes the count at run time
     # from the pipeline's counters; NVRTC does not fold it in this loop, and emits a DEPBAR.LE per possible count.
-    src = (SUBMISSIONS / "correct.cu").read_text().replace("cuda::pipeline_consumer_wait_prior<STAGES - 2>(pipe);",
+    src = solution_kernel(SLUG).replace("cuda::pipeline_consumer_wait_prior<STAGES - 2>(pipe);",
                                                            "pipe.consumer_wait();")
     waits = {t for t in _texts(compile_cuda(src, name="RESAMPLE_CU"), "resample") if t.startswith("DEPBAR.LE")}
     assert len(waits) > 2, waits
@@ -875,7 +858,7 @@ def test_row_kind_reads_records_of_before_the_rename():
 
 
 def test_recorded_block_scope_row_is_the_old_solution():
-    # the H100 run of 2026-11-22 timed correct.cu when it was the block-scope kernel: its row says so, and the
+    # the H100 run of 2026-11-22 timed the course solution when it was the block-scope kernel: its row says so, and the
     # thread-scope course solution has no row until the next run (readers print "not recorded yet")
     doc = record.load(SLUG)
     if doc is None:
@@ -985,7 +968,7 @@ def test_launcher_runs_a_source():
     from kernels.pipeline.launch import resample
 
     inp = exercise.make_inputs((2, 300, 500, 72), 5)
-    out = resample(inp["src_times"], inp["src_feats"], inp["tgt_times"], source=SUBMISSIONS / "correct.cu")
+    out = resample(inp["src_times"], inp["src_feats"], inp["tgt_times"], source=solution_kernel(SLUG))
     assert compare(out, exercise.reference(inp), **exercise.CHECK).ok
 
 

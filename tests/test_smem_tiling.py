@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from autograder import benchmarks
-from autograder.known import known_dir
+from autograder.known import known_dir, release_cell, solution_kernel
 from kernels import record, topic
 from kernels.compile import NotAttempted, compile_cuda
 from kernels.device import is_hopper
@@ -375,8 +375,8 @@ def test_every_pitfall_is_a_known_answer():
     from autograder.known import answer_text, known_answers
 
     for ka in known_answers(SLUG):
-        src = answer_text(SLUG, ka)  # None for "solution"
-        if src is not None:
+        src = answer_text(SLUG, ka)  # None for "solution"; the release's cell (the stub) is handed out untouched
+        if src is not None and ka.source != "release":
             assert src.lstrip().startswith(("//", "#")), f"{ka.name}: the first line must say what it is"
             assert "Expected" in src.split("\n\n")[0] or "Expected" in src[:600], ka.name
 
@@ -403,7 +403,7 @@ def test_stub_and_torch_call_answers():
     from autograder.answers import read_literal
 
     ex = _spec().exercises["transpose"]
-    stub = read_literal((SUBMISSIONS / "stub.py").read_text(), ex.answer_var)
+    stub = read_literal(release_cell(SLUG), ex.answer_var)
     assert not stub.attempted
     with pytest.raises(NotAttempted):
         compile_cuda(stub.value, name=ex.answer_var)
@@ -416,8 +416,8 @@ def test_stub_and_torch_call_answers():
 def test_bench_times_the_known_answers_the_grader_tests():
     from autograder.known import kernel_source
 
-    # the scaffold compiles the known answer by path, the .cu file the grader's tests use
-    assert kernel_source(SLUG, "correct") == (SUBMISSIONS / "correct.cu").read_text()
+    # the scaffold compiles the known answer the grader's tests use: the solutions notebook's cell, stored once
+    assert kernel_source(SLUG, "correct") == solution_kernel(SLUG)
     assert exercise.KERNEL in bench.answer_cubin(SLUG, "correct").kernels
     assert set(bench.TIMED_ANSWERS) <= set(_expected()) and set(bench.BAD_ANSWERS) <= set(_expected())
     for name in bench.BAD_ANSWERS:
@@ -608,7 +608,7 @@ def test_notebook_solution_is_the_correct_known_answer():
     ans = read_literal(_source(cells[ex.answer_cell]), ex.answer_var)
     assert ans.attempted and not ans.flags and ans.problem is None
     mine = opcodes(compile_cuda(ans.value, name=ex.answer_var), ex.kernel)
-    assert mine == opcodes(compile_cuda(SUBMISSIONS / "correct.cu"), ex.kernel)
+    assert mine == opcodes(compile_cuda(solution_kernel(SLUG), name="solution.cu"), ex.kernel)
     # every quiz question of the spec has a hidden key in the notebook, and the key is a valid choice
     from autograder.quizzes import quiz_key
 

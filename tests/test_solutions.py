@@ -1,25 +1,32 @@
-"""Every topic's solutions notebook and its known answers agree: the answer cell is correct.cu (less its header
-comment and the nbgrader markers), the release stub is the answer cell with its solution regions replaced, every
-quiz question's key is one of its choices, and the notebook is committed without outputs."""
+"""Every topic's solutions notebook is the one place its exercise's given code lives: the course solution (known
+answer "correct" / "solution") and the release's cell (known answer "stub") are read from it and from weeks/ (which
+nbgrader generates from it), and no copy of either is kept beside the known answers. The answer cell is a complete,
+attempted kernel; the release's cell keeps the given code up to the first solution region; every quiz question's key
+is one of its choices; the notebook is committed without outputs."""
 
 import pytest
 
 from autograder.answers import _source, cells_by_grade_id, read_literal
-from autograder.quizzes import quiz_key
 from autograder.grading import solution_notebook
+from autograder.known import answer_text, kernel_source, known_answer, known_answers, known_dir, release_cell
+from autograder.quizzes import quiz_key
+from autograder.release import ROOT
 from autograder.spec import all_specs
-from autograder.known import known_dir
 
-SLUGS = [s.slug for s in all_specs()
-         if (known_dir(s.slug) / "correct.cu").exists() and (known_dir(s.slug) / "stub.py").exists()]
+SLUGS = [s.slug for s in all_specs()]
 
 
-def _strip_markers(text: str) -> str:
-    return "\n".join(ln for ln in text.splitlines() if not ln.strip().startswith("### ")).strip()
-
-
-def test_the_new_topics_are_covered():
-    assert {"tma", "swizzle", "warp_specialization", "multicast"} <= set(SLUGS)
+def test_the_given_code_is_stored_once():
+    """No topic keeps a copy of its solution cell or its release cell beside its known answers (the old the course solution and
+    stub.py), and every day's "stub" and "correct" read the notebooks."""
+    copies = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "kernels").glob("*/grading/known/*")
+                    if p.name in ("the course solution", "stub.py"))
+    assert not copies, f"copies of the given code: {copies}"
+    assert {"tma", "swizzle", "warp_specialization", "multicast", "gemm", "attention"} <= set(SLUGS)
+    for slug in SLUGS:
+        by = {ka.name: ka for ka in known_answers(slug)}
+        assert by["stub"].source == "release"
+        assert all(by[n].source == "solution" for n in ("correct", "solution") if n in by)
 
 
 @pytest.mark.parametrize("slug", SLUGS)
@@ -33,8 +40,15 @@ def test_notebook_solution_is_the_correct_known_answer(slug):
         cell = _source(cells[ex.answer_cell])
         ans = read_literal(cell, ex.answer_var)
         assert ans.attempted and not ans.flags and ans.problem is None
-        assert _strip_markers(ans.value) in (known_dir(slug) / "correct.cu").read_text()
-        # the stub is the answer cell up to its first solution region, untouched
-        assert cell.split("### BEGIN SOLUTION")[0].strip() in (known_dir(slug) / "stub.py").read_text()
+        assert kernel_source(slug, "solution") == ans.value
+        # the release's cell is the answer cell up to its first solution region, untouched, then the stub
+        stub = release_cell(slug, ex.name)
+        assert stub == answer_text(slug, known_answer(slug, "stub"))
+        assert cell.split("### BEGIN SOLUTION")[0].strip() in stub and "### BEGIN SOLUTION" not in stub
+        assert "raise NotImplementedError()" in stub
     for q in spec.quiz.questions.values():
         assert quiz_key(_source(cells[q.grade_id]), spec.quiz.answer_var, q.name) in q.choices, q.name
+
+
+def test_known_dir_is_the_days_grading_folder():
+    assert known_dir("tma") == ROOT / "kernels" / "tma" / "grading" / "known"

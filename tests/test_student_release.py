@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import run_notebook
 
-from autograder.known import known_dir
+from autograder.known import known_dir, release_cell
 from autograder.release import INSTRUCTOR_ONLY, ROOT, student_release, weeks
 from autograder.release_check import answers_to_hide, release_problems
 
@@ -139,7 +139,7 @@ def test_a_capstone_stub_ships_but_its_solution_does_not(releases, tmp_path):
     week, out = next(iter(releases.items()))
     planted = tmp_path / "planted"
     shutil.copytree(out, planted)
-    tree = ast.parse((known_dir(slug) / "stub.py").read_text())
+    tree = ast.parse(release_cell(slug))
     stub_src = next(v.value for v in ast.walk(tree)
                     if isinstance(v, ast.Constant) and isinstance(v.value, str) and "__global__" in v.value)
     (planted / "kernels" / "given.cu").write_text(stub_src)

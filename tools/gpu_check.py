@@ -68,7 +68,7 @@ def counted_launches(slugs=("ldgsts", "pipeline", "tma", "gemm")):
     with no profiler, then with the mechanism's counter ranges interleaved as the grader runs them. The timed median
     must stay within 3 % of the unprofiled one; the counted launches' own median is reported (a range slows some
     kernels: why counted launches are never timed), and every counted launch must carry the solution's bytes."""
-    from autograder.known import known_dir
+    from autograder.known import solution_kernel
     from autograder.spec import load
     from kernels import rangeprof
     from kernels.compile import compile_cuda
@@ -78,8 +78,7 @@ def counted_launches(slugs=("ldgsts", "pipeline", "tma", "gemm")):
     for slug in slugs:
         ex = next(iter(load(slug).exercises.values()))
         wl = ex.workload()
-        cubin = compile_cuda((known_dir(slug) / "correct.cu").read_text(),
-                             name=ex.answer_var)
+        cubin = compile_cuda(solution_kernel(slug), name=ex.answer_var)
         (q,) = {r.bytes[0] for r in rangeprof.counted_rules(ex.parts["path"])}
         plain = time_exercise(ex, wl, cubin, 101, "student")
         with rangeprof.timed_counters([q]) as rc:

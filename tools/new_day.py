@@ -36,7 +36,6 @@ FILES = {
     "bench.py.tmpl": "kernels/{slug}/bench.py",
     "spec.toml": "kernels/{slug}/spec.toml",
     "known/expected.toml": "kernels/{slug}/grading/known/expected.toml",
-    "known/stub.py": "kernels/{slug}/grading/known/stub.py",
     "test_day.py.tmpl": "tests/test_{slug}.py",
 }
 NOTEBOOK = "notebook.pct.tmpl"

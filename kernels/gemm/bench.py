@@ -34,7 +34,7 @@ from .launch import CONFIG, CUDA_VARIANTS, RUNGS, VARIANTS, gemm
 from .workload import DATA, MEASURE_ORDER, SHAPES, TEST_SHAPES, flops, inputs_for, make_inputs, reference, shape_name
 
 SLUG = "gemm"
-SOLUTION_STAGES = 4             # correct.cu: `constexpr int STAGES = 4` (a test holds them equal)
+SOLUTION_STAGES = 4             # the course solution: `constexpr int STAGES = 4` (a test holds them equal)
 TIMED_ANSWERS = ("correct", "one_stage")
 SWEEP = (1, 2, 6)               # rung 3's other ring depths (4 is the rung itself)
 RTOL = exercise.CHECK["rtol"]

@@ -10,7 +10,7 @@ Rows timed:
   - stream_sum_prim (__pipeline_* primitives) at 4 stages, stream_sum_pipe at 8 stages (past the knee: the
     bandwidth caps it) and at 1 stage with 4 blocks per SM (the same 16 KiB in flight per SM as 4 stages of 1 block);
   - resample at B=128, S=T=4096, D=256, timed by the grader's own function (kernels.topic.time_answer, every launch
-    verified), with the known answers the grader hands in (autograder.benchmarks): the course reference (correct.cu,
+    verified), with the known answers the grader hands in (autograder.benchmarks): the course reference (the solution,
     a thread-scope cuda::pipeline), its primitives twin, the known answers not_pipelined and reads_twice
     (expected.toml says they reach the bar too; this recording is what decides), and two measured rungs of the
     lesson that are not known answers (rungs/ beside them): the same algorithm through a block-scope cuda::pipeline

@@ -51,11 +51,11 @@ run with every pipeline row). Max |model/measured - 1| there: streaming 8.7 %, r
 
 The resample's per-tile hand-over: the "block" kinds (block_scope: the measured rung of that name, and
 reads_twice, search_per_target: block-scope cuda::pipeline, mbarriers in shared memory) pay BLOCK_TILE_NS per tile
-per wave; "thread" (thread_scope: correct.cu, the course solution, a thread-scope cuda::pipeline, and its twin
+per wave; "thread" (thread_scope: the course solution, a thread-scope cuda::pipeline, and its twin
 correct_primitives on the __pipeline_* primitives, the same instructions: each thread's own cp.async groups +
 one __syncthreads per tile) nothing; "sync" (not_pipelined) ROUND_NS per tile. reads_twice hands over 32 tiles of
 8 targets instead of 18 window tiles.
-Records written before correct.cu became the thread-scope kernel (2026-11-22) carry kind "reference" on both
+Records written before the course solution became the thread-scope kernel (2026-11-22) carry kind "reference" on both
 course solutions, and their answer "correct" is the block-scope kernel: `row_kind` reads them so.
 
 Assumptions (say so when a measurement disagrees):
@@ -116,7 +116,7 @@ EX_PROBES = 256             # the window search: one probe per thread and key pe
 #          primitives) + one __syncthreads per tile, "block" = a block-scope cuda::pipeline (mbarriers in shared
 #          memory, BLOCK_TILE_NS per tile), "sync" = loaded synchronously: one exposed round trip per tile)
 RESAMPLE_KINDS = {
-    "thread_scope": ("window", EX_STAGES, None, "thread"),       # correct.cu and correct_primitives
+    "thread_scope": ("window", EX_STAGES, None, "thread"),       # the course solution and correct_primitives
     "block_scope": ("window", EX_STAGES, None, "block"),         # a measured rung of the lesson
     "not_pipelined": ("window", 1, None, "sync"),                # the same tiles, loaded synchronously
     "reads_twice": ("window+staged", EX_STAGES, 8, "block"),     # 8 targets' 2 rows per stage, intervals found first
@@ -130,7 +130,7 @@ LEGACY_KIND = "reference"  # the kind both course solutions were recorded with o
 
 def row_kind(row: dict) -> str:
     """The model's kind of a recorded resample row. In a record of before the rename (kind "reference"), answer
-    "correct" is the block-scope kernel that correct.cu was then; otherwise the answer decides, then the row's kind."""
+    "correct" is the block-scope kernel that the course solution was then; otherwise the answer decides, then the row's kind."""
     answer, kind = row.get("answer"), row.get("kind")
     if kind == LEGACY_KIND and answer == "correct":
         return "block_scope"
@@ -282,7 +282,7 @@ def blocks_per_sm(threads: int, dynamic_smem: int, static_smem: int = 0, registe
 
 # -------------------------------------------------------------------------------------------------- the exercise
 def window_rounds(S: int, probes: int = EX_PROBES) -> int:
-    """Dependent rounds of loads of the course solution's window search over S source times (correct.cu: a range
+    """Dependent rounds of loads of the course solution's window search over S source times (a range
     longer than `probes` shrinks to at most ceil(n / (probes + 1)); a shorter one is probed whole)."""
     n, rounds = S, 1
     while n > probes:

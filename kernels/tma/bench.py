@@ -52,7 +52,7 @@ def sweep_configs(boxes=SWEEP_BOXES, stages=SWEEP_STAGES) -> list[dict]:
     return cfgs
 
 
-SOLUTION_STAGES = 5  # the course solution's ring (correct.cu: `constexpr int STAGES = 5`; a test holds them equal)
+SOLUTION_STAGES = 5  # the course solution's ring (`constexpr int STAGES = 5`; a test holds them equal)
 EXERCISE_CONFIGS = {
     "correct": {"kernel": "tma_add", "box_bytes": 64 * 64 * 2, "stages": SOLUTION_STAGES,
                 "blocks_per_sm": exercise.BLOCKS_PER_SM, "boxes_per_stage": 2, "streams": 1.5},

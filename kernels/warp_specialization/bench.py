@@ -20,7 +20,7 @@ from .workload import (BENCH_SHAPE, RTOL, SWEEP_STAGES, TEST_SHAPES, TILE_BYTES,
                        reference, tiles)
 
 SLUG = "warp_specialization"
-SOLUTION_STAGES = 8  # correct.cu: `constexpr int STAGES = 8` (a test holds them equal)
+SOLUTION_STAGES = 8  # the course solution: `constexpr int STAGES = 8` (a test holds them equal)
 CHECK_STAGES = (1, 3, 8)
 TIMED_ANSWERS = ("correct", "all_threads")
 

@@ -2,7 +2,7 @@
 // kept as a measured rung of the lesson (not a known answer: kernels/pipeline/bench.py times it beside the others).
 //
 // What it shows: the price of a shared pipeline state when nothing needs it. The algorithm, the tiles and the
-// order of the work are the course solution's (kernels/pipeline/grading/known/correct.cu); what changed is the
+// order of the work are the course solution's (the solutions notebook's answer cell); what changed is the
 // pipeline: cuda::pipeline_shared_state<thread_scope_block, 4> in shared memory, two mbarriers per stage
 // ("produced", "consumed", each expecting 256 arrivals), and every tile pays a shared mbarrier hand-over:
 // producer_acquire waits for all 256 threads to release the stage, producer_commit arrives on "produced" behind
@@ -11,7 +11,7 @@
 // solution gets the same guarantees from each thread's own cp.async groups and one __syncthreads per tile. On the
 // H100 (recorded_h100.json, rows "resample (block_scope)" and "resample (correct)", 2026-11-22 and again 2026-11-24)
 // this kernel ran at 2.44 TB/s, 0.81x the copy ceiling — at the exercise's 0.80x bar — against 2.70 TB/s (0.90x) for
-// the same algorithm at thread scope (correct.cu, and its __pipeline_* twin correct_primitives).
+// the same algorithm at thread scope (the solution, and its __pipeline_* twin correct_primitives).
 // kernels/pipeline/model.py prices the hand-over per tile (BLOCK_TILE_NS, kind "block_scope").
 //
 // Algorithm: the window's two ends by a 256-ary search (2 dependent rounds at S = 4096, __syncthreads_count), the
