@@ -167,6 +167,7 @@ def quiz(slug: str, question: str, answers) -> None:
 
 
 STUB_LINE = "raise NotImplementedError()"  # nbgrader's stub in an answer cell (autograder/nbgrader_config.py uses it)
+CODE_STUB = {"python": "# YOUR CODE HERE\n" + STUB_LINE}  # what replaces a solution region (nbgrader ClearSolutions)
 
 
 def _stub_handler(shell, etype, value, tb, tb_offset=None):

@@ -259,14 +259,21 @@ def answer_text(slug: str, ka: KnownAnswer) -> str | None:
 
 
 def release_cell(slug: str, exercise: str | None = None) -> str:
-    """The answer cell of the day's exercise as the student release hands it out (weeks/<week>/<notebook>, nbgrader's
-    output from the solutions notebook): the given code with the stub where the answer goes."""
-    from .answers import _source, cells_by_grade_id
+    """The answer cell of the day's exercise as the student release hands it out: the solutions notebook's cell
+    through nbgrader's own ClearSolutions with the course's stub (what `make weeks` writes into weeks/), the given code
+    with the stub where the answer goes."""
+    import nbformat
+    from nbgrader.preprocessors import ClearSolutions
+
+    from . import CODE_STUB
+    from .answers import cells_by_grade_id
 
     spec = load(slug)
     ex = spec.exercises[exercise] if exercise else next(iter(spec.exercises.values()))
-    nb = json.loads((ROOT / "weeks" / spec.assignment / spec.notebook).read_text())
-    return _source(cells_by_grade_id(nb)[ex.answer_cell])
+    nb = nbformat.reads((ROOT / "solutions" / spec.assignment / spec.notebook).read_text(), as_version=4)
+    cell = copy.deepcopy(cells_by_grade_id(nb)[ex.answer_cell])
+    cell, _ = ClearSolutions(code_stub=CODE_STUB).preprocess_cell(cell, {"language": "python"}, 0)
+    return cell.source
 
 
 def solution_kernel(slug: str, exercise: str | None = None) -> str:

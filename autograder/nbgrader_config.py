@@ -59,9 +59,9 @@ c.Exchange.root = str(EXCHANGE)
 
 # --- release (generate_assignment) --------------------------------------------------------------------------
 # What a student finds in an answer cell: `### BEGIN SOLUTION ... ### END SOLUTION` is replaced by this.
-from autograder import STUB_LINE  # noqa: E402  (one text: the notebook shortens exactly this line)
+from autograder import CODE_STUB  # noqa: E402  (one text: the notebook shortens exactly its last line, STUB_LINE)
 
-c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\n" + STUB_LINE}
+c.ClearSolutions.code_stub = CODE_STUB
 
 # --- grading (autograde) ------------------------------------------------------------------------------------
 # Kernels compile (NVRTC), check and time inside graded cells: give a cell minutes, not nbgrader's 30 s.

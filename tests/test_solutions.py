@@ -52,3 +52,18 @@ def test_notebook_solution_is_the_correct_known_answer(slug):
 
 def test_known_dir_is_the_days_grading_folder():
     assert known_dir("tma") == ROOT / "kernels" / "tma" / "grading" / "known"
+
+
+@pytest.mark.parametrize("slug", SLUGS)
+def test_the_release_cell_is_what_make_weeks_wrote(slug):
+    """known.release_cell (nbgrader's ClearSolutions on the solutions notebook's cell, the course's stub) is the cell
+    weeks/ holds, as `nbgrader generate_assignment` wrote it."""
+    import json
+
+    spec = next(s for s in all_specs() if s.slug == slug)
+    release = ROOT / "weeks" / spec.assignment / spec.notebook
+    if not release.is_file():
+        pytest.skip(f"weeks/{spec.assignment}/{spec.notebook} not generated")
+    cells = cells_by_grade_id(json.loads(release.read_text()))
+    for ex in spec.exercises.values():
+        assert release_cell(slug, ex.name) == _source(cells[ex.answer_cell])
