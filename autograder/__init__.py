@@ -21,7 +21,7 @@ import os
 import secrets
 import sys
 
-from .answers import Verdict, local_verdict
+from .answers import STUB_LINE, Verdict, local_verdict  # STUB_LINE: nbgrader's stub in an answer cell
 from .spec import load
 
 __all__ = ["check", "grade", "quiz", "load", "NotAnswered"]
@@ -164,10 +164,6 @@ def quiz(slug: str, question: str, answers) -> None:
     if str(given).strip().lower() not in q.choices:
         raise ValueError(f"{question}: {given!r} is not one of {list(q.choices)}")
     print(f"{question}: answer {given!r} recorded")
-
-
-STUB_LINE = "raise NotImplementedError()"  # nbgrader's stub in an answer cell (autograder/nbgrader_config.py uses it)
-CODE_STUB = {"python": "# YOUR CODE HERE\n" + STUB_LINE}  # what replaces a solution region (nbgrader ClearSolutions)
 
 
 def _stub_handler(shell, etype, value, tb, tb_offset=None):

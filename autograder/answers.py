@@ -40,6 +40,9 @@ import re
 from dataclasses import dataclass, field, replace
 
 _STUB = re.compile(r"raise\s+NotImplementedError")
+STUB_LINE = "raise NotImplementedError()"  # nbgrader's stub in an answer cell
+CODE_STUB = {"python": "# YOUR CODE HERE\n" + STUB_LINE}  # what replaces a solution region (nbgrader ClearSolutions;
+# the nbgrader config and autograder.known.release_cell use this one value)
 
 
 # Named cheats, recognised in answer-cell code (which is never run) by the calls it makes: each gets its own flag on

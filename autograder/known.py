@@ -265,8 +265,7 @@ def release_cell(slug: str, exercise: str | None = None) -> str:
     import nbformat
     from nbgrader.preprocessors import ClearSolutions
 
-    from . import CODE_STUB
-    from .answers import cells_by_grade_id
+    from .answers import CODE_STUB, cells_by_grade_id
 
     spec = load(slug)
     ex = spec.exercises[exercise] if exercise else next(iter(spec.exercises.values()))

@@ -59,7 +59,7 @@ c.Exchange.root = str(EXCHANGE)
 
 # --- release (generate_assignment) --------------------------------------------------------------------------
 # What a student finds in an answer cell: `### BEGIN SOLUTION ... ### END SOLUTION` is replaced by this.
-from autograder import CODE_STUB  # noqa: E402  (one text: the notebook shortens exactly its last line, STUB_LINE)
+from autograder.answers import CODE_STUB  # noqa: E402  (one text: the notebook shortens exactly its last line)
 
 c.ClearSolutions.code_stub = CODE_STUB
 
