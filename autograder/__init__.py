@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import secrets
 import sys
+import traceback
 
 from .answers import STUB_LINE, Verdict, local_verdict  # STUB_LINE: nbgrader's stub in an answer cell
 from .spec import load
@@ -169,8 +170,6 @@ def quiz(slug: str, question: str, answers) -> None:
 def _stub_handler(shell, etype, value, tb, tb_offset=None):
     """An answer cell that still raises nbgrader's stub shows one line saying so; any other NotImplementedError
     keeps its full traceback. Either way the cell fails (the error is still sent), as nbgrader needs."""
-    import traceback
-
     frames = traceback.extract_tb(tb)
     if frames and (frames[-1].line or "").strip() == STUB_LINE:
         stb = ["not attempted: this answer cell still holds its stub `raise NotImplementedError()` — "

@@ -31,6 +31,7 @@ import argparse
 import os
 import shlex
 import shutil
+import signal
 import sys
 from pathlib import Path
 
@@ -76,8 +77,6 @@ def cmd_grade(args) -> int:
     Exit status: 0 every student graded; 2 some not graded — their grading failed, or a hand-in could not be graded
     as handed in (hand_in_mistakes) — the command prints whom and what to run; 130
     interrupted (what finished is merged); 1 nothing to grade or a refused command."""
-    import signal
-
     week = args.week
     secret, seed_source = _seed(args)
     grading = grading_dir()

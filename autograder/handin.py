@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import sqlite3
 from pathlib import Path
 
 from .release import ROOT
@@ -50,8 +51,6 @@ def _base_name(name: str) -> str:
 
 def expected_notebooks(template: Path, week: str) -> list[str]:
     """The notebook file names of `week` in a gradebook (the batch's template)."""
-    import sqlite3
-
     con = sqlite3.connect(f"file:{template}?mode=ro", uri=True)
     try:
         rows = con.execute("select n.name from notebook n join assignment a on n.assignment_id = a.id "

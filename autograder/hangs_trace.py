@@ -8,6 +8,7 @@ The trace layout is mbarrier_debug.cuh's: TRACE_LAYOUT below reads it back (chan
 
 from __future__ import annotations
 
+import ctypes
 import re
 import struct
 import time
@@ -348,8 +349,6 @@ def reset_trace(cubin, bound_s: float = DEFAULT_BOUND_S) -> None:
 def read_trace(cubin, wait_s: float = 5.0) -> bytes | None:
     """The trace's bytes, copied on a stream of its own into pinned memory: this works while a kernel still hangs
     (the copy engine does not wait for it). None when the context is gone (a fault) or the copy does not finish."""
-    import ctypes
-
     from cuda.bindings import driver
 
     from kernels.launch import device_global

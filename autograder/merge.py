@@ -5,6 +5,7 @@ grading folder (merge_result, the only writer of the class's gradebook), and the
 from __future__ import annotations
 
 import shutil
+import warnings
 from pathlib import Path
 
 from .handin import week_notebooks
@@ -22,7 +23,6 @@ def merge_result(out: Path, grading: Path | None = None, move: bool = False) -> 
     nothing (a kind already moved out is left as the class has it)."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    import warnings
 
     from sqlalchemy.exc import SAWarning
 

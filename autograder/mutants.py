@@ -18,9 +18,12 @@ import argparse
 import hashlib
 import json
 import os
+import queue
 import re
 import sys
+import threading
 import time
+import traceback
 from pathlib import Path
 
 from .mutation import mutate
@@ -99,8 +102,6 @@ def _child(a) -> int:
     the next one where this one stopped. An exception that escapes is reported there too, with its mutant: a fault of
     the kernel ("crashes") or a failure of the course's own code ("not measured"), told apart from the real
     exception's traceback (never from the kernel's output)."""
-    import traceback
-
     try:
         return _child_plan(json.loads(Path(a.plan).read_text()), a.slug, a.exercise)
     except Exception:  # noqa: BLE001 - reported, then the process ends (a faulted context cannot be trusted)
@@ -405,9 +406,6 @@ def measure_class(grading: Path, week: str, students: list[str], lanes: list, *,
     lane takes the next (student, day) job; its processes see only its GPU). Writes <out>/<student>/<slug>.json (the
     measured dicts autograder.understanding's sheets read) and returns {"jobs", "gpu_s" per (student, slug),
     "wall_s"}. A job whose kernel the grader cannot read is left out (named)."""
-    import queue
-    import threading
-
     from kernels.paths import write_whole
 
     out = Path(out or grading / "understanding" / week / "measured")

@@ -20,8 +20,10 @@ baseline, or a task started ahead that waits for its student (main).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import queue as queue_mod
 import signal
 import subprocess
 import sys
@@ -52,8 +54,6 @@ def run_pool(week: str, students: list[str], lanes: list[Lane], *, grading: Path
     feedback pages) runs in this thread with the entries of the students merged since its last call, while the
     lanes grade on (alone=False: other threads are running), or, for those merged last, once every lane's thread
     has stopped (alone=True)."""
-    import queue as queue_mod
-
     events: queue_mod.Queue = queue_mod.Queue()
     parts = _Parts()
     todo = _Queue([], lanes, gated=True)  # filled below, while the lanes measure their GPUs
@@ -131,8 +131,6 @@ def _merge_events(threads: list, events, grading: Path, per_student: dict, show,
                   parts: _Parts | None = None) -> None:
     """The single writer: merge each finished task as its worker reports it, until every worker has stopped; hand
     the students merged in full to `after_merge` whenever no event waits (run_pool)."""
-    import queue as queue_mod
-
     parts = parts if parts is not None else _Parts()
     fresh: dict[str, dict] = {}
     while any(t.is_alive() for t in threads) or not events.empty():
@@ -353,8 +351,6 @@ def _not_graded(job: Job, what: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
     ap = argparse.ArgumentParser(prog="python -m autograder.pool")
     sub = ap.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("task", help="grade one student into a folder of its own")

@@ -4,6 +4,7 @@ elsewhere, each behind a click."""
 
 from __future__ import annotations
 
+import html
 import json
 
 from .mutants import ROOT, measure_answer
@@ -28,8 +29,6 @@ def recorded(slug: str) -> dict | None:
 
 def _show(rows: list[dict], head: str) -> None:
     """The practice questions, each outcome behind a click (<details>) in a notebook, plain text elsewhere."""
-    import html
-
     try:
         from IPython import get_ipython
         from IPython.display import HTML, display

@@ -5,10 +5,12 @@ nbgrader has none for), and a student's grades taken out again (forget, withdraw
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import shutil
 import sys
+import warnings
 from pathlib import Path
 
 from .release import nbgrader
@@ -85,8 +87,6 @@ def export_week(week: str, grading: Path) -> Path:
 def flag_feedback(grading: Path, week: str, students) -> int:
     """Put the flags of each trusted verdict (deleted-cell, torch-instead-of-kernel, ...) at the top of the student's
     feedback page for that notebook (nbgrader's page shows the grade cells only). Returns how many pages."""
-    import html
-
     from .report_data import _clean, _secrets
 
     secrets, n = _secrets(), 0
@@ -117,8 +117,6 @@ def problem_feedback(grading: Path, week: str, per_student: dict) -> list[Path]:
     small HTML page per such notebook, beside nbgrader's, in feedback/<student>/<week>/ — for every student, a
     student with nothing graded included. A page already saying the same is left as it is (a re-grade of another
     student touches nobody else's); one saying something else (nbgrader's, from a run that graded it) is replaced."""
-    import html
-
     written = []
     for student, e in per_student.items():
         if not isinstance(e, dict):
@@ -207,8 +205,6 @@ def withdraw(grading: Path, student: str, week: str | None, weeks: set, folder: 
 
 def _forget_grades(grading: Path, student: str, week: str | None, weeks: set) -> list[str]:
     """The student's submissions (of `week`, or every week and then the student) out of the class's gradebook."""
-    import warnings
-
     from nbgrader.api import Gradebook, MissingEntry
     from sqlalchemy.exc import SAWarning
 

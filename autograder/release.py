@@ -12,10 +12,13 @@ student release would carry an answer.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import shutil
 import subprocess
 import sys
+import traceback
 from pathlib import Path
 
 from .release_check import INSTRUCTOR_ONLY, release_problems
@@ -60,10 +63,6 @@ def _nbgrader_here(args: list[str], env: dict, cwd: Path) -> subprocess.Complete
     folder are this process's for the call, so no other thread of the process may be running), its log captured as
     the stderr of a CompletedProcess. Saves starting a Python and importing nbgrader again (about 2 s a step on a
     2-core machine)."""
-    import contextlib
-    import io
-    import traceback
-
     from jupyter_core.application import NoStart
     from nbgrader.apps import NbGraderApp
 

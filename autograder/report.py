@@ -35,6 +35,7 @@ import csv
 import re
 import statistics
 import sys
+import warnings
 from pathlib import Path
 
 from kernels.paths import write_whole
@@ -105,7 +106,6 @@ def _read_gradebook_db(grading: Path, week: str) -> tuple[dict[str, dict], str |
     db = grading / "gradebook.db"
     if not db.exists():
         return {}, None
-    import warnings
 
     from nbgrader.api import Gradebook, MissingEntry
 

@@ -4,6 +4,7 @@ PNG drawn with matplotlib's Agg canvas, drawn once per what it shows (kept under
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 import math
 import re
@@ -41,8 +42,6 @@ def _drawn_once(draw, *inputs) -> str:
     """draw(*inputs) (a base64 PNG), kept under $COURSE_CACHE_DIR/plots by what it is drawn from: the inputs, this
     file's text (the drawing code) and matplotlib's version. A class graded again (one student re-graded, a Slurm
     collect after a resubmit) draws only the plots whose data changed; matplotlib takes about 0.1 s a plot."""
-    import hashlib
-
     import matplotlib
 
     from kernels.paths import cache_dir, made_once

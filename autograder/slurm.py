@@ -29,6 +29,7 @@ SLURM_CONF.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -395,8 +396,6 @@ def forget(grading: Path, students: list[str], week: str | None = None) -> list[
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
     ap = argparse.ArgumentParser(prog="python -m autograder.slurm")
     sub = ap.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("task", help="(run by sbatch) grade one line of a roster")

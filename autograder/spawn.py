@@ -3,6 +3,7 @@ private channel no kernel printf can reach (autograder.hangs and autograder.muta
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -78,8 +79,6 @@ def emit_record(line: str) -> None:
 
 def _as_file(source: str) -> str:
     """A kernel's source text saved under build/cache (the child process compiles files and known answers)."""
-    import hashlib
-
     from kernels.paths import cache_dir
 
     path = cache_dir("hangs") / f"kernel_{hashlib.sha256(source.encode()).hexdigest()[:16]}.cu"

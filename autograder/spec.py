@@ -11,6 +11,7 @@ imports it, the library never imports by a name it read from a spec.
 from __future__ import annotations
 
 import importlib
+import math
 import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -70,8 +71,6 @@ class Rule:
 def calibrated_fraction(spec_fraction: float, solution: float, baseline: float) -> float:
     """A GPU kind's fraction of the baseline: the spec's, or the largest fraction (4 decimals, rounded down) that
     leaves the course solution SOLUTION_MARGIN above the bar on that GPU."""
-    import math
-
     return min(spec_fraction, math.floor(solution / baseline / SOLUTION_MARGIN * 1e4) / 1e4)
 
 

@@ -18,7 +18,9 @@ Built on `cuda.core.Program` (NVRTC). Works with no GPU: compiling and reading S
 from __future__ import annotations
 
 import hashlib
+import io
 import re
+import warnings
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -296,7 +298,6 @@ def compile_cuda(
             disable_warnings=True,
             diag_suppress=[20200, 1105],  # #pragma message's remark, #warning's warning
         )
-        import io
 
         logs = io.StringIO()
         try:
@@ -348,8 +349,6 @@ def compile_triton(fn, signature: dict, constexprs: dict, *, num_warps: int, num
                    capability: int = 90) -> dict:
     """A Triton kernel (a @triton.jit function) compiled ahead of time for sm_<capability>, with no GPU:
     {"name", "cubin", "ptx", "shared", "triton"} (the SASS and PTX a Triton row of a ladder is read from)."""
-    import warnings
-
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource

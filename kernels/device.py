@@ -6,10 +6,13 @@ anywhere else it prints one line and returns False, so notebooks run top to bott
 
 from __future__ import annotations
 
+import ctypes
 import importlib.metadata as md
+import json
 import os
 import sys
 from functools import lru_cache
+from pathlib import Path
 
 
 @lru_cache(maxsize=1)
@@ -41,7 +44,6 @@ def _cuda_driver_loadable() -> bool:
     every grading process) is needed to say so. Checked on Linux; elsewhere torch is asked."""
     if not sys.platform.startswith("linux"):
         return True
-    import ctypes
 
     try:
         ctypes.CDLL("libcuda.so.1")
@@ -138,9 +140,6 @@ def self_test(verbose: bool = True) -> dict:
 def recorded_version_drift(facts: dict) -> list[str]:
     """'triton 3.9.0 (recorded with 3.6.0)' for each package whose installed version differs from every version the
     recorded numbers were measured with (kernels/*/recorded_*.json: every GPU's records)."""
-    import json
-    from pathlib import Path
-
     recorded: dict[str, set] = {}
     for p in sorted(Path(__file__).resolve().parent.glob("*/recorded_*.json")):
         doc = json.loads(p.read_text())

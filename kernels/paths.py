@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Callable
 
@@ -23,7 +24,6 @@ def made_once(path: Path, make: Callable[[Path], None]) -> Path:
     sees half of it; a process that finds another making it waits (an flock on a file beside it, released by a process
     that dies) and takes its result. Nothing is left when `make` raises. Returns `path`."""
     import fcntl
-    import shutil
 
     if path.exists():
         return path
@@ -67,8 +67,6 @@ def write_whole(path: Path, make) -> Path:
 def cuda_tool(name: str, env: str | None = None) -> str | None:
     """A CUDA toolkit program (nvdisasm, cuobjdump, ncu, compute-sanitizer): $env if set, then cuda.pathfinder (the
     pip wheels and CUDA_HOME), PATH, /usr/local/cuda/bin and any /usr/local/cuda-*/bin. None if none has it."""
-    import shutil
-
     cands = [os.environ.get(env) if env else None]
     try:
         import cuda.pathfinder as pf

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as _dt
 import importlib.metadata as md
 import json
+import re
 from pathlib import Path
 
 KERNELS = Path(__file__).resolve().parent
@@ -23,8 +24,6 @@ DEFAULT_TAG = "h100"  # the course's reference GPU: its record is shown where th
 
 def device_tag(name: str | None) -> str:
     """"NVIDIA H100 80GB HBM3" -> "h100", "NVIDIA H200" -> "h200": the record file a run on that GPU writes."""
-    import re
-
     m = re.search(r"\b([A-Z]+\d{2,4})\b", name or "")
     return m.group(1).lower() if m else "unknown"
 

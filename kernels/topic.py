@@ -33,11 +33,13 @@ autograder.benchmarks runs a topic with its answers and that `grading` (`make gp
 
 from __future__ import annotations
 
+import argparse
 import inspect
+import json
 import os
 import traceback
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -285,8 +287,6 @@ def time_answer(slug: str, name: str, *, shape=None, reps: int | None = None, se
                 exercise: str | None = None, cubin=None) -> dict:
     """Time a known answer (or `cubin`) with the grader's own function, kernels.runner.time_exercise: every launch
     verified, the counts drawn from the seed. At the exercise's bench shape and repetitions unless given."""
-    from dataclasses import replace
-
     from .runner import time_exercise
 
     ex, wl = exercise_of(slug, exercise)
@@ -473,9 +473,6 @@ def main(topic: Topic, doc: str | None = None, argv=None, **run_kw) -> None:
     """The command line of a topic's benchmark script, `python -m kernels.<slug>.bench [--out DIR] [--quick]`: the
     library's kernels (`python -m autograder.benchmarks <slug>` runs the same with the exercise's known answers).
     Prints the result and the record's table; exits 1 when the run failed."""
-    import argparse
-    import json
-
     ap = argparse.ArgumentParser(description=doc)
     ap.add_argument("--out", default="build/gpu")
     ap.add_argument("--quick", action="store_true")

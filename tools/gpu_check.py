@@ -19,8 +19,10 @@ Prints a summary table last and exits non-zero when anything failed.
 from __future__ import annotations
 
 import argparse
+import html
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -312,9 +314,6 @@ def hangs_and_races(out: Path, slugs):
 def practice_output(nb: dict) -> str | None:
     """The text an executed notebook's practice cell (a call of autograder.what_if) printed or displayed, tags
     stripped, entities decoded; None where the notebook has no such cell."""
-    import html
-    import re
-
     for cell in nb.get("cells", []):
         src = "".join(cell.get("source", "")) if isinstance(cell.get("source"), list) else cell.get("source", "")
         if cell.get("cell_type") != "code" or "autograder.what_if(" not in src:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -151,8 +152,6 @@ def understanding_cohort(out: Path, week: str = "week1", members: str = "gpu9", 
     out/understanding/<student>/<slug>.json and, with COURSE_RECORD=1, into autograder/recorded_understanding_<gpu>.json
     — the keys the sheets are built from with no GPU (autograder understanding sheets WEEK --recorded). GPU seconds
     per student and day come back in the result."""
-    import shutil
-
     from autograder.cohort import build, members_of
     from autograder.mutants import measure_class
     from autograder.plan import lanes_for

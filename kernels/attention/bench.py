@@ -17,6 +17,7 @@ Everything here needs an sm_90 GPU except `configs()`, `claims()`, `main_rows()`
 """
 
 from __future__ import annotations
+import statistics
 
 from .. import record
 from ..bench import bench, ceilings, refill, rotating_inputs
@@ -327,8 +328,6 @@ def overlap_rounds(clock=None, reps: int = 10, seed: int = 0, rounds: int | None
 def rounds_summary(rows: list[dict]) -> dict:
     """Per GOALS shape with rounds in `rows`: the overlap entry over cuDNN per round, the median, its bootstrap 95 %
     interval and what it supports (kernels.compare), and the mean SM clock of each side. {} without rounds."""
-    import statistics
-
     from ..compare import Ratio
 
     per: dict = {}

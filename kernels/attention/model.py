@@ -52,6 +52,7 @@ H100 share the GH100 chip, its SM count and clocks: the per-SM tensor peak is th
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from ..held_out import HeldOut
@@ -201,8 +202,6 @@ def _search(err, grid: dict, lo: dict, hi: dict) -> tuple[dict, float]:
     """Least squares: the best point of a coarse grid (constant -> values), then a pattern search from it: each
     constant in turn moved by +-step (relative; absolute where it is 0), kept where the error falls; steps halved when
     nothing improves, down to 1e-4. Deterministic."""
-    import itertools
-
     start = min((dict(zip(grid, p)) for p in itertools.product(*grid.values())), key=err)
     c, best = dict(start), err(start)
     step = {k: 0.25 for k in start}

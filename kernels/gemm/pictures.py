@@ -24,6 +24,7 @@
 from __future__ import annotations
 
 import re
+import textwrap
 
 from ..swizzle_map import chunk_layout, swizzle_offset  # the 128B swizzle (taught on week 2 day 1), one rule
 from . import model
@@ -276,8 +277,6 @@ def plot_drain_timeline(ktiles: int = 4, **constants):
     warpgroup and k-tile; grey: idle) and each consumer warpgroup (light, in the colour of the group it just
     issued: blocked in wgmma_wait<N>; dark: the hand-over B), with a marker where a stage is released to the
     producer. Durations from the GEMM model's constants (named in the caption). Returns a Figure."""
-    import textwrap
-
     from matplotlib.figure import Figure
 
     tl = drain_timeline(ktiles, **constants)

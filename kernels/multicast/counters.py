@@ -10,12 +10,14 @@ The benchmark (kernels/multicast/bench.py) records the result beside its rows.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import io
 import json
 import subprocess
 import sys
 import tempfile
+import types
 from pathlib import Path
 
 CANDIDATES = (
@@ -63,8 +65,6 @@ def model_bytes(name: str, sms: int = 132) -> dict:
 def _run_target(name: str, source: str | None = None) -> None:
     """Launch the target twice (ncu measures the second launch); a bcast_add target runs the known answer whose
     CUDA source is in the file `source` (its parent process was handed it), under the exercise's launch contract."""
-    import types
-
     import torch
 
     from ..check import compare, poison
@@ -158,8 +158,6 @@ def measure_all(targets=None) -> dict:
 
 
 def main() -> None:
-    import argparse
-
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--target")
     ap.add_argument("--source", help="a bcast_add target's known answer (a .cu file)")

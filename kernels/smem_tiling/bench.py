@@ -12,6 +12,7 @@ separation among them), records and plots.
 
 from __future__ import annotations
 
+import json
 import math
 
 from ..bench import bench, ceilings, rotating_inputs
@@ -112,8 +113,6 @@ def explore(reps: int = 20) -> list[dict]:
 def recorded_demo() -> dict | None:
     """The newest record that holds the demo's rows (recorded_h100.json first, then another Hopper GPU's), with
     only those rows: what a notebook without a GPU shows."""
-    import json
-
     from ..record import path
 
     for tag in ("h100", "h200"):
