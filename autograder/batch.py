@@ -15,8 +15,10 @@ from pathlib import Path
 
 from .children import run_child
 from .handin import expected_notebooks
-from .release import ROOT, nbgrader
+from .release import CONFIG, nbgrader, ROOT
 from .task import TEST_WEDGED, _in_hook
+from kernels.paths import cache_dir, made_once
+from .spec import all_specs
 
 
 def _assignment_key(week: str) -> str:
@@ -25,7 +27,6 @@ def _assignment_key(week: str) -> str:
     import nbconvert
     import nbgrader as nbg
 
-    from .release import CONFIG
 
     h = hashlib.sha256()
     stub = (ROOT / "autograder" / "__init__.py").read_text()
@@ -41,8 +42,6 @@ def _generated(week: str) -> Path:
     """nbgrader's generate_assignment of `week` into an empty gradebook, once per content of what it reads
     (`_assignment_key`), cached under $COURSE_CACHE_DIR/nbgrader/<week>-<key>/: template.db (the assignment, its
     notebooks, cells and checksums, no student) and release/<week>/ (the notebooks it releases)."""
-    from kernels.paths import cache_dir, made_once
-
     def generate(tmp: Path) -> None:
         tmp.mkdir()
         nbgrader("generate_assignment", week, "--force", f"--CourseDirectory.db_url=sqlite:///{tmp / 'template.db'}",
@@ -68,8 +67,6 @@ def assignment_release(week: str) -> Path:
 def make_template(week: str, batch: Path) -> Path:
     """The batch's template gradebook (every task starts from a copy): `assignment_template`, copied in whole (made
     once: a folder that holds one already keeps it, as a Slurm submission's folder per sources key does)."""
-    from kernels.paths import made_once
-
     batch.mkdir(parents=True, exist_ok=True)
     return made_once(batch / "template.db", lambda tmp: shutil.copy(assignment_template(week), tmp))
 
@@ -114,7 +111,6 @@ def lane_figures(batch_dir: Path) -> dict:
 def _prepare_here(week: str) -> None:
     from .grading import reference_sources
     from .harness import _wants_gpu, prepare_batch
-    from .spec import all_specs
 
     if not _wants_gpu(None):
         print("no Hopper GPU here: no baseline to measure (grading on CPU)")

@@ -21,6 +21,7 @@ from kernels import record, topic
 
 from .known import kernel_source, known_answers, known_dir, rung_source
 from .spec import SOLUTION_MARGIN, calibrated_fraction, load
+from kernels.runner import exercise_baseline
 
 # Calibration may lower a spec's fraction on a GPU kind (the solution must clear its bar there by SOLUTION_MARGIN),
 # but by at most this factor: below it the course solution is far slower than the course says it is on that GPU.
@@ -60,8 +61,6 @@ def exercise_margins(slug: str, rows: list[dict], ceilings: dict, device: str | 
     solution's fraction of it, and its margin over the bar this GPU kind is graded with (autograder.spec.Part.
     fraction_for). `autograder calibrate` turns these into the spec's per-GPU calibration; a solution that could not
     clear SOLUTION_MARGIN over the spec's own fraction on this GPU is reported (the calibration lowers the bar)."""
-    from kernels.runner import exercise_baseline
-
     out, problems = {}, []
     tag = record.device_tag(device)
     for ex in load(slug).exercises.values():

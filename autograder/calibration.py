@@ -21,8 +21,9 @@ import re
 from pathlib import Path
 
 from kernels import record
-from autograder.spec import Calibration, Spec
+from autograder.spec import Calibration, load, Spec
 from autograder.spec import calibrated_fraction as fraction_for  # the one formula (autograder.spec)
+from .answers import _source, cells_by_grade_id, read_answer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -84,7 +85,6 @@ def measure(spec: Spec) -> dict[str, Calibration]:
     graded (timed) beside the trusted baseline of the same run."""
     from kernels.device import gpu
 
-    from .answers import _source, cells_by_grade_id, read_answer
     from .grading import solution_notebook
     from .harness import run_exercise
 
@@ -147,8 +147,6 @@ def calibrate(slug: str, *, records: list[Path] | None = None, measure_here: boo
               write_spec: bool = False) -> dict:
     """Calibrations of `slug`'s exercises: from each record given (default: every kernels/<slug>/recorded_*.json),
     or measured on this GPU. Returns {gpu: {exercise: {fraction, bar, baseline, solution, margin, source}}}."""
-    from autograder.spec import load
-
     spec = load(slug)
     per_gpu: dict[str, dict[str, Calibration]] = {}
     if measure_here:

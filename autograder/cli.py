@@ -40,7 +40,13 @@ from .grade_run import _grade, hand_in_mistakes, students_option
 from .handin import set_aside_malformed  # noqa: F401 - it lives with the hand-ins; the name stays importable here
 from .plan import lanes_for
 from .record import forget, forget_target
-from .release import grading_dir
+from .release import grading_dir, main as release_main
+from .students import class_roster, shown_name
+from . import slurm, slurm_collect, understanding as u
+from .known import check_known, table
+from .spec import all_specs
+from .calibration import calibrate
+from .mutants import measure_class
 
 
 def _secret(args) -> str:
@@ -117,8 +123,6 @@ def _named(args) -> list[str] | None:
 def _roster(args, submitted: Path, week: str) -> list[str] | None:
     """The ids to grade: every student of the week (students.class_roster: folders mapped to safe ids or left out are
     named), or those named (by id or by folder name). None (after saying whom) when a named one handed nothing in."""
-    from .students import class_roster, shown_name
-
     roster, notes = class_roster(submitted, week)
     for note in notes:
         print(note)
@@ -135,8 +139,6 @@ def _roster(args, submitted: Path, week: str) -> list[str] | None:
 
 
 def cmd_slurm(args) -> int:
-    from . import slurm, slurm_collect
-
     keys = ("chunk", "partition", "time", "account", "gres", "cpus_per_task", "mem", "max_parallel", "sbatch_args")
     given = {k: getattr(args, k) for k in keys if getattr(args, k) is not None}
     if args.action == "collect":
@@ -170,9 +172,6 @@ def cmd_forget(args) -> int:
     """Remove students (by id or folder name) from the grading folder: gradebook rows, submitted/autograded/feedback/
     verdicts folders, batch-record entries (record.forget), their Slurm results, merged digests and roster places
     (slurm.forget); then the week's CSV export and report again."""
-    from . import slurm
-    from .students import shown_name
-
     grading = grading_dir()
     with grading_lock(grading, f"autograder forget {' '.join(shlex.quote(shown_name(s)) for s in args.students)}"):
         ids = [forget_target(grading, s)[0] for s in args.students]  # before the folders go
@@ -184,9 +183,6 @@ def cmd_forget(args) -> int:
 
 
 def cmd_known(args) -> int:
-    from .known import check_known, table
-    from .spec import all_specs
-
     slugs = args.slugs or [s.slug for s in all_specs()]
     bad = 0
     for slug in slugs:
@@ -197,8 +193,6 @@ def cmd_known(args) -> int:
 
 
 def cmd_calibrate(args) -> int:
-    from .calibration import calibrate
-
     for slug in args.slugs:
         res = calibrate(slug, records=[Path(r) for r in args.record] if args.record else None,
                         measure_here=args.measure, write_spec=args.write)
@@ -211,8 +205,6 @@ def cmd_calibrate(args) -> int:
 
 
 def cmd_release(args) -> int:
-    from .release import main as release_main
-
     release_main(args.weeks)
     return 0
 
@@ -220,7 +212,6 @@ def cmd_release(args) -> int:
 def _measure_understanding(args, measured: Path) -> int:
     """Every student's mutants of the week measured on the GPU lanes (mutants.measure_class); CPU: refused (the
     outcomes are what the GPU does)."""
-    from .mutants import measure_class
     if args.gpus == "none":
         print("understanding checks are measured on a Hopper GPU: their keys are what the GPU does (--gpus all)")
         return 1
@@ -244,8 +235,6 @@ def cmd_understanding(args) -> int:
     """Understanding checks (autograder.understanding). `sheets`: each student's sheet from <measured>/<student>/
     <slug>.json, the Moodle XML and the key CSV, then the guessing rates; `import`: an answers CSV scored against the
     key into <grading>/understanding_<week>.json."""
-    from . import understanding as u
-
     out = Path(args.out) if args.out else grading_dir() / "understanding"
     measured = Path(args.measured) if args.measured else out / args.week / "measured"  # where `measure` writes
     if (args.action == "import") != bool(args.answers):

@@ -17,6 +17,8 @@ from pathlib import Path
 
 from .release import ROOT
 from .students import shown_name, student_id
+from .answers import _source, cells_by_grade_id, read_answer
+from .spec import all_specs
 
 
 def notebook_problem(path: Path) -> str | None:
@@ -78,9 +80,6 @@ def hand_in_work(folder: Path, week: str) -> dict[str, float]:
     without running anything (autograder.answers: a kernel answer that is a string and not the stub). A notebook
     found under another name or in a sub-folder counts as stage_submission would grade it; one not readable as
     0."""
-    from .answers import _source, cells_by_grade_id, read_answer
-    from .spec import all_specs
-
     specs = {s.notebook: s for s in all_specs() if s.assignment == week}
     every = _notebooks_under(folder)
     work = {}

@@ -43,6 +43,10 @@ from .hangs_trace import (DEFAULT_BOUND_S, debug_cubin, decode_trace, describe, 
                           reset_trace)
 from .sanitizer import parse_sanitizer, sanitizer_binary, sanitizer_version, verdict
 from .spawn import _as_file, _spawn
+from .spec import load
+from .known import kernel_source
+from kernels.runner import derive
+from kernels.record import DEFAULT_TAG, device_tag, here
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,8 +74,6 @@ class Target:
 
     @property
     def exercise(self):
-        from .spec import load
-
         return next(iter(load(self.slug).exercises.values()))
 
 
@@ -85,7 +87,6 @@ def resolve(target: str, exercise: str | None = None) -> Target:
         if not exercise:
             raise ValueError(f"{target}: name the exercise whose launch contract runs it (--exercise <slug>)")
         return Target(path.name, exercise, path.read_text())
-    from .known import kernel_source
 
     slug, _, name = target.partition(".")
     if not name:
@@ -140,7 +141,6 @@ def _child(a) -> int:
     right. Prints a `HANGS {json}` line per event; ends itself (os._exit) after a hang or a fault."""
     from kernels.compile import compile_cuda
     from kernels.launch import get_kernel
-    from kernels.runner import derive
 
     t = resolve(a.child, a.exercise)
     ex = t.exercise
@@ -274,8 +274,6 @@ def record_path(slug: str, tag: str) -> Path:
 def load_record(slug: str) -> dict | None:
     """kernels/<slug>/sanitizer_<gpu>.json of the GPU this process runs on, else the H100's, else another GPU's;
     None if `make gpu-test` has written none. Its "device" and "date" say where and when it was measured."""
-    from kernels.record import DEFAULT_TAG, here
-
     found = sorted((ROOT / "kernels" / slug).glob("sanitizer_*.json"))
     for p in [record_path(slug, t) for t in (here(), DEFAULT_TAG) if t] + found:
         if p.exists():
@@ -319,8 +317,6 @@ def hangs_and_races(out: Path, slugs=None, tools=TOOLS, record: bool | None = No
     largest shape any bad answer needed, whose time under the tool bounds the bad answers' deadline. Written to
     out/sanitizer/<slug>.json and, when recording (COURSE_RECORD=1), kernels/<slug>/sanitizer_<gpu>.json."""
     from kernels.device import gpu
-    from kernels.record import device_tag
-    from .spec import load
 
     g = gpu() or {}
     record = os.environ.get("COURSE_RECORD") == "1" if record is None else record

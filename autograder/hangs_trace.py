@@ -13,6 +13,7 @@ import re
 import struct
 import time
 from dataclasses import asdict, dataclass, field
+from kernels.compile import _strip_comments
 
 
 TRACE_SYMBOL = "course_barrier_trace"
@@ -72,8 +73,6 @@ def instrument(source: str) -> tuple[str, dict[int, str]]:
     """`source` with each `__shared__` 64-bit barrier variable declared inside a function named in the debug trace
     (COURSE_DEBUG_NAME_BARRIER(var, id) appended on the declaring line: line numbers do not move), and the names by
     id. Barriers elsewhere (in dynamic shared memory, at namespace scope) are reported by address."""
-    from kernels.compile import _strip_comments
-
     clean = _strip_comments(source)
     names: dict[int, str] = {}
     inserts: list[tuple[int, str]] = []

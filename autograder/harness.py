@@ -44,6 +44,8 @@ from pathlib import Path
 
 from kernels.paths import write_whole
 from kernels.runner import derive
+from kernels import device, ncu
+from .spec import load
 
 ROOT = Path(__file__).resolve().parent.parent
 PRINT_CAP = 2000  # characters of a kernel's own output kept for the feedback
@@ -160,7 +162,6 @@ def printed(text: str) -> str:
 def _wants_gpu(gpu: bool | None) -> bool:
     if gpu is False:
         return False
-    from kernels import device
 
     return device.is_hopper()
 
@@ -203,8 +204,6 @@ def _measure_baselines(items, seed: int = 0, progress=None) -> None:
     CUDA context and one measurement of the ceilings for all of them (a lane's fixed cost: a process and the ceilings
     per exercise cost about 4 s each). Each result is kept as it arrives; a failure names the exercise it stopped
     at."""
-    from .spec import load
-
     timeout = sum(load(s).exercises[e].timeout_s for s, e, _ in items)
     job = {"items": [{"slug": s, "exercise": e, "reference_source": r} for s, e, r in items], "seed": int(seed)}
     with tempfile.TemporaryDirectory(prefix="course-baseline-") as tmp:
@@ -243,8 +242,6 @@ def prepare_batch(items, progress=None) -> dict:
 
 def run_exercise(slug: str, exercise: str, source: str | None, *, seed: int, reference_source: str | None = None,
                  gpu: bool | None = None, timeout_s: float | None = None) -> dict:
-    from .spec import load
-
     spec = load(slug)
     ex = spec.exercises[exercise]
     timeout = timeout_s or ex.timeout_s
@@ -304,9 +301,6 @@ def _probe_due(ex, res: dict) -> bool:
 
 def probe(slug: str, exercise: str, source: str, *, seed: int, workdir: Path) -> dict:
     """The path evidence of one untimed launch at the bench shape, measured by Nsight Compute."""
-    from kernels import ncu
-
-    from .spec import load
 
     ex = load(slug).exercises[exercise]
     ok, why = ncu.available()

@@ -15,10 +15,12 @@ import time
 import traceback
 from pathlib import Path
 
-from kernels import record
+from kernels import device, rangeprof, record
 from kernels.runner import KernelHang, checked_launch, derive, exercise_baseline, time_exercise
 
 from .harness import _baseline_key
+from .spec import load
+from kernels.sass import path_evidence
 
 
 # ------------------------------------------------------------------------------------------------------ child side
@@ -124,11 +126,9 @@ def main(argv=None) -> int:
 def _baseline_child(job: dict) -> None:
     """Trusted figures only: no student source is ever given to this process. One BASELINE record per item (in
     order, each as soon as it is measured); the ceilings measured once for all of them."""
-    from kernels import device
     from kernels.bench import ceilings
     from kernels.compile import compile_cuda
 
-    from .spec import load
 
     g = device.gpu() or {}
     seed = int(job.get("seed", 0))
@@ -152,7 +152,6 @@ def _probe_child(job: dict) -> None:
 
     from kernels.compile import compile_cuda
 
-    from .spec import load
 
     ex = load(job["slug"]).exercises[job["exercise"]]
     wl = ex.workload()
@@ -178,8 +177,6 @@ def _timed(ex, wl, cubin, seed: int, ceilings, facts: dict) -> dict:
     are timed: as many counted launches as timed ones in the same loop, interleaved at secret positions, one CUPTI
     range per counted launch, every counter in one pass, nothing replayed (kernels.rangeprof, kernels.bench).
     facts["path"]["timed"] = the counts per counted launch, or why there are none."""
-    from kernels import rangeprof
-
     wanted = {r.bytes[0] for r in rangeprof.counted_rules(ex.parts["path"])}
     path = facts.setdefault("path", {})
     if not wanted:
@@ -243,8 +240,6 @@ def _compiled(ex, source: str | None, facts: dict):
 def _path(ex, cubin, facts: dict) -> bool:
     """The SASS path evidence into facts["path"] (and a path-elsewhere flag); False when the named kernel is not in
     the cubin (nothing more can be graded)."""
-    from kernels.sass import path_evidence
-
     pp = ex.parts["path"]
     try:
         ev = path_evidence(cubin, ex.kernel, pp.require, pp.forbid)
@@ -265,9 +260,6 @@ def _path(ex, cubin, facts: dict) -> bool:
 
 
 def _run(job: dict, facts: dict) -> None:
-    from kernels import device
-
-    from .spec import load
 
     spec = load(job["slug"])
     ex = spec.exercises[job["exercise"]]

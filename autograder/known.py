@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .spec import load
+from .answers import _source, cells_by_grade_id, CODE_STUB, read_answer
 
 if TYPE_CHECKING:
     from .grading import NotebookGrade
@@ -64,8 +65,6 @@ _MARKER = re.compile(r"^\s*###\s*(BEGIN|END)\s+SOLUTION\s*$")
 def solution_literal(spec, answer_cell: str, var: str):
     """The answer `var` of the solutions notebook's cell `answer_cell`, read as the grader reads a student's
     (autograder.answers.read_answer); None if there is none."""
-    from .answers import _source, cells_by_grade_id, read_answer
-
     nb = json.loads((ROOT / "solutions" / spec.assignment / spec.notebook).read_text())
     cell = cells_by_grade_id(nb).get(answer_cell)
     return None if cell is None else read_answer(_source(cell), var, answer_cell).value
@@ -265,7 +264,6 @@ def release_cell(slug: str, exercise: str | None = None) -> str:
     import nbformat
     from nbgrader.preprocessors import ClearSolutions
 
-    from .answers import CODE_STUB, cells_by_grade_id
 
     spec = load(slug)
     ex = spec.exercises[exercise] if exercise else next(iter(spec.exercises.values()))
@@ -316,7 +314,6 @@ def answer_cell_source(slug: str, ka: KnownAnswer, var: str) -> str | None:
 
 
 def submission_notebook(slug: str, ka: KnownAnswer) -> dict:
-    from .answers import cells_by_grade_id
     from .grading import solution_notebook
 
     spec = load(slug)

@@ -28,6 +28,16 @@ from pathlib import Path
 
 from .mutation import mutate
 from .operators import MAX_SITES, Operator, OperatorError, parse_operator  # noqa: F401 - the operators' home
+from .spawn import emit_record
+from kernels.runner import derive
+from .hangs import launch_shape
+from kernels.compare import interleaved
+from kernels.compile import clean_source, CompileError, NotAttempted
+from .spec import all_specs, load
+from kernels.paths import cache_dir, write_whole
+from .answers import _source, cells_by_grade_id, read_answer
+from .students import submission_folder
+from .known import kernel_source
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTCOMES = ("hangs", "wrong", "crashes", "slower", "faster", "no observable change", "does not compile",
@@ -36,17 +46,12 @@ OUTCOMES = ("hangs", "wrong", "crashes", "slower", "faster", "no observable chan
 
 # ------------------------------------------------------------------------------------------------ on the GPU (child)
 def _emit(rec: dict) -> None:
-    from .spawn import emit_record
-
     emit_record("MUTANT " + json.dumps(rec, default=str))
 
 
 def _run_once(ex, wl, cubin, names, seed: int, bound_s: float) -> dict:
     """Every test shape once on fresh inputs (debug build, autograder.hangs.launch_shape): {"class", "detail",
     "lines"}; the first shape that is not right decides."""
-    from kernels.runner import derive
-
-    from .hangs import launch_shape
 
     for i, shape in enumerate(ex.test_shapes):
         rec = launch_shape(ex, wl, cubin, shape, derive(seed, "mutant", i), 2 * bound_s + 3, names, bound_s)
@@ -67,7 +72,6 @@ def _speed(ex, wl, base_src: str, mutant_src: str, rounds: int, seed: int) -> di
     interleaved rounds; each measurement a short kernels.bench run. Both outputs checked after."""
     from kernels.bench import bench
     from kernels.check import compare, poison
-    from kernels.compare import interleaved
     from kernels.compile import compile_cuda
     from kernels.runner import derive, launch_contract, wait
 
@@ -118,11 +122,9 @@ def _child_plan(plan: dict, slug: str, exercise: str | None) -> int:
     mutant's three runs: measured on an H200, 2026-12-02); each mutant its own debug build and module."""
     import torch
 
-    from kernels.compile import CompileError
     from kernels.device import gpu
 
     from .hangs_trace import debug_cubin
-    from .spec import load
 
     ex = load(slug).exercises[exercise] if exercise else next(iter(load(slug).exercises.values()))
     wl = ex.workload()
@@ -228,8 +230,6 @@ def outcomes(slug: str, exercise: str | None, sources: list[str], base: str, *, 
     A process silent for `timeout_s` is killed: its mutant "hangs" in a wait the debug build does not bound. Each
     outcome cached by (mutant, base, GPU, settings); "gpu_s": the seconds spent on it (a process's start counted on
     its first mutant)."""
-    from kernels.paths import cache_dir
-
     from .spawn import _as_file, _spawn
 
     if device is None:
@@ -373,11 +373,6 @@ def student_answers(submitted: Path, student: str, week: str) -> dict[str, str]:
     """{slug: kernel source} of the days of `week` whose exercise answer the grader reads from the student's
     notebook (autograder.answers.read_answer; a day with no notebook, an unreadable answer or the release's stub —
     not attempted — is left out)."""
-    from kernels.compile import NotAttempted, clean_source
-
-    from .answers import _source, cells_by_grade_id, read_answer
-    from .spec import all_specs
-    from .students import submission_folder
 
     folder = submission_folder(submitted, student, week)
     out = {}
@@ -406,8 +401,6 @@ def measure_class(grading: Path, week: str, students: list[str], lanes: list, *,
     lane takes the next (student, day) job; its processes see only its GPU). Writes <out>/<student>/<slug>.json (the
     measured dicts autograder.understanding's sheets read) and returns {"jobs", "gpu_s" per (student, slug),
     "wall_s"}. A job whose kernel the grader cannot read is left out (named)."""
-    from kernels.paths import write_whole
-
     out = Path(out or grading / "understanding" / week / "measured")
     jobs: queue.Queue = queue.Queue()
     for s in students:
@@ -455,7 +448,6 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if a.plan:
         return _child(a)
-    from .known import kernel_source
 
     results = {}
     for ans in a.answer or ["solution"]:

@@ -21,12 +21,11 @@ import re
 from dataclasses import dataclass
 
 from .operators import Operator
+from .spec import load
 
 # ------------------------------------------------------------------------------------------------ the operators
 # (Operator, parse_operator: autograder.operators, which the spec loader reads them with)
 def operators(slug: str, exercise: str | None = None) -> list[Operator]:
-    from .spec import load
-
     spec = load(slug)
     ex = spec.exercises[exercise] if exercise else next(iter(spec.exercises.values()))
     return list(ex.mutants)

@@ -110,14 +110,13 @@ c.HTMLExporter.filters = {"clean_html": "autograder.feedback_html.clean_html"}
 # and writes the file in place (a crash leaves it half written). The course's exporter writes the same columns and
 # rows with csv.writer, whole or not at all: autograder.report.write_grades_csv.
 from nbgrader.plugins import ExportPlugin  # noqa: E402
+from autograder.report import write_grades_csv
 
 
 class GradesCsvExport(ExportPlugin):
     """`nbgrader export --to=F [--assignment=A] [--student=S]`: nbgrader's CSV, quoted where needed, written whole."""
 
     def export(self, gradebook) -> None:
-        from autograder.report import write_grades_csv
-
         write_grades_csv(Path(self.to or "grades.csv"), gradebook, [str(a) for a in self.assignment],
                          [str(s) for s in self.student])
 

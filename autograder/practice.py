@@ -9,12 +9,12 @@ import json
 
 from .mutants import ROOT, measure_answer
 from .mutation import mutate
+from kernels.record import device_tag
 
 
 def recorded(slug: str) -> dict | None:
     """The recorded outcomes of the course solution's mutants (kernels/<slug>/mutants_<gpu>.json, from make gpu-test's
     "understanding checks"): this GPU's record, else the first recorded GPU's. None when no GPU recorded them."""
-    from kernels.record import device_tag
     from kernels.device import gpu
 
     folder = ROOT / "kernels" / slug

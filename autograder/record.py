@@ -16,6 +16,8 @@ from pathlib import Path
 from .release import nbgrader
 from .students import shown_name, student_id
 from .task import _atomic_json
+from .report_data import _clean, _secrets
+from .report import write_report
 
 
 def update_batch_record(grading: Path, week: str, run: dict, per_student: dict) -> dict:
@@ -87,8 +89,6 @@ def export_week(week: str, grading: Path) -> Path:
 def flag_feedback(grading: Path, week: str, students) -> int:
     """Put the flags of each trusted verdict (deleted-cell, torch-instead-of-kernel, ...) at the top of the student's
     feedback page for that notebook (nbgrader's page shows the grade cells only). Returns how many pages."""
-    from .report_data import _clean, _secrets
-
     secrets, n = _secrets(), 0
     for student in students:
         for v in sorted((Path(grading) / "verdicts" / student / week).glob("*.json")):
@@ -167,7 +167,6 @@ def forget(grading: Path, students: list[str], week: str | None = None, keep_sub
     for name in students:
         student, folder = forget_target(grading, name)
         said += withdraw(grading, student, week, weeks, folder=None if keep_submission else folder)
-    from .report import write_report
 
     for w in sorted(weeks):
         if (grading / f"grades_{w}.csv").exists():

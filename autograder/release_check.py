@@ -13,7 +13,7 @@ from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 
-from .known import ROOT, kernel_source, known_answers, known_dir
+from .known import kernel_source, known_answers, known_dir, release_cell, ROOT
 from .spec import all_specs
 
 # What a student release leaves out, and why: everything here exists only where grading reads it.
@@ -203,8 +203,6 @@ def given_lines(stubs: dict[str, str]) -> set[str]:
 def release_stub_sources() -> dict[str, str]:
     """Each topic's release answer cell, untouched (known answer "stub", autograder.known.release_cell): slug -> its
     CUDA source."""
-    from .known import release_cell
-
     out: dict[str, str] = {}
     for spec in all_specs():
         if not (ROOT / "weeks" / spec.assignment / spec.notebook).is_file():

@@ -45,6 +45,7 @@ from .report_data import (ExerciseInfo, Result, Student, _clean, _natural, _num,
                           status_of, understanding_of)
 from .report_html import render_html
 from .students import class_roster, mapped_note
+from .spec import all_specs
 
 STALE_SLACK_S = 60.0  # clock and file-system slack when telling an earlier run's verdicts
 
@@ -163,8 +164,6 @@ def _batch_notes(entry: dict, secrets: list[str]) -> list[str]:
 
 def _exercises(week: str, stems: set[str], verdicts: list[dict]) -> tuple[list[str], list[ExerciseInfo]]:
     """The week's notebooks and exercises: from the grader specs, plus whatever verdicts name that no spec does."""
-    from .spec import all_specs
-
     notebooks = set(stems)
     infos: dict[str, ExerciseInfo] = {}
     try:

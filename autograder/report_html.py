@@ -13,6 +13,7 @@ from pathlib import Path
 from .report_data import (ExerciseInfo, Student, _clean, _natural, _num, leaderboard, max_total, status_of,
                           understanding_of)
 from .report_plots import score_histogram, throughput_plot
+from .score import CPU_GRADING
 
 
 # --------------------------------------------------------------------------------------------------------- HTML
@@ -95,8 +96,6 @@ def render_html(meta: dict, notebooks: list[str], exercises: list[ExerciseInfo],
 def _cpu_banner_html(cpu: list[str], roster: list[Student]) -> str:
     """The warning that some students were graded without a GPU, so their totals are not comparable; what CPU
     grading awards in the words of autograder.score.CPU_GRADING."""
-    from .score import CPU_GRADING
-
     return ("<p class='banner'><strong>Graded on CPU</strong>: "
             f"{len(cpu)} of {sum(s.submitted for s in roster)} students ({_e(', '.join(cpu[:20]))}"
             f"{', ...' if len(cpu) > 20 else ''}) were graded without a GPU (<code>--gpus none</code>). "

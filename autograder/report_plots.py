@@ -12,6 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .report_data import ExerciseInfo
+from kernels.paths import cache_dir, made_once
 
 
 # -------------------------------------------------------------------------------------------------------- plots
@@ -44,7 +45,6 @@ def _drawn_once(draw, *inputs) -> str:
     collect after a resubmit) draws only the plots whose data changed; matplotlib takes about 0.1 s a plot."""
     import matplotlib
 
-    from kernels.paths import cache_dir, made_once
 
     key = hashlib.sha256("\0".join([draw.__name__, repr(inputs), matplotlib.__version__,
                                      _drawing_code()]).encode()).hexdigest()[:24]

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import re
 import subprocess
+from kernels.paths import cuda_tool
 
 
 # ------------------------------------------------------------------------------------------- compute-sanitizer
 def sanitizer_binary() -> str | None:
     """compute-sanitizer: $COMPUTE_SANITIZER, PATH, the CUDA toolkit's bin/."""
-    from kernels.paths import cuda_tool
-
     return cuda_tool("compute-sanitizer", env="COMPUTE_SANITIZER")
 
 

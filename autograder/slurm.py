@@ -49,6 +49,7 @@ from .plan import _gpu_count
 from .task import RESULT, STARTED, _atomic_json, _slurm_ids, file_digests, grade_task, read_result, task_folder
 from .release import ROOT, grading_dir
 from .students import submission_folder
+from .score import CPU_GRADING
 
 DEFAULTS = {"chunk": 1, "partition": None, "time": "01:00:00", "account": None, "gres": "gpu:1",
             "cpus_per_task": 8, "mem": None, "max_parallel": None, "sbatch_args": []}
@@ -209,7 +210,6 @@ def _no_gpu_here() -> str | None:
     """Why this task must not grade here (a task that asked for a GPU on a node where none is visible), or None."""
     if os.environ.get("COURSE_CPU_GRADING") or (_gpu_count() > 0 and not os.environ.get("COURSE_FORCE_CPU")):
         return None
-    from .score import CPU_GRADING
 
     return (f"node {socket.gethostname()} shows this task no GPU (CUDA_VISIBLE_DEVICES="
             f"{os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}"

@@ -17,6 +17,7 @@ from .release import grading_dir, nbgrader
 from .slurm import (DEFAULTS, _load_state, _save_json, best_result, finished_state, handin_digest, queued,
                     results_of, shared_dir, submit)
 from .task import STARTED, read_result, result_digest
+from .report import write_report
 
 
 def _owners(state: dict) -> dict[str, tuple[str, int]]:
@@ -184,7 +185,6 @@ def _write_week(grading: Path, week: str, first: float, state: dict, lanes: dict
     problem_feedback(grading, week, record["per_student"])
     flag_feedback(grading, week, record["per_student"])
     export_week(week, grading)
-    from .report import write_report
 
     write_report(week, grading)
 

@@ -10,7 +10,7 @@ import subprocess
 import tempfile
 import time
 
-from kernels.paths import ROOT
+from kernels.paths import cache_dir, ROOT
 
 from .harness import _kill_group
 
@@ -79,8 +79,6 @@ def emit_record(line: str) -> None:
 
 def _as_file(source: str) -> str:
     """A kernel's source text saved under build/cache (the child process compiles files and known answers)."""
-    from kernels.paths import cache_dir
-
     path = cache_dir("hangs") / f"kernel_{hashlib.sha256(source.encode()).hexdigest()[:16]}.cu"
     path.write_text(source)
     return str(path)

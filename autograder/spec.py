@@ -16,6 +16,10 @@ import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from kernels.record import device_tag
+from kernels.ncu import QUANTITIES
+from kernels.rangeprof import countable_rules
+from .operators import OperatorError, parse_operator
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"  # a day's folder, kernels/<slug>/, holds its spec.toml
 
@@ -186,8 +190,6 @@ class Exercise:
     def bar_of_record(self, doc: dict | None) -> tuple[float | None, str]:
         """(bar, a sentence) on the GPU of a record `doc` (kernels.record.load): its calibration's bar, the one a
         notebook draws beside that record's rows. Every figure in the sentence comes from the spec's calibration."""
-        from kernels.record import device_tag
-
         tp = self.parts["throughput"]
         unit = "TB/s" if self.metric == "tbps" else "TFLOPS"
         what = "D2D copy ceiling" if tp.baseline_kind == "copy" else self.workload().VENDOR
@@ -254,8 +256,6 @@ def _need(d: dict, key: str, where: str):
 
 
 def _rule(r: dict, where: str) -> Rule:
-    from kernels.ncu import QUANTITIES
-
     names = tuple(r.get("bytes", ()))
     if ("at_least" in r) == ("at_most" in r):
         raise SpecError(f"{where}: give exactly one of at_least / at_most")
@@ -306,8 +306,6 @@ def _throughput(p: dict, pname: str, where: str) -> dict:
 def _counted(q: str | None, executed: tuple, where: str) -> str | None:
     """The path part's `counted` quantity: one that a rule a counter beside the timing can hold names
     (kernels.rangeprof.countable_rules)."""
-    from kernels.rangeprof import countable_rules
-
     named = {r.bytes[0] for r in countable_rules(executed)}
     if q is not None and q not in named:
         raise SpecError(f"{where}: counted = {q!r} must be a quantity that a countable rule of `executed` names "
@@ -317,8 +315,6 @@ def _counted(q: str | None, executed: tuple, where: str) -> str | None:
 
 
 def _mutants(e: dict, where: str) -> tuple:
-    from .operators import OperatorError, parse_operator
-
     ops = []
     for i, m in enumerate(e.get("mutants", ())):
         try:

@@ -46,6 +46,8 @@ from pathlib import Path
 from kernels.paths import write_whole
 
 from .understanding_key import score_answers, write_key_csv
+from .spec import load
+from .quizzes import RULES
 
 # the measured classes a question may have as its key, worded for students (mutants.OUTCOMES less the two never asked)
 WORDING = {
@@ -215,8 +217,6 @@ def _flow(avail: dict[str, Counter], need: dict[str, int], cap: int, order: list
 
 def _order(slugs) -> list[str]:
     """Days in the week's order (the spec's notebook name: day1_..., day2_...), unknown slugs last by name."""
-    from .spec import load
-
     def key(slug):
         try:
             return (0, load(slug).notebook, slug)
@@ -271,8 +271,6 @@ def read_measured(folder: Path, week: str | None = None) -> tuple[dict[str, dict
     """({student: {slug: measured dict}}, notes) from <folder>/<student>/<slug>.json (hidden folders skipped). A file
     written by `python -m autograder.mutants --out` ({answer: measured}) holding one answer is taken as that answer.
     With `week`, a slug whose spec belongs to another week is left out (named in the notes)."""
-    from .spec import load
-
     cohort: dict[str, dict[str, dict]] = {}
     notes = []
     for f in sorted(Path(folder).glob("*/*.json")):
@@ -402,8 +400,6 @@ def guessing_rates(sheets) -> dict[str, dict]:
     "n"}}. Strategies: every rule of autograder.quizzes (always one letter, the longest option, ...), always the
     same outcome (the option worded so when offered, else a uniform guess: scored as its expectation), and a uniform
     random guess (its expectation). `chance` is the mean of 1 / options."""
-    from .quizzes import RULES
-
     qs = [q for s in sheets for q in s.multichoice]
     if not qs:
         return {}

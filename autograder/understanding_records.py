@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from kernels.paths import write_whole
+from .spec import all_specs
 
 COST_BAR_S = 60  # GPU seconds per student per exercise on one GPU, at most (the understanding checks' budget)
 
@@ -24,7 +25,6 @@ def measured_from_records(out: Path, week: str | None = None, tag: str | None = 
     (else each topic's first). Returns the files written."""
     from kernels.record import KERNELS
 
-    from .spec import all_specs
 
     days = {s.slug for s in all_specs() if week is None or s.assignment == week}
 

@@ -26,6 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .paths import cache_dir, made_once, write_whole
+from .sass import functions
 
 ARCH = "sm_90a"  # wgmma / setmaxnreg need the "a" target; everything else in the course runs on it too.
 STD = "c++17"  # CCCL (cuda::pipeline, cuda::barrier) needs C++17.
@@ -80,8 +81,6 @@ class Cubin:
 
     @property
     def kernels(self) -> list[str]:
-        from .sass import functions
-
         return functions(self)
 
 

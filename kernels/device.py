@@ -13,6 +13,7 @@ import os
 import sys
 from functools import lru_cache
 from pathlib import Path
+from . import compile as cc
 
 
 @lru_cache(maxsize=1)
@@ -104,8 +105,6 @@ def _version(dist: str) -> str:
 
 def self_test(verbose: bool = True) -> dict:
     """One line each: GPU, cuda.core / triton / torch versions, NVRTC sm_90a, tensor-map support."""
-    from . import compile as cc
-
     facts: dict[str, str] = {}
     g = gpu()
     facts["gpu"] = (f"{g['name']} (sm_{g['cc'][0]}{g['cc'][1]}, {g['sms']} SMs, driver {g['driver']})"

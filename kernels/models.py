@@ -26,6 +26,7 @@ from pathlib import Path
 
 from .held_out import HeldOut
 from .record import device_tag
+from .warp_specialization import model as warp_specialization
 
 __all__ = ["Model", "MODELS", "check_of", "records", "kinds", "rule_holds", "summary", "table", "uncovered"]
 
@@ -60,7 +61,6 @@ def _module(slug: str):
     from .smem_tiling import model as smem_tiling
     from .swizzle import model as swizzle
     from .tma import model as tma
-    from .warp_specialization import model as warp_specialization
 
     return {"attention": attention, "gemm": gemm, "multicast": multicast, "smem_tiling": smem_tiling,
             "swizzle": swizzle, "tma": tma, "warp_specialization": warp_specialization}[slug]

@@ -27,6 +27,7 @@ import subprocess
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from .paths import cuda_tool
 
 # Quantity (bytes) -> the counters that sum to it. Names are Hopper's (ncu 2025: `ncu --query-metrics`).
 METRICS: dict[str, tuple[str, ...]] = {
@@ -54,8 +55,6 @@ class ProfilerUnavailable(ProfileError):
 
 @lru_cache(maxsize=1)
 def find_ncu() -> str | None:
-    from .paths import cuda_tool
-
     return cuda_tool("ncu", env="COURSE_NCU")
 
 

@@ -16,6 +16,7 @@ import importlib.metadata as md
 import json
 import re
 from pathlib import Path
+from . import device
 
 KERNELS = Path(__file__).resolve().parent
 REQUIRED_ROW_KEYS = ("kernel", "shape", "ms", "tbps", "tflops", "fraction_of_ceiling", "model_prediction")
@@ -30,8 +31,6 @@ def device_tag(name: str | None) -> str:
 
 def here() -> str | None:
     """The device tag of the GPU this process runs on ("h100", "h200", ...); None in CPU mode."""
-    from . import device
-
     g = device.gpu()
     return device_tag(g["name"]) if g else None
 

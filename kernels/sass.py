@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from .paths import cache_dir, made_once
+from .paths import cache_dir, cuda_tool, made_once
 
 
 _FUNC = re.compile(r"^\s*\.section\s+\.text\.(?P<name>[\w$]+),")
@@ -37,8 +37,6 @@ class Instr:
 
 @lru_cache(maxsize=1)
 def nvdisasm() -> str:
-    from .paths import cuda_tool
-
     found = cuda_tool("nvdisasm")
     if found:
         return found

@@ -45,6 +45,7 @@ from typing import Callable
 
 from . import record
 from .held_out import HeldOut, measured, shown_value
+from .sim import plot_predicted_vs_measured
 
 MODEL_BAND = 0.20  # the course's hard band for every modelled row (goal 0.15)
 
@@ -340,8 +341,6 @@ def fit_table(fit: dict, constants: dict | None = None, *, fit_rows=(), held_out
 def plot_rows(rows: list[dict], ceilings: dict | None, title: str, bar: float | None = None):
     """The predicted-vs-measured plot every topic draws: bars measured, diamonds predicted (±15 % / ±20 %), the
     ceiling of the same run and the exercise's bar as lines."""
-    from .sim import plot_predicted_vs_measured
-
     tbps = any(r.get("tbps") is not None for r in rows)
     ceiling = None if not ceilings else ceilings.get("copy_tbps" if tbps else "cublas_bf16_tflops")
     return plot_predicted_vs_measured([r for r in rows if measured(r) is not None], title=title,

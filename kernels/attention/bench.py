@@ -26,6 +26,7 @@ from ..topic import Topic, answer_row, check_answers, check_kernels, finish_swee
 from . import exercise, model
 from .launch import DEFAULT_OVERLAP, OVERLAP, STAGES, attention, overlap_available
 from .workload import BENCH_SHAPE, DATA, TEST_SHAPES, flops, inputs_for, make_inputs, reference, shape_name
+from ..compare import Ratio, round_orders, ROUNDS
 
 SLUG = "attention"
 # The exercise's answers timed beside the rungs: the course solution (K ring of 3, V ring of 2, K released after QK^T)
@@ -305,7 +306,6 @@ def overlap_rounds(clock=None, reps: int = 10, seed: int = 0, rounds: int | None
     `round` k, `rung` overlap / cudnn. One pass is no claim: rounds_summary reads these rows."""
     import torch
 
-    from ..compare import ROUNDS, round_orders
 
     out = []
     for tag, shape in SHAPES.items():
@@ -328,8 +328,6 @@ def overlap_rounds(clock=None, reps: int = 10, seed: int = 0, rounds: int | None
 def rounds_summary(rows: list[dict]) -> dict:
     """Per GOALS shape with rounds in `rows`: the overlap entry over cuDNN per round, the median, its bootstrap 95 %
     interval and what it supports (kernels.compare), and the mean SM clock of each side. {} without rounds."""
-    from ..compare import Ratio
-
     per: dict = {}
     for r in rows:
         if r.get("lesson") == "rounds" and r.get("tflops"):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+from ..compile import compile_triton
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages) per head dim: Triton's tutorial settings for Hopper.
 CONFIGS = {64: (128, 128, 8, 3), 128: (128, 128, 8, 2)}
@@ -84,8 +85,6 @@ def attention_triton(q, k, v, o, causal: bool = False):
 
 def aot_compile(d: int = 128, causal: bool = False, capability: int = 90) -> dict:
     """Compile _attn_fwd ahead of time for sm_90a (no GPU): {"name", "cubin", "ptx", "shared", "triton"}."""
-    from ..compile import compile_triton
-
     bm, bn, warps, stages = CONFIGS[d]
     sig = {"desc_q": f"tensordesc<bf16[1, {bm}, {d}]>", "desc_k": f"tensordesc<bf16[1, {bn}, {d}]>",
            "desc_v": f"tensordesc<bf16[1, {bn}, {d}]>", "desc_o": f"tensordesc<bf16[1, {bm}, {d}]>",

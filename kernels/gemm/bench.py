@@ -32,6 +32,7 @@ from ..topic import Topic, answer_row, check_answers, check_kernels, exercise_of
 from . import epilogue, exercise, model, story
 from .launch import CONFIG, CUDA_VARIANTS, RUNGS, VARIANTS, gemm
 from .workload import DATA, MEASURE_ORDER, SHAPES, TEST_SHAPES, flops, inputs_for, make_inputs, reference, shape_name
+from ..compare import Ratio, round_orders
 
 SLUG = "gemm"
 SOLUTION_STAGES = 4             # the course solution: `constexpr int STAGES = 4` (a test holds them equal)
@@ -165,7 +166,6 @@ def parity_rounds(clock=None, reps: int = 10, seed: int = 0, shape=SHAPES[0], ro
     the reason for the rounds; the parity goal is judged on their median (parity_line)."""
     import torch
 
-    from ..compare import round_orders
 
     pool = [make_inputs(shape, seed + k) for k in range(2)]
     out = []
@@ -186,8 +186,6 @@ def parity_summary(rows: list[dict]) -> dict:
     round (median, min, max, the bootstrap 95 % interval of the median and what it supports: kernels.compare); and
     whether rung 6's median ratio reaches PARITY_GOAL; each run's mean SM clock over its rounds. {} for a record without
     rounds."""
-    from ..compare import Ratio
-
     per: dict = {}
     mhz: dict = {}
     for r in rows:

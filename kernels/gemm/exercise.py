@@ -44,6 +44,7 @@ from __future__ import annotations
 import torch
 
 from ..launch import ceil_div, i32
+from ..tensormap import cached_tensor_map as cached
 
 NAME = "gemm_epilogue"
 KERNEL = "gemm_epilogue"
@@ -93,8 +94,6 @@ def tiles(shape) -> int:
 def tensor_map(t: torch.Tensor, box=BOX):
     """The map the harness passes for t: kernels.tensormap.make_tensor_map(t, box, swizzle="128B"), cached (A and B
     with BOX, C with C_BOX)."""
-    from ..tensormap import cached_tensor_map as cached
-
     return cached(t, box, SWIZZLE)
 
 

@@ -24,7 +24,8 @@ import torch
 
 from ..compile import compile_cuda, excerpt, has_kernel_file, kernel_file
 from ..launch import ceil_div, i32, launch
-from ..tensormap import validate_tensor
+from ..tensormap import cached_tensor_map as cached, validate_tensor
+from ..sass import disassemble
 
 VARIANTS = ("tiled", "wgmma", "pipelined", "persistent", "cluster", "store_warp", "triton", "cublas")
 CUDA_VARIANTS = ("tiled", "wgmma", "pipelined", "persistent", "cluster", "store_warp")
@@ -121,8 +122,6 @@ def source(variant: str, start: str | None = None, end: str | None = None) -> st
 
 def tensor_map(t: torch.Tensor):
     """The (128, 64)-box, 128B-swizzled map of a K-major operand (kernels.tensormap.cached_tensor_map)."""
-    from ..tensormap import cached_tensor_map as cached
-
     return cached(t, BOX, SWIZZLE)
 
 
@@ -229,8 +228,6 @@ def release_order(cubin, kernel: str) -> list[str]:
     """The two instructions that follow the consumer's last HGMMA in `kernel`'s SASS, among the group wait
     (WARPGROUP.DEPBAR) and the stage release (SYNCS.ARRIVE.TRANS64.A1T0): ["WARPGROUP.DEPBAR.LE",
     "SYNCS.ARRIVE.TRANS64.A1T0"] when the tensor core is done with the stage before it goes back."""
-    from ..sass import disassemble
-
     seq = [i.opcode for i in disassemble(cubin)[kernel]
            if i.opcode.startswith(("HGMMA", "WARPGROUP.DEPBAR", "SYNCS.ARRIVE.TRANS64.A1T0"))]
     last = max(k for k, o in enumerate(seq) if o.startswith("HGMMA"))

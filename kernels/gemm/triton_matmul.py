@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+from ..compile import compile_triton
 
 BM, BN, BK = 128, 256, 64   # the tile of rungs 4-5
 GROUP_M = 8
@@ -66,7 +67,6 @@ def aot_compile(*, num_sms: int = 132, capability: int = 90) -> dict:
     """Compile the Triton matmul ahead of time for sm_90a (no GPU) -> {"name", "cubin", "ptx", "shared", "triton"}."""
     from triton.runtime.jit import JITFunction
 
-    from ..compile import compile_triton
 
     sig = {"a_desc": f"tensordesc<bf16[{BM}, {BK}]>", "b_desc": f"tensordesc<bf16[{BN}, {BK}]>",
            "c_desc": f"tensordesc<bf16[{BM}, {BN}]>", "M": "i32", "N": "i32", "K": "i32", "BM": "constexpr",

@@ -64,7 +64,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from math import ceil
 
-from ..sim import H100, PipelineResult, simulate_pipeline
+from ..sim import H100, PipelineResult, plot_pipeline_timeline, simulate_pipeline
 
 __all__ = [
     "IDLE_LATENCY_NS", "LATENCY_SLOPE_NS_PER_TBPS", "TURNAROUND_NS", "DRAM_FRACTION_OF_COPY", "FITTED",
@@ -338,7 +338,6 @@ def plot_timelines(ceiling_tbps: float = 3.0, n_tiles: int = 6, blocks_per_sm: i
     loaded latency of its own predicted bandwidth."""
     from matplotlib.figure import Figure
 
-    from ..sim import plot_pipeline_timeline
 
     fig = Figure(figsize=(11, 3.2), layout="constrained")
     axes = fig.subplots(1, 2, sharex=True)

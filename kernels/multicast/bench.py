@@ -20,6 +20,8 @@ from . import exercise, model
 from .launch import ROTATE_VARIANTS, broadcast_sum, rotate, sum_ctas
 from .workload import (CLUSTERS, ROTATE_SHAPE, ROTATE_TEST_SIZES, SUM_STAGES, SUM_TEST_TILES, SUM_TILES,
                        make_rotate_input, make_table, rotate_reference, sum_delivered_bytes, sum_reference)
+from .counters import measure_all, TARGETS
+from ..ncu import available
 
 SLUG = "multicast"
 # The exercise's known answers the benchmark times, with the cluster each is launched with.
@@ -175,8 +177,6 @@ def l2_reads(record: dict | None) -> dict:
     """The recorded counters' L2 reads of each profiled launch (L2_READ_COUNTER x 32 bytes) beside the traffic
     model's L2 -> SM bytes: name -> {kernel, answer, cluster, multicast, read, model, equal (to the byte)}; {} when
     the record has no counters."""
-    from .counters import TARGETS
-
     counters = (record or {}).get("counters")
     if not isinstance(counters, dict) or "unavailable" in counters:
         return {}
@@ -215,9 +215,6 @@ def l2_read_summary(record: dict | None) -> str:
 
 def _counters() -> dict:
     """The candidate counters for clusters 1 / 2 / 4 (kernels/multicast/counters.py), beside the model's bytes."""
-    from ..ncu import available
-    from .counters import measure_all
-
     ok, why = available()
     return measure_all() if ok else {"unavailable": why}
 

@@ -19,6 +19,8 @@ import sys
 import tempfile
 import types
 from pathlib import Path
+from ..ncu import find_ncu
+from ..topic import answer_source, shipped
 
 CANDIDATES = (
     "lts__t_sectors_srcunit_tex_op_read.sum",                     # L2 sectors read for the SMs' L1TEX/TMA units
@@ -107,12 +109,9 @@ def _parse(text: str) -> dict:
 
 
 def profile(name: str, metrics=CANDIDATES, timeout_s: float = 120) -> dict:
-    from ..ncu import find_ncu
-
     ncu = find_ncu()
     if ncu is None:
         return {"error": "ncu not found"}
-    from ..topic import answer_source, shipped
 
     kernel, (what, _) = TARGETS[name]
     if kernel == "bcast_add" and not shipped("multicast", [what]):

@@ -36,6 +36,7 @@ from __future__ import annotations
 import torch
 
 from ..launch import ceil_div, i32
+from ..tensormap import cached_tensor_map as cached
 
 NAME = "bcast_add"
 KERNEL = "bcast_add"
@@ -80,8 +81,6 @@ def w_box(cluster: int = CLUSTER) -> tuple[int, int]:
 
 def tensor_map(t: torch.Tensor, box=BOX):
     """The map the harness passes for t: kernels.tensormap.make_tensor_map(t, box), cached (kernels.tensormap.cached_tensor_map)."""
-    from ..tensormap import cached_tensor_map as cached
-
     return cached(t, box)
 
 

@@ -17,7 +17,7 @@ import torch
 
 from ..compile import compile_cuda, excerpt, kernel_file
 from ..launch import i32, launch
-from ..tensormap import validate_tensor
+from ..tensormap import cached_tensor_map as tensor_map, validate_tensor
 from .workload import BLOCK_WORDS, SUM_CTAS_PER_SM, SUM_STAGES, TILE, TILE_BYTES
 
 ROTATE_VARIANTS = ("ld", "stas")
@@ -88,7 +88,6 @@ def broadcast_sum(table: torch.Tensor, cluster: int = 1, *, stages: int = SUM_ST
     n = ctas or sum_ctas(sms, cluster)
     if n % cluster:
         raise ValueError(f"ctas = {n} is not a multiple of the cluster size {cluster}")
-    from ..tensormap import cached_tensor_map as tensor_map
 
     y = torch.empty(n, TILE, TILE, dtype=torch.float32, device=table.device) if out is None else out
     launch(cubin(), "broadcast_sum", grid=n, block=BLOCK, cluster=cluster, smem=sum_smem_bytes(stages),

@@ -33,6 +33,7 @@ from . import exercise, model
 from .launch import THREADS, stream_partials
 from .workload import (BENCH_N, COMPILED_STAGES, STAGE_CHOICES, TEST_NS, VARIANTS, bytes_moved, make_inputs,
                        reference_partials)
+from ..sim import plot_predicted_vs_measured
 
 SLUG = "pipeline"
 STREAM_RTOL = 1e-5  # fp32 accumulation of <= a few thousand U[0,1) values per thread vs float64
@@ -276,7 +277,6 @@ def plot(rows: list[dict], ceiling_tbps: float | None = None):
     """Two panels: TB/s vs stages (measured and model) for pipe and roles; every row vs its prediction."""
     from matplotlib.figure import Figure
 
-    from ..sim import plot_predicted_vs_measured
 
     fig = Figure(figsize=(13.0, 4.6), layout="constrained")
     ax1, ax2 = fig.subplots(1, 2, width_ratios=[1, 2])

@@ -77,7 +77,8 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from math import ceil, log2, sqrt
 
-from ..sim import H100, PipelineResult, simulate_pipeline
+from ..sim import H100, PipelineResult, plot_pipeline_timeline, simulate_pipeline
+from ..paths import cuda_tool
 
 __all__ = [
     "IDLE_LATENCY_NS", "LATENCY_SLOPE_NS_PER_TBPS", "COMPUTE_NS", "HANDOFF_NS", "READ_CEILING", "MIXED_CEILING",
@@ -235,8 +236,6 @@ def stream_rows() -> list[dict]:
 
 # -------------------------------------------------------------------------------------- resources and occupancy
 def _cuobjdump() -> str | None:
-    from ..paths import cuda_tool
-
     return cuda_tool("cuobjdump")
 
 
@@ -485,7 +484,6 @@ def plot_timelines(stages=(1, 2, 4), n_tiles: int = 10, latency_ns: float | None
     grey = a tile in flight, blue = the block summing it. No bandwidth limit, the latency at light load."""
     from matplotlib.figure import Figure
 
-    from ..sim import plot_pipeline_timeline
 
     lat = loaded_latency(0.5) if latency_ns is None else latency_ns
     comp = max(COMPUTE_NS if compute_ns is None else compute_ns, lat / 10)  # visible at this scale

@@ -23,6 +23,7 @@ from . import exercise, model
 from .launch import RUNGS, VARIANTS, record_sums, transpose
 from .workload import (BENCH_SHAPE, DEMO_N, DEMO_TEST_NS, TEST_SHAPES, bytes_moved, make_inputs, make_records,
                        records_bytes, records_reference, reference)
+from ..record import path
 
 SLUG = "smem_tiling"
 # Known answers of the exercise that are correct, timed here (the bar must sit between "unpadded" and the
@@ -113,8 +114,6 @@ def explore(reps: int = 20) -> list[dict]:
 def recorded_demo() -> dict | None:
     """The newest record that holds the demo's rows (recorded_h100.json first, then another Hopper GPU's), with
     only those rows: what a notebook without a GPU shows."""
-    from ..record import path
-
     for tag in ("h100", "h200"):
         p = path(SLUG, tag)
         if p.exists():

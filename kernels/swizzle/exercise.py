@@ -32,6 +32,7 @@ from __future__ import annotations
 import torch
 
 from ..launch import ceil_div, i32
+from ..tensormap import cached_tensor_map as cached
 
 NAME = "swizzle_transpose"
 KERNEL = "swizzle_transpose"
@@ -66,8 +67,6 @@ def tiles(shape) -> int:
 
 def tensor_map(t: torch.Tensor):
     """The map the harness passes for t: make_tensor_map(t, BOX, swizzle="128B"), cached (kernels.tensormap.cached_tensor_map)."""
-    from ..tensormap import cached_tensor_map as cached
-
     return cached(t, BOX, SWIZZLE)
 
 

@@ -15,6 +15,7 @@ from . import exercise, model
 from .launch import VARIANTS, copy, resident_blocks
 from .workload import (BENCH_SHAPE, DEFAULT_BOX, ELEMENT_BYTES, SWEEP_BOXES, SWEEP_STAGES, TEST_SHAPES, box_bytes,
                        bytes_moved, make_inputs, reference)
+from ..sass import path_evidence
 
 SLUG = "tma"
 # A shape with many boxes per block for every sweep box (128x128: 32 x 33 = 1056 boxes, 8 per block at one block
@@ -161,7 +162,6 @@ def triton_sass() -> dict:
     one, else compiled ahead of time. Errors are recorded, not raised (the Triton of the H100 image may differ)."""
     import triton
 
-    from ..sass import path_evidence
     from .triton_tma import LAST_COMPILED, aot_compile
 
     out = {}

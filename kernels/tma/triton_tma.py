@@ -27,6 +27,7 @@ import os
 
 import triton
 import triton.language as tl
+from ..compile import compile_triton
 
 _DTYPE_NAMES = {"torch.bfloat16": "bf16", "torch.float16": "fp16", "torch.float32": "fp32"}
 
@@ -95,7 +96,6 @@ def aot_compile(kind: str = "host", *, box=(64, 64), dtype: str = "bf16", num_wa
     """
     from triton.runtime.jit import JITFunction
 
-    from ..compile import compile_triton
 
     if kind not in KERNELS:
         raise ValueError(f"kind {kind!r}: choose one of {tuple(KERNELS)}")

@@ -34,6 +34,7 @@ from __future__ import annotations
 import torch
 
 from ..launch import ceil_div, f32, i32
+from ..tensormap import cached_tensor_map as cached
 
 NAME = "ws_axpy"
 KERNEL = "ws_axpy"
@@ -72,8 +73,6 @@ def tiles(shape) -> int:
 
 def tensor_map(t: torch.Tensor, box=BOX):
     """The map the harness passes for t: kernels.tensormap.make_tensor_map(t, box), cached (kernels.tensormap.cached_tensor_map)."""
-    from ..tensormap import cached_tensor_map as cached
-
     return cached(t, box)
 
 
