@@ -77,17 +77,20 @@ def members_of(name: str, week: str = "week1") -> list[str] | None:
     if name == "integrity":
         return INTEGRITY
     if name == "rest":
-        every = [f"{s.slug}-{ka.name}" for s in all_specs() if s.assignment == week
-                 for ka in known_answers(s.slug) if ka.name != _solution_entry(s.slug) and len(ka.expected) == 3]
+        every = []
+        for s in (s for s in all_specs() if s.assignment == week):
+            answers = known_answers(s.slug)
+            entry = _solution_entry(answers)
+            every += [f"{s.slug}-{ka.name}" for ka in answers if ka.name != entry and len(ka.expected) == 3]
         return ["good"] + [m for m in every if m not in GPU20 + INTEGRITY]
     raise ValueError(f"no cohort named {name!r} (all, gpu20, gpu9, rest, integrity)")
 
 
-def _solution_entry(slug: str) -> str:
-    """The known answer that stands for the day's solutions notebook cell, which "good" hands in: "solution" where
-    the day has one, else "correct" (day 1). Every other entry — the day's "correct" beside its "solution" too — is
-    a member of its own."""
-    return "solution" if any(ka.name == "solution" for ka in known_answers(slug)) else "correct"
+def _solution_entry(answers) -> str:
+    """Of a day's known answers, the one that stands for its solutions notebook cell, which "good" hands in:
+    "solution" where the day has one, else "correct" (day 1). Every other entry — the day's "correct" beside its
+    "solution" too — is a member of its own."""
+    return "solution" if any(ka.name == "solution" for ka in answers) else "correct"
 
 
 @dataclass
@@ -166,9 +169,11 @@ def build(out: Path, week: str = "week1", members: list[str] | None = None) -> l
         made.append(Member("tamper", "cheat", 3 + q, q, ["deleted-cell", "code-in-answer-cell"],
                            about="scalar kernel; grade cell rewritten; checker patched; quiz cell deleted"))
     for s in specs:
-        for ka in known_answers(s.slug):
+        answers = known_answers(s.slug)
+        entry = _solution_entry(answers)
+        for ka in answers:
             name = f"{s.slug}-{ka.name}"
-            if ka.name == _solution_entry(s.slug) or not want(name) or len(ka.expected) < 3:
+            if ka.name == entry or not want(name) or len(ka.expected) < 3:
                 continue  # (an answer with an unpinned part cannot have an expected total)
             d = folder(name.replace("_", "-"))
             nbformat.write(submission_notebook(s.slug, ka), str(d / s.notebook))

@@ -162,14 +162,15 @@ def understanding_cohort(out: Path, week: str = "week1", members: str = "gpu9", 
     grading = out / "understanding_cohort"
     shutil.rmtree(grading, ignore_errors=True)
     made = build(grading / "submitted", week, members_of(members, week))
-    res = measure_class(grading, week, [m.student for m in made], lanes_for("all"), runs=runs, rounds=rounds,
+    lanes = lanes_for("all")
+    res = measure_class(grading, week, [m.student for m in made], lanes, runs=runs, rounds=rounds,
                         out=out / "understanding", progress=lambda t: print(t, flush=True))
     measured: dict = {}
     for f in sorted((out / "understanding").glob("*/*.json")):
         measured.setdefault(f.parent.name, {})[f.stem] = json.loads(f.read_text())
     doc = {"device": g.get("name"), "driver": g.get("driver"), "date": time.strftime("%Y-%m-%d"), "week": week,
            "cohort": members, "students": [m.student for m in made], "runs": runs, "rounds": rounds,
-           "wall_s": res["wall_s"], "gpus": len(lanes_for("all")), "gpu_s": res["gpu_s"], "measured": measured}
+           "wall_s": res["wall_s"], "gpus": len(lanes), "gpu_s": res["gpu_s"], "measured": measured}
     tag = device_tag(g.get("name"))
     if os.environ.get("COURSE_RECORD") == "1" and tag:
         (ROOT / "autograder" / f"recorded_understanding_{tag}.json").write_text(json.dumps(doc, indent=1) + "\n")
