@@ -616,3 +616,54 @@ def test_the_real_child_and_parent_agree_on_the_plan_protocol(tmp_path, monkeypa
                    "ours": "not measured", "ok2": "no observable change"}, got
     assert res[0]["speed"] and res[1]["speed"] is None and len(res[1]["runs"]) == 3
     assert "illegal memory access" in res[3]["detail"] and len(calls) <= 7  # three runs each of the two that end it
+
+
+@pytest.mark.xfail(strict=True, reason="known attack, not fixed: the batched child measures every mutant of an answer "
+                   "in one process, so state a kernel leaves in GPU memory reaches the next mutant")
+def test_a_kernel_that_remembers_across_mutants_does_not_choose_its_keys(tmp_path, monkeypatch):
+    """A hostile kernel writes a marker past the end of a buffer (slack of the caching allocator's block: no fault,
+    never overwritten by fresh inputs) on its first launch, and on every later launch that finds it takes a correct
+    fallback path the mutation operators never touch. Modelled here by state that lives as long as the measuring
+    process (what GPU memory does) and is gone in a new one (a new CUDA context is handed zeroed memory). The
+    unmutated kernel passes the instrument check (correct either way); if every mutant after the first in a process
+    then runs correct, their keys ("no observable change") are the author's choice, not what the lines do. Such a
+    mutant must never be asked: its first launch in a fresh process did what the mutation does."""
+    import types
+
+    import torch
+
+    from autograder import hangs_trace, spawn
+    from kernels import device
+
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(torch.cuda, "init", lambda: None)
+    monkeypatch.setattr(device, "gpu", lambda: {"name": "TESTGPU"})
+    monkeypatch.setattr(hangs_trace, "debug_cubin", lambda src, var: (src, {}))
+    gpu_memory: dict = {}  # lives as long as one measuring process
+
+    def run_once(ex, wl, cubin, names, seed, bound):
+        if gpu_memory.get("marker"):
+            return {"class": "correct", "detail": ""}  # the fallback: plain loads, right whatever was mutated
+        gpu_memory["marker"] = True
+        return {"class": "wrong" if "MUTATED" in cubin else "correct", "detail": "shape (64, 64): WRONG"}
+
+    monkeypatch.setattr(mutants, "_run_once", run_once)
+    monkeypatch.setattr(mutants, "_speed", lambda ex, wl, base, src, rounds, seed: {
+        "ratio": {"lo": 0.99, "median": 1.0, "hi": 1.01, "says": "1.000x"},
+        "outputs_ok": {"kernel": True, "mutant": True}})
+
+    def in_process(cmd, timeout_s, *, env=None, stop_on=None, private_records=False, idle_s=None):
+        gpu_memory.clear()  # a new process: a new CUDA context
+        got = []
+        monkeypatch.setattr(mutants, "_emit", lambda rec: got.append("MUTANT " + json.dumps(rec, default=str)))
+        mutants._child(types.SimpleNamespace(plan=cmd[cmd.index("--plan") + 1], slug="tma", exercise=None))
+        text = "\n".join(got) + "\n"
+        return {"rc": 0, "timed_out": False, "wall_s": 0.01, "text": text, "records": [], "private": text}
+
+    monkeypatch.setattr(spawn, "_spawn", in_process)
+    tag = time.time()
+    res = mutants.outcomes("tma", None, [f"// MUTATED {i} {tag}" for i in range(5)], "// base", runs=3, rounds=8,
+                           device="TESTGPU")
+    from autograder.understanding import askable
+
+    assert not [r["outcome"] for r in res if askable(r["outcome"])], [r["outcome"] for r in res]
