@@ -667,3 +667,78 @@ def test_a_kernel_that_remembers_across_mutants_does_not_choose_its_keys(tmp_pat
     from autograder.understanding import askable
 
     assert not [r["outcome"] for r in res if askable(r["outcome"])], [r["outcome"] for r in res]
+
+
+DECOY = (ROOT / "kernels" / "naive_loads" / "grading" / "decoy.cu").read_text()
+
+
+def _decoy_gpu(base: str):
+    """A fake GPU for DECOY: code between `if (n < 0) {` and `// end decoy` never runs. A mutant whose edit lies there
+    behaves as the kernel does (correct); one whose edit is elsewhere goes wrong; a trap the course placed (a call of
+    course_probe_trap after the helper's definition) kills the launch where it lies in code that runs."""
+
+    def dead(src: str, pos: int) -> bool:
+        return src.index("if (n < 0) {") < pos < src.index("// end decoy")
+
+    def run_once(ex, wl, cubin, names, seed, bound, **kw):
+        src = cubin
+        if "course_probe_trap" in src:
+            pos = src.find("course_probe_trap()", src.index("row_bias"))
+            if pos >= 0 and not dead(src, pos):
+                return {"class": "crashes", "detail": "shape (64, 64): unspecified launch failure", "fatal": True}
+            return {"class": "correct", "detail": ""}
+        if src == base:
+            return {"class": "correct", "detail": ""}
+        pos = next(i for i, (a, b) in enumerate(zip(src, base)) if a != b)
+        return {"class": "correct", "detail": ""} if dead(src, pos) else {"class": "wrong", "detail": "WRONG"}
+
+    return run_once
+
+
+def _in_process_child(monkeypatch, slug: str):
+    """spawn._spawn replaced by the real measuring child (mutants._child) run in this process, the GPU faked."""
+    import types
+
+    from autograder import spawn
+
+    def in_process(cmd, timeout_s, *, env=None, stop_on=None, private_records=False, idle_s=None):
+        got = []
+        monkeypatch.setattr(mutants, "_emit", lambda rec: got.append("MUTANT " + json.dumps(rec, default=str)))
+        rc = 0
+        try:
+            mutants._child(types.SimpleNamespace(plan=cmd[cmd.index("--plan") + 1], slug=slug, exercise=None))
+        except _Exit as e:
+            rc = e.args[0]
+        text = "\n".join(got) + "\n"
+        return {"rc": rc, "timed_out": False, "wall_s": 0.01, "text": text, "records": [], "private": text}
+
+    monkeypatch.setattr(spawn, "_spawn", in_process)
+
+
+@pytest.mark.xfail(strict=True, reason="known attack, not fixed: operators find their sites in a copy of the code that "
+                   "never runs, so every mutant there is 'no observable change' — a key the author chose")
+def test_a_decoy_copy_that_never_runs_does_not_choose_its_keys(tmp_path, monkeypatch):
+    """A hostile answer keeps a decoy copy of the day's code, written the way the operators look for it, in a branch
+    that never runs, and its real code in a form no operator matches. Every mutant then lands in the decoy and changes
+    nothing; asked, each would have the key "no observable change", which the author chose. A mutant whose changed
+    line did not run in the measured launches must never be asked."""
+    import torch
+
+    from autograder import hangs_trace
+    from autograder.understanding import askable
+    from kernels import device
+
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(torch.cuda, "init", lambda: None)
+    monkeypatch.setattr(device, "gpu", lambda: {"name": "TESTGPU"})
+    monkeypatch.setattr(hangs_trace, "debug_cubin", lambda src, var: (src, {}))
+    src = DECOY.replace("decoy copy", f"decoy copy {time.time()}")
+    monkeypatch.setattr(mutants, "_run_once", _decoy_gpu(src))
+    monkeypatch.setattr(mutants, "_speed", lambda ex, wl, base, s, rounds, seed: {
+        "ratio": {"lo": 0.99, "median": 1.0, "hi": 1.01, "says": "1.000x"},
+        "outputs_ok": {"kernel": True, "mutant": True}})
+    _in_process_child(monkeypatch, "naive_loads")
+    res = mutants.measure_answer("naive_loads", src, runs=3, rounds=8, device="TESTGPU", progress=None)
+    assert len(res["mutants"]) >= 4  # the decoy holds the sites of the day's operators
+    in_decoy = [m for m in res["mutants"] if askable(m["outcome"])]
+    assert not in_decoy, [(m["key"], m["outcome"]) for m in in_decoy]
