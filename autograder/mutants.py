@@ -10,6 +10,13 @@ against the unmutated kernel by the course's comparison (kernels.compare: interl
 Outcome classes: "hangs" (which barrier, which phase), "wrong" (the first shape and what the check saw),
 "crashes", "slower" / "faster" (by how much, the interval), "no observable change" (a latent race the GPU did
 not show is named as such). A mutant whose class differs between runs is "not reproducible" and is never asked.
+
+Each mutant is measured in a CUDA context of its own (a process forked from one that imported torch once): what a
+kernel leaves in GPU memory on one launch cannot steer another mutant's runs. A mutant that changed nothing
+observable is asked only if its change is in the compiled kernel (else "not in the kernel") and its changed line
+runs: a trap placed there (autograder.mutation.probe_sources) must fire in a launch after its runs and timing (else
+"did not run", or "not probed" where no trap could be placed). Neither is ever asked: a decoy copy of the day's code
+in a branch that never runs would otherwise set its keys.
 """
 
 from __future__ import annotations
@@ -41,7 +48,9 @@ from .known import kernel_source
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTCOMES = ("hangs", "wrong", "crashes", "slower", "faster", "no observable change", "does not compile",
-            "not reproducible", "not measured")
+            "not reproducible", "not measured", "not in the kernel", "did not run", "not probed")
+# How outcomes are measured (part of each cached outcome's key): a CUDA context per mutant, then the probes
+METHOD = "context per mutant; probes"
 
 
 # ------------------------------------------------------------------------------------------------ on the GPU (child)
@@ -49,11 +58,11 @@ def _emit(rec: dict) -> None:
     emit_record("MUTANT " + json.dumps(rec, default=str))
 
 
-def _run_once(ex, wl, cubin, names, seed: int, bound_s: float) -> dict:
-    """Every test shape once on fresh inputs (debug build, autograder.hangs.launch_shape): {"class", "detail",
-    "lines"}; the first shape that is not right decides."""
+def _run_once(ex, wl, cubin, names, seed: int, bound_s: float, shapes=None) -> dict:
+    """Every test shape (or `shapes`) once on fresh inputs (debug build, autograder.hangs.launch_shape): {"class",
+    "detail", "lines"}; the first shape that is not right decides."""
 
-    for i, shape in enumerate(ex.test_shapes):
+    for i, shape in enumerate(ex.test_shapes if shapes is None else shapes):
         rec = launch_shape(ex, wl, cubin, shape, derive(seed, "mutant", i), 2 * bound_s + 3, names, bound_s)
         where = f"shape {tuple(shape)}: "
         if rec["status"] == "error":  # a fault: this process's context is gone
@@ -113,47 +122,147 @@ def _child(a) -> int:
         _emit({"event": "failed", "m": _NOW["m"], "course": _course_failed(tb), "detail": tb[-600:],
                "t": time.time()})
         sys.stdout.flush()
-        os._exit(4)
+        _end(4)
 
 
 def _child_plan(plan: dict, slug: str, exercise: str | None) -> int:
-    """plan: {"base", "runs", "rounds", "seed", "bound", "mutants": [{"m", "file", "first_run", "time"}]}. One CUDA
-    context for every mutant of the plan (a process start, torch's import and the context cost about as much as a
-    mutant's three runs: measured on an H200, 2026-12-02); each mutant its own debug build and module."""
+    """plan: {"base", "runs", "rounds", "seed", "bound", "mutants": [{"m", "file", "first_run", "time", "probes"}]}.
+    This process imports torch and the course once (about as long as a mutant's three runs: measured on an H200,
+    2026-12-02) and never touches the GPU; each mutant is measured in a process forked from it, with a CUDA context of
+    its own (_fresh_context): nothing a kernel leaves in GPU memory reaches the next mutant. A mutant whose process
+    ended on a fatal run (a hang for good, a fault) ends this one too; the parent resumes it in the next."""
+    import torch  # noqa: F401 - imported once, here, for every forked measuring process
+
+    ex = load(slug).exercises[exercise] if exercise else next(iter(load(slug).exercises.values()))
+    wl = ex.workload()
+    base = Path(plan["base"]).read_text()
+    for job in plan["mutants"]:
+        _NOW["m"] = job["m"]
+        _emit({"event": "begin", "m": job["m"], "t": time.time()})
+        if not _fresh_context(lambda job=job: _measure_job(plan, job, ex, wl, base)):
+            sys.stdout.flush()
+            _end(3)
+    _NOW["m"] = None
+    return 0
+
+
+def _end(rc: int) -> None:
+    os._exit(rc)
+
+
+_PIPE: dict = {"fd": None}  # in a forked measuring process: where its records go (its parent forwards them)
+
+
+def _send(rec: dict) -> None:
+    os.write(_PIPE["fd"], (json.dumps(rec, default=str) + "\n").encode())
+
+
+def _fresh_context(measure) -> bool:
+    """measure() in a forked process that makes its own CUDA context (this one never made one: a context does not
+    survive a fork), its records (_send) forwarded here on this process's channel as they come. A fatal record kills
+    it (its kernel may never end). True when it finished its mutant: a done record, a clean exit."""
+    import signal
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the measuring process: whatever happens, it ends here
+        os.close(r)
+        _PIPE["fd"], rc = w, 0
+        try:
+            measure()
+        except BaseException:  # noqa: BLE001 - reported with its mutant: a fault of the kernel or the course's own
+            tb = traceback.format_exc()
+            _send({"event": "failed", "m": _NOW["m"], "course": _course_failed(tb), "detail": tb[-600:],
+                   "t": time.time()})
+            rc = 4
+        sys.stdout.flush()
+        os._exit(rc)
+    os.close(w)
+    done = fatal = False
+    with os.fdopen(r, encoding="utf-8", errors="replace") as records:
+        for line in records:
+            rec = json.loads(line)
+            _emit(rec)
+            done, fatal = done or rec["event"] == "done", fatal or bool(rec.get("fatal"))
+            if fatal:
+                os.kill(pid, signal.SIGKILL)
+                break
+    _, status = os.waitpid(pid, 0)
+    return done and not fatal and status == 0
+
+
+def _measure_job(plan: dict, job: dict, ex, wl, base: str) -> None:
+    """One mutant in its own CUDA context: its debug build, its stretch of runs, its speed when asked and every run
+    was correct; then, if it changed nothing observable so far, whether its change is in the compiled kernel at all
+    and whether the changed line runs (_probe)."""
     import torch
 
     from kernels.device import gpu
 
     from .hangs_trace import debug_cubin
 
-    ex = load(slug).exercises[exercise] if exercise else next(iter(load(slug).exercises.values()))
-    wl = ex.workload()
-    base = Path(plan["base"]).read_text()
-    _emit({"event": "device", "device": (gpu() or {}).get("name")})
+    m = job["m"]
+    _send({"event": "device", "device": (gpu() or {}).get("name")})
     torch.cuda.init()
-    for job in plan["mutants"]:
-        _NOW["m"] = m = job["m"]
-        _emit({"event": "begin", "m": m, "t": time.time()})
-        src = Path(job["file"]).read_text()
+    src = Path(job["file"]).read_text()
+    try:
+        cubin, names = debug_cubin(src, ex.answer_var)
+    except CompileError as exc:
+        _send({"event": "run", "m": m, "run": job["first_run"], "class": "does not compile", "detail": str(exc)[:600],
+               "t": time.time()})
+        _send({"event": "done", "m": m, "t": time.time()})
+        return
+    timed = (lambda: _speed(ex, wl, base, src, plan["rounds"], plan["seed"])) \
+        if job["time"] and plan["rounds"] else None
+    run_once = (lambda r: _run_once(ex, wl, cubin, names, plan["seed"] + r, plan["bound"]))
+    ok = job["time"]
+    for rec in _stretch(run_once, job["first_run"], plan["runs"], timed):
+        _send({**rec, "m": m, "t": time.time()})
+        ok = ok and rec.get("class", "correct") == "correct"
+        if rec.get("fatal"):
+            return
+    if ok and src != base:
+        if _same_code(ex, base, src):
+            _send({"event": "same", "m": m, "t": time.time()})
+        elif job.get("probes"):
+            _send({"event": "probe", "m": m, **_probe(ex, wl, job["probes"], plan), "t": time.time()})
+    _send({"event": "done", "m": m, "t": time.time()})
+
+
+def _same_code(ex, base: str, src: str) -> bool:
+    """Whether the mutant compiles to the very machine code the kernel does (plain builds, every function's SASS
+    instruction by instruction; line tables aside): the compiler removed what the change touched, so nothing can be
+    observed and no question is about the kernel."""
+    from kernels.compile import compile_cuda
+    from kernels.sass import disassemble
+
+    def code(s):
+        return {f: [i.text for i in instrs] for f, instrs in disassemble(compile_cuda(s, name=ex.answer_var)).items()}
+
+    return code(base) == code(src)
+
+
+def _probe(ex, wl, probe_files: list[str], plan: dict) -> dict:
+    """The first probe (the mutant with a trap at its change: autograder.mutation.probe_sources) that compiles,
+    launched after the mutant's runs and timing, at the bench shape and then every test shape until one is not right:
+    {"ran": True} when the trap fired (the launch faulted: the changed line ran), False when every launch stayed right
+    (it never ran), None when no probe compiled or a launch went wrong (what the line does is not known)."""
+    from .hangs_trace import debug_cubin
+
+    for f in probe_files:
         try:
-            cubin, names = debug_cubin(src, ex.answer_var)
-        except CompileError as exc:
-            _emit({"event": "run", "m": m, "run": job["first_run"], "class": "does not compile",
-                   "detail": str(exc)[:600], "t": time.time()})
-            _emit({"event": "done", "m": m, "t": time.time()})
+            cubin, names = debug_cubin(Path(f).read_text(), ex.answer_var)
+        except CompileError:
             continue
-        timed = (lambda src=src: _speed(ex, wl, base, src, plan["rounds"], plan["seed"])) \
-            if job["time"] and plan["rounds"] else None
-        run_once = (lambda r, cubin=cubin, names=names: _run_once(ex, wl, cubin, names, plan["seed"] + r,
-                                                                  plan["bound"]))
-        for rec in _stretch(run_once, job["first_run"], plan["runs"], timed):
-            _emit({**rec, "m": m, "t": time.time()})
-            if rec.get("fatal"):
-                sys.stdout.flush()
-                os._exit(3)
-        _emit({"event": "done", "m": m, "t": time.time()})
-    _NOW["m"] = None
-    return 0
+        got = _run_once(ex, wl, cubin, names, plan["seed"] + 1000, plan["bound"],
+                        shapes=[list(ex.bench_shape), *ex.test_shapes])
+        if got["class"] == "crashes":
+            return {"ran": True, "detail": "the trap placed at the changed line fired: " + got["detail"][:200]}
+        if got["class"] == "correct":
+            return {"ran": False, "detail": "a trap placed at the changed line never fired, at the bench shape or any "
+                    "test shape, in launches after the mutant's runs and timing: the line does not run"}
+        return {"ran": None, "detail": f"the probe's launch {got['class']}: " + got["detail"][:200]}
+    return {"ran": None, "detail": "no place for a trap at the changed line compiled"}
 
 
 def _stretch(run_once, first: int, runs: int, timed=None):
@@ -223,9 +332,12 @@ def _next_run(recs: list[dict]) -> int:
 
 def outcomes(slug: str, exercise: str | None, sources: list[str], base: str, *, runs: int = 3, rounds: int = 8,
              seed: int = 7, bound_s: float = 1.0, timeout_s: float = 60, env: dict | None = None,
-             device: str | None = None, cached_only: bool = False) -> list[dict]:
+             device: str | None = None, cached_only: bool = False,
+             probes: list[tuple[str, ...]] | None = None) -> list[dict]:
     """Mutants (source texts) measured on this GPU: each `runs` runs of every test shape (debug build, fresh inputs),
-    then its speed against `base` if it stayed correct. One process measures them one after another; a hang for good
+    then its speed against `base` if it stayed correct, then, if nothing was observed, whether its change is in the
+    compiled kernel and whether its changed line runs (`probes`: per mutant, autograder.mutation.probe_sources; none
+    given, none asked). One process measures them one after another, each in a CUDA context of its own; a hang for good
     or a fault ends it and the next process starts where it stopped (a mutant is given at most `runs` processes).
     A process silent for `timeout_s` is killed: its mutant "hangs" in a wait the debug build does not bound. Each
     outcome cached by (mutant, base, GPU, settings); "gpu_s": the seconds spent on it (a process's start counted on
@@ -237,17 +349,19 @@ def outcomes(slug: str, exercise: str | None, sources: list[str], base: str, *, 
 
         device = (gpu() or {}).get("name")
     results: list[dict | None] = [None] * len(sources)
+    probes = probes or [()] * len(sources)
     paths = []
     for i, src in enumerate(sources):
-        key = hashlib.sha256(json.dumps([src, base, device, runs, rounds, seed, bound_s,
-                                         slug, exercise]).encode()).hexdigest()[:24]
+        key = hashlib.sha256(json.dumps([src, base, device, runs, rounds, seed, bound_s, slug, exercise, METHOD,
+                                         list(probes[i])]).encode()).hexdigest()[:24]
         paths.append(cache_dir("mutants") / f"outcome_{key}.json")
         if paths[i].exists():
             results[i] = {**json.loads(paths[i].read_text()), "cached": True}
     todo = [i for i, r in enumerate(results) if r is None]
     if cached_only and todo:
         raise LookupError(f"{slug}: no outcome of this mutant measured on {device} in {paths[todo[0]].parent}")
-    st = {i: {"recs": [], "speed": None, "spawns": 0, "s": 0.0, "closed": False} for i in todo}
+    st = {i: {"recs": [], "speed": None, "spawns": 0, "s": 0.0, "closed": False, "probed": bool(probes[i]),
+              "probe": None, "same": False} for i in todo}
     bfile, seen = _as_file(base), None
     while any(not st[i]["closed"] for i in todo):
         # mutants not begun first, resumed ones last: each resume after a fatal run needs a process of its own, and
@@ -255,7 +369,8 @@ def outcomes(slug: str, exercise: str | None, sources: list[str], base: str, *, 
         open_ = sorted((i for i in todo if not st[i]["closed"]), key=lambda i: (bool(st[i]["recs"]), i))
         plan = {"base": bfile, "runs": runs, "rounds": rounds, "seed": seed, "bound": bound_s,
                 "mutants": [{"m": i, "file": _as_file(sources[i]), "first_run": _next_run(st[i]["recs"]),
-                             "time": all(r["class"] == "correct" for r in st[i]["recs"])} for i in open_]}
+                             "time": all(r["class"] == "correct" for r in st[i]["recs"]),
+                             "probes": [_as_file(p) for p in probes[i]]} for i in open_]}
         cmd = [sys.executable, "-m", "autograder.mutants", slug, "--plan", _as_file(json.dumps(plan, sort_keys=True))] \
             + (["--exercise", exercise] if exercise else [])
         t0 = time.time()
@@ -284,13 +399,17 @@ def _after_process(st: dict, open_: list[int], lines: list[dict], run: dict, t0:
         if r["event"] == "begin":
             current, began = m, True
             st[m]["spawns"] += 1
-        elif r["event"] in ("run", "speed", "done") and m in st:
+        elif r["event"] in ("run", "speed", "probe", "same", "done") and m in st:
             st[m]["s"] += max(0.0, r["t"] - last_t)  # a process's start is charged to its first mutant
             last_t = r["t"]
             if r["event"] == "run":
                 st[m]["recs"].append(r)
             elif r["event"] == "speed":
                 st[m]["speed"] = r
+            elif r["event"] == "probe":
+                st[m]["probe"] = r
+            elif r["event"] == "same":
+                st[m]["same"] = True
             else:
                 st[m]["closed"], current = True, None
     failed = next((r for r in lines if r["event"] == "failed"), None)
@@ -320,6 +439,24 @@ def _after_process(st: dict, open_: list[int], lines: list[dict], run: dict, t0:
     return False
 
 
+def _reached(res: dict, S: dict) -> dict:
+    """A mutant that changed nothing observable, kept only where its change is in the kernel and its line ran: the
+    same SASS as the kernel's is "not in the kernel"; a probe's trap that never fired "did not run"; no probe that
+    compiled (or a probe launch that went wrong) "not probed". None of the three is asked: the key of a question about
+    code that does not run would be whatever its author chose (a decoy copy in a branch never taken)."""
+    if res["outcome"] != "no observable change":
+        return res
+    if S.get("same"):
+        return {"outcome": "not in the kernel", "detail": "the change compiles to the very machine code your kernel "
+                "does: the compiler removed what it touched"}
+    if not S.get("probed"):
+        return res
+    probe = S.get("probe") or {"ran": None, "detail": "the probe was not launched"}
+    if probe["ran"]:
+        return {**res, "detail": res["detail"] + "; the changed line runs (a trap placed there fired)"}
+    return {"outcome": "did not run" if probe["ran"] is False else "not probed", "detail": probe["detail"]}
+
+
 def _result(S: dict, device: str | None) -> dict:
     """A mutant's outcome from its state: its class over the runs (and speed), the runs, the GPU and its seconds."""
     recs = S["recs"]
@@ -331,7 +468,7 @@ def _result(S: dict, device: str | None) -> dict:
         res = {"outcome": "not measured", "detail": "the measuring process failed in the course's code: "
                + recs[-1]["detail"][-400:]}
     else:
-        res = classify(recs, speed)
+        res = _reached(classify(recs, speed), S)
     res.update(runs=[{k: r.get(k) for k in ("run", "class", "detail")} for r in recs], speed=speed, device=device,
                gpu_s=round(S["s"], 1))
     return res
@@ -357,7 +494,7 @@ def measure_answer(slug: str, source: str, exercise: str | None = None, *, runs:
                 "device": own.get("device"), "gpu_s": 0.0} for _ in ms]
     else:
         got = outcomes(slug, exercise, [m.source for m in ms], source, runs=runs, rounds=rounds, env=env,
-                       device=device, cached_only=cached_only) if ms else []
+                       device=device, cached_only=cached_only, probes=[m.probes for m in ms]) if ms else []
     for i, (m, res) in enumerate(zip(ms, got)):
         out.append({**m.to_dict(), **res})
         if progress:

@@ -12,6 +12,12 @@ operator and site (autograder.mutants runs them on the GPU).
    pattern; the source is read with comments and strings masked, so a commented-out call is no site.
 2. Each site is a mutant of its own, shown by its line in the student's answer string and the line as it was and as
    it becomes. A mutant keeps every line number (a removed call becomes `(void)0` on its line).
+3. Each mutant carries its probes: the mutant with a trap placed where its change is (`probes`: the places to try, in
+   order — the changed expression itself, then the start of the statement that holds it). autograder.mutants
+   launches the first that compiles after the mutant's runs and timing: a mutant that changed nothing observable is
+   asked only if the trap fired, i.e. the changed line ran in those launches (a decoy copy of the code in a branch
+   that never runs takes no question). A constant's mutant (`define`) has none: a constant reaches every line that
+   uses it.
 """
 
 from __future__ import annotations
@@ -151,6 +157,7 @@ class Mutant:
     before: str  # the lines as written (stripped, joined)
     after: str  # as the mutant has them
     source: str
+    probes: tuple[str, ...] = ()  # the mutant with a trap at its change, the places to try in order (see 3.)
 
     @property
     def key(self) -> str:
@@ -261,6 +268,67 @@ def _sites(op: Operator, source: str, masked: str) -> list[list[tuple[int, int, 
     return sites
 
 
+# ------------------------------------------------------------------------------------------------ the probes
+# The trap a probe places: the launch that reaches it faults (the context is gone: it is the last launch of its
+# process). An int, so that it fits an expression (`(course_probe_trap(), e)`) as well as a statement.
+PROBE_PRELUDE = '__device__ __forceinline__ int course_probe_trap() { asm volatile("trap;"); return 0; }\n'
+_CONTROL = re.compile(r"(if|while|for|switch)\s*\(")
+
+
+def statement_start(masked: str, i: int) -> int:
+    """Where the innermost statement that holds masked[i] starts: after the last `;`, `{` or `}` outside brackets
+    before it, then into the unbraced body of an if / while / for / switch / else / do when i lies there (a trap placed
+    at the start runs exactly when that statement is reached)."""
+    stack, start = [], 0
+    for j in range(i):
+        c = masked[j]
+        if c in "([":
+            stack.append(c)
+        elif c in ")]":
+            if stack:
+                stack.pop()
+        elif not stack and c in ";{}":
+            start = j + 1
+    while True:
+        while start < i and masked[start].isspace():
+            start += 1
+        m = _CONTROL.match(masked, start)
+        kw = re.match(r"(else|do)\b", masked[start:])
+        if m:
+            close = _match(masked, m.end() - 1)
+            if close < 0 or i <= close:
+                return start  # in the condition (or the header): evaluated whenever the statement is reached
+            start = close + 1
+        elif kw:
+            start += kw.end()
+        else:
+            return start
+
+
+def probe_sources(new: str, at: int, text: str, expression: bool = True) -> tuple[str, ...]:
+    """The mutant `new` with a trap where its change `text` starts (index `at`): the changed text wrapped as an
+    expression, then a statement placed at the start of the statement that holds it. The first that compiles is
+    used (an expression in a template argument or an array bound does not compile wrapped)."""
+    out, m = [], mask(text)
+    balanced = all(m.count(o) == m.count(c) for o, c in ("()", "[]", "{}"))
+    if expression and balanced and m.strip() and not m.rstrip().endswith((";", "}")) and not _CONTROL.match(m.lstrip()):
+        out.append(PROBE_PRELUDE + new[:at] + f"(course_probe_trap(), {text})" + new[at + len(text):])
+    line_start = new.rfind("\n", 0, at) + 1
+    if not new[line_start:at].lstrip().startswith("#"):
+        s = statement_start(mask(new), at)
+        out.append(PROBE_PRELUDE + new[:s] + "course_probe_trap(); " + new[s:])
+    return tuple(dict.fromkeys(out))
+
+
+def _new_spans(edits: list[tuple[int, int, str]]) -> list[tuple[int, str]]:
+    """(start in the mutant, new text) of each edit, in source order."""
+    out, delta = [], 0
+    for a, b, new in sorted(edits):
+        out.append((a + delta, new))
+        delta += len(new) - (b - a)
+    return out
+
+
 def mutate(slug: str, source: str, exercise: str | None = None, ops: list[Operator] | None = None) -> list[Mutant]:
     """Every mutant of `source` (the student's kernel as handed in) under the day's operators: one per operator and
     site (at most the operator's max_sites), in operator order. A site whose edit changes nothing is skipped."""
@@ -277,13 +345,16 @@ def mutate(slug: str, source: str, exercise: str | None = None, ops: list[Operat
                 (a, b, _), (w, _, text) = edits
                 wa = max(masked.rfind(ch, 0, w - 1) for ch in ";{}") + 1
                 out.append(Mutant(op, n, _line(source, a), _code(source[a:b]),
-                                  f"moved up to line {_line(source, w)}, right after {_code(source[wa:w])}", new))
+                                  f"moved up to line {_line(source, w)}, right after {_code(source[wa:w])}", new,
+                                  probe_sources(new, w + 1, text[1:], expression=False)))
             else:  # shown by the lines that differ (a pattern may match more than it changes)
                 old_l, new_l = source.splitlines(), new.splitlines()
                 diff = [i for i, (x, y) in enumerate(zip(old_l, new_l)) if x != y] or [len(old_l) - 1]
                 lo, hi = diff[0], diff[-1] + 1
                 show = lambda ls: " ".join(c for ln in ls[lo:hi] if (c := _code(ln)))  # noqa: E731
-                out.append(Mutant(op, n, lo + 1, show(old_l), show(new_l), new))
+                at, text = _new_spans(edits)[0]
+                out.append(Mutant(op, n, lo + 1, show(old_l), show(new_l), new,
+                                  () if op.define else probe_sources(new, at, text)))
             if n >= op.max_sites:
                 break
     return out

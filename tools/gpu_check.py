@@ -10,6 +10,8 @@
    what compute-sanitizer (memcheck, racecheck, synccheck) catches of each (kernels/<slug>/sanitizer_<gpu>.json)
 5. the solution notebooks executed top to bottom
 6. nbgrader autograde of the solutions and of each known answer as a student: full marks / expected scores
+6b. what a launch leaves for the next in GPU memory and shared memory, in one CUDA context and in the next
+   (tools/gpu_residue.py: the channel the understanding checks' context per mutant closes)
 7. class scale (`--scale-gpus 0 1`, with the other steps skipped): the cohort graded on every GPU and on one, each
    run's wall time and time outside grading students in scale_<n>gpu.json; `--compare-scale` reads two of them
 
@@ -32,6 +34,7 @@ from pathlib import Path
 
 from gpu_cohort import autograde_cohort, class_scale, compare_scale
 from gpu_mutants import understanding_checks, understanding_cohort
+from gpu_residue import residue
 
 ROOT = Path(__file__).resolve().parent.parent
 SUMMARY_FILE: Path | None = None
@@ -446,6 +449,8 @@ def main() -> int:
         for week in sorted({s.assignment for s in all_specs() if s.slug in graded}):
             step(f"nbgrader autograde {week} cohort", autograde_cohort, summary, graded, week,
                  args.cohort if week == "week1" else "all", args.members if week == "week1" else None)
+    if "residue" not in args.skip:
+        step("what a launch leaves for the next (residue)", residue, summary, out)
     if args.understanding_cohort:
         step(f"understanding checks of the {args.understanding_cohort} cohort", understanding_cohort, summary, out,
              "week1", args.understanding_cohort, args.mutant_runs, args.mutant_rounds)
