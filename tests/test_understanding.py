@@ -57,7 +57,8 @@ def _cohort(rng: random.Random, n: int, per_day: int = 7, weights=(35, 20, 5, 15
     cohort = {}
     for s in range(n):
         cohort[f"s{s:03d}"] = {d: {"slug": d, "mutants": [
-            _mutant(i, rng.choices(ASKABLE + NEVER, weights=list(weights) + [3, 3])[0], rng.randint(1, 300),
+            _mutant(i, rng.choices(ASKABLE + NEVER, weights=list(weights) + [6 / len(NEVER)] * len(NEVER))[0],
+                    rng.randint(1, 300),
                     f"line {rng.random()}", f"new {rng.random()}", rng.uniform(5, 80)) for i in range(per_day)]}
             for d in DAYS}
     return cohort

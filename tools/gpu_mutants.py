@@ -26,7 +26,8 @@ SLOW_ANSWER = {"naive_loads": "scalar_loads", "smem_tiling": "unpadded", "ldgsts
 
 
 def _mutant_answer(slug: str, ans: str) -> tuple[str, str]:
-    """(name, source) of an answer whose mutants are measured: a known answer, `slow`, `assistant` or a .cu path."""
+    """(name, source) of an answer whose mutants are measured: a known answer, `slow`, `assistant` or a .cu path
+    (`--mutant-answers naive_loads=kernels/naive_loads/grading/decoy.cu`: that topic's alone)."""
     from autograder.known import assistant_path, kernel_source
 
     if ans.endswith(".cu"):
@@ -58,12 +59,14 @@ def understanding_checks(out: Path, slugs: list[str], answers: list[str], runs: 
     visible = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()] or \
         [str(i) for i in range(torch.cuda.device_count())]
     work: queue.Queue = queue.Queue()
+    answers_of = {slug: [a.split("=", 1)[-1] for a in answers if "=" not in a or a.split("=", 1)[0] == slug]
+                  for slug in slugs}  # "naive_loads=path.cu": an answer of that topic alone
     for slug in slugs:
-        for ans in answers:
+        for ans in answers_of[slug]:
             work.put((slug, ans))
     docs = {slug: dict(_mutants_doc(g.get("name"), g.get("driver"), time.strftime("%Y-%m-%d"), runs, rounds),
                        gpus=len(visible)) for slug in slugs}
-    left = {slug: len(answers) for slug in slugs}
+    left = {slug: len(answers_of[slug]) for slug in slugs}
     lock = threading.Lock()
     rows = {}
 
