@@ -16,8 +16,8 @@ operator and site (autograder.mutants runs them on the GPU).
    order — the changed expression itself, then the start of the statement that holds it). autograder.mutants
    launches the first that compiles after the mutant's runs and timing: a mutant that changed nothing observable is
    asked only if the trap fired, i.e. the changed line ran in those launches (a decoy copy of the code in a branch
-   that never runs takes no question). A constant's mutant (`define`) has none: a constant reaches every line that
-   uses it.
+   that never runs takes no question). A constant's mutant (a `define`, or a pattern that edits a `#define` /
+   constexpr / const line) has none: a constant reaches every line that uses it.
 """
 
 from __future__ import annotations
@@ -278,7 +278,8 @@ _CONTROL = re.compile(r"(if|while|for|switch)\s*\(")
 def statement_start(masked: str, i: int) -> int:
     """Where the innermost statement that holds masked[i] starts: after the last `;`, `{` or `}` outside brackets
     before it, then into the unbraced body of an if / while / for / switch / else / do when i lies there (a trap placed
-    at the start runs exactly when that statement is reached)."""
+    at the start runs exactly when that statement is reached). A preprocessor line just before it (`#pragma unroll`)
+    stays with its statement: the start is then right after the `;` / `{` / `}`, before that line."""
     stack, start = [], 0
     for j in range(i):
         c = masked[j]
@@ -290,19 +291,24 @@ def statement_start(masked: str, i: int) -> int:
         elif not stack and c in ";{}":
             start = j + 1
     while True:
-        while start < i and masked[start].isspace():
-            start += 1
+        raw, pre = start, False
+        while start < i and (masked[start].isspace() or masked.startswith("#", start)):
+            if masked[start] == "#":  # a #pragma (or a marker line) before it: the trap goes before that line
+                pre, start = True, (masked.find("\n", start) + 1 or i)
+            else:
+                start += 1
+        here = raw if pre else start
         m = _CONTROL.match(masked, start)
         kw = re.match(r"(else|do)\b", masked[start:])
         if m:
             close = _match(masked, m.end() - 1)
             if close < 0 or i <= close:
-                return start  # in the condition (or the header): evaluated whenever the statement is reached
+                return here  # in the condition (or the header): evaluated whenever the statement is reached
             start = close + 1
         elif kw:
             start += kw.end()
         else:
-            return start
+            return here
 
 
 def probe_sources(new: str, at: int, text: str, expression: bool = True) -> tuple[str, ...]:
@@ -333,6 +339,8 @@ def mutate(slug: str, source: str, exercise: str | None = None, ops: list[Operat
     """Every mutant of `source` (the student's kernel as handed in) under the day's operators: one per operator and
     site (at most the operator's max_sites), in operator order. A site whose edit changes nothing is skipped."""
     masked = mask(source)
+    # a compile-time constant's change has no probe (see 3.): the lines of a #define or a constexpr
+    const_lines = {_line(source, m.start()) for m in re.finditer(r"#\s*define\b|\bconstexpr\b", masked)}
     out = []
     for op in ops if ops is not None else operators(slug, exercise):
         n = 0
@@ -354,7 +362,8 @@ def mutate(slug: str, source: str, exercise: str | None = None, ops: list[Operat
                 show = lambda ls: " ".join(c for ln in ls[lo:hi] if (c := _code(ln)))  # noqa: E731
                 at, text = _new_spans(edits)[0]
                 out.append(Mutant(op, n, lo + 1, show(old_l), show(new_l), new,
-                                  () if op.define else probe_sources(new, at, text)))
+                                  () if op.define or _line(source, edits[0][0]) in const_lines
+                                  else probe_sources(new, at, text)))
             if n >= op.max_sites:
                 break
     return out

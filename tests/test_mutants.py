@@ -755,7 +755,9 @@ def _stmt(draw, depth: int) -> str:
     return draw(st.sampled_from([
         "if (c) {inner}", "if (c) {{ a(); {inner} }}", "for (int k = 0; k < n; ++k) {inner}",
         "while (c) {inner}", "if (c) a(); else {inner}", "if (c) {{ a(); }} else {inner}",
-        "do {inner} while (c);", "for (int k = 0; k < n; ++k) {{ a(); {inner} b(); }}"])).format(inner=inner)
+        "do {inner} while (c);", "for (int k = 0; k < n; ++k) {{ a(); {inner} b(); }}",
+        "\n#pragma unroll\n    for (int k = 0; k < 4; ++k) {inner}", "{{\n#pragma unroll 2\n for (;;) {inner} }}"])
+                ).format(inner=inner)
 
 
 @st.composite
@@ -776,6 +778,15 @@ def test_the_probe_is_placed_where_the_changed_statement_starts(code):
     assert s == code.index(inner), (code, code[s:])
 
 
+def test_a_probe_goes_before_a_pragma_that_belongs_to_its_statement():
+    """A statement that a `#pragma unroll` (or an nbgrader marker line) precedes: the trap goes at the end of the line
+    before, never onto the preprocessor line (it would not compile) nor between the pragma and its loop."""
+    from autograder.mutation import mask, statement_start
+
+    code = "void k() { a();\n#pragma unroll\n    for (int k = 0; k < f(MARK); ++k) b(); }"
+    assert statement_start(mask(code), code.index("MARK")) == code.index(";") + 1
+
+
 def test_every_probe_of_every_course_solution_places_one_trap_on_its_changed_line():
     """Each non-constant mutant of each day's course solution has probes; each is the mutant with the trap helper
     prepended and one trap call placed at or before its changed text, on the changed line or the statement start
@@ -784,7 +795,7 @@ def test_every_probe_of_every_course_solution_places_one_trap_on_its_changed_lin
 
     for spec in SPECS_WITH_MUTANTS:
         for m in mutate(spec.slug, course_solution(spec.slug)):
-            if m.op.define:
+            if m.op.define or re.search(r"#\s*define|constexpr", m.before):
                 assert m.probes == (), m.key
                 continue
             assert m.probes, (spec.slug, m.key)

@@ -112,13 +112,14 @@ def main(out: Path) -> int:
     from kernels.compile import compile_cuda
     from kernels.record import device_tag
 
-    cubin = compile_cuda(SOURCE, name="residue.cu")
     smem = 227 * 1024
     got: list[dict] = []
     real_emit, mutants._emit = mutants._emit, got.append
     try:
-        ok = [mutants._fresh_context(lambda: _first_context(cubin, smem)),
-              mutants._fresh_context(lambda: _next_context(cubin, smem))]
+        # compiled in each context: this process must not initialise the driver (NVRTC through cuda.core does), or no
+        # process forked from it can
+        ok = [mutants._fresh_context(lambda: _first_context(compile_cuda(SOURCE, name="residue.cu"), smem)),
+              mutants._fresh_context(lambda: _next_context(compile_cuda(SOURCE, name="residue.cu"), smem))]
     finally:
         mutants._emit = real_emit
     rec = {k: v for r in got if r["event"] in ("first", "next") for k, v in r.items() if k not in ("event", "t")}
