@@ -102,7 +102,7 @@ def cost_markdown() -> str:
     for (gpu, date, kind), rs in sorted(groups.items()):
         s = sorted(r["gpu_s"] for r in rs)
         top = max(rs, key=lambda r: r["gpu_s"])
-        what = "the recorded answers (solution, slow, assistant)" if kind == "answers" else rs[0]["who"].split()[0] + \
+        what = "the recorded answers (solution, slow, assistant; decoy)" if kind == "answers" else rs[0]["who"].split()[0] + \
             " cohort"
         lines.append(f"| {gpu} | {date} | {what} | {len(rs)} | {sum(r['mutants'] for r in rs)} | {s[len(s) // 2]:.1f} "
                      f"| {top['gpu_s']:.1f} ({top['slug']}) | {'yes' if s[-1] <= COST_BAR_S else 'no'} |")
