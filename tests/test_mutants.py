@@ -435,14 +435,16 @@ def test_the_courses_own_failure_is_not_measured_while_a_kernel_fault_crashes(wh
 
 def test_the_recorded_outcome_tables_cover_every_exercise_and_stay_with_the_instructors():
     """kernels/<slug>/mutants_<gpu>.json (make gpu-test's understanding checks): for every exercise, the course
-    solution, the known slow answer and the assistant's answer, every mutant the operators find today measured over
-    3 runs or more, none of them a failure of the course's own measuring; the files hold answer lines, so the student
+    solution, the known slow answer and the assistant's answer (and the topic's attacks on the checks, none of whose
+    mutants is asked), every mutant the operators find today measured over 3 runs or more, none of them a failure of the course's own measuring; the files hold answer lines, so the student
     release leaves them out."""
     from autograder.release import INSTRUCTOR_ONLY
     from autograder.spec import all_specs
 
     sys.path.insert(0, str(ROOT / "tools"))
-    from gpu_mutants import SLOW_ANSWER, _mutant_answer
+    from gpu_mutants import ATTACK_ANSWERS, SLOW_ANSWER, _mutant_answer
+
+    from autograder.understanding import askable
 
     for s in all_specs():
         files = sorted((ROOT / "kernels" / s.slug).glob("mutants_*.json"))
@@ -451,7 +453,12 @@ def test_the_recorded_outcome_tables_cover_every_exercise_and_stay_with_the_inst
             assert f"kernels/{s.slug}/{f.name}" in INSTRUCTOR_ONLY
             doc = json.loads(f.read_text())
             assert doc["runs"] >= 3 and not doc.get("not_measured")
-            assert set(doc["answers"]) == {"solution", SLOW_ANSWER[s.slug], "assistant"}
+            attacks = ATTACK_ANSWERS.get(s.slug, {})
+            assert set(doc["answers"]) == {"solution", SLOW_ANSWER[s.slug], "assistant", *attacks}
+            for name, path in attacks.items():  # an attack on the checks: measured, and not one question asked
+                got = doc["answers"][name]["mutants"]
+                assert [m["key"] for m in got] == [m.key for m in mutate(s.slug, (ROOT / path).read_text())]
+                assert got and not [m for m in got if askable(m["outcome"])], (s.slug, name)
             for ans in ("solution", "slow", "assistant"):
                 name, src = _mutant_answer(s.slug, ans)
                 got = doc["answers"][name]["mutants"]

@@ -25,6 +25,11 @@ SLOW_ANSWER = {"naive_loads": "scalar_loads", "smem_tiling": "unpadded", "ldgsts
                "attention": "one_stage"}
 
 
+# Per topic, answers that attack the understanding checks (each measured with `--mutant-answers topic=path`, kept in
+# the topic's table): none of their mutants may be asked. decoy: the day's code in a branch that never runs.
+ATTACK_ANSWERS = {"naive_loads": {"decoy": "kernels/naive_loads/grading/decoy.cu"}}
+
+
 def _mutant_answer(slug: str, ans: str) -> tuple[str, str]:
     """(name, source) of an answer whose mutants are measured: a known answer, `slow`, `assistant` or a .cu path
     (`--mutant-answers naive_loads=kernels/naive_loads/grading/decoy.cu`: that topic's alone)."""
