@@ -49,6 +49,10 @@ from .known import kernel_source
 ROOT = Path(__file__).resolve().parents[1]
 OUTCOMES = ("hangs", "wrong", "crashes", "slower", "faster", "no observable change", "does not compile",
             "not reproducible", "not measured", "not in the kernel", "did not run", "not probed")
+# Per topic, answers that attack the understanding checks, measured beside the recorded answers (make gpu-test
+# --mutant-answers topic=path) and kept in the topic's table: none of their mutants may be asked.
+# decoy: the day's code written the operators' way in a branch that never runs, the real code in a form none matches.
+ATTACK_ANSWERS = {"naive_loads": {"decoy": "kernels/naive_loads/grading/decoy.cu"}}
 # How outcomes are measured (part of each cached outcome's key): a CUDA context per mutant, then the probes
 METHOD = "context per mutant; probes"
 

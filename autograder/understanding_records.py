@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from kernels.paths import write_whole
+from .mutants import ATTACK_ANSWERS
 from .spec import all_specs
 
 COST_BAR_S = 60  # GPU seconds per student per exercise on one GPU, at most (the understanding checks' budget)
@@ -21,7 +22,7 @@ def measured_from_records(out: Path, week: str | None = None, tag: str | None = 
     """The answers make gpu-test measured (kernels/<slug>/mutants_<gpu>.json: the course solution, the known slow
     answer and the coding assistant's, see tools/gpu_check.understanding_checks) as measured dicts under
     <out>/<answer>/<slug>.json, the layout read_measured reads: one "student" per answer ("solution", "slow",
-    "assistant"), so their sheets are built like a class's. `week`: its days only; `tag`: that GPU's records only
+    "assistant", and each attack on the checks: autograder.mutants.ATTACK_ANSWERS), so their sheets are built like a class's. `week`: its days only; `tag`: that GPU's records only
     (else each topic's first). Returns the files written."""
     from kernels.record import KERNELS
 
@@ -35,7 +36,7 @@ def measured_from_records(out: Path, week: str | None = None, tag: str | None = 
             continue
         doc = json.loads(files[0].read_text())
         for name, res in doc["answers"].items():
-            who = name if name in ("solution", "assistant") else "slow"
+            who = name if name in ("solution", "assistant", *ATTACK_ANSWERS.get(d.name, {})) else "slow"
             f = Path(out) / who / f"{d.name}.json"
             f.parent.mkdir(parents=True, exist_ok=True)
             write_whole(f, json.dumps({**res, "slug": d.name, "answer": name, "device": doc["device"],

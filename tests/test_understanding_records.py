@@ -123,3 +123,16 @@ def test_the_residue_record_says_what_the_readme_says_of_a_context_per_mutant():
         assert r["fresh_allocation"] == 0.0 and r["smem_next_context"] == 0.0, path
     readme = (ROOT / "README.md").read_text()
     assert "recorded_residue_h200.json" in readme and "in the next context" in readme
+
+
+def test_every_recorded_answer_becomes_a_student_of_its_own(tmp_path):
+    """measured_from_records: each answer of each table is one file of its own (an attack on the checks measured
+    beside the known slow answer once overwrote that answer's keys with its own)."""
+    import json
+
+    from autograder.understanding_records import measured_from_records
+
+    written = measured_from_records(tmp_path)
+    assert len(written) == len(set(written))
+    answers = {json.loads(f.read_text())["answer"] for f in written if f.parent.name == "slow"}
+    assert "decoy" not in answers and (tmp_path / "decoy" / "naive_loads.json").exists()

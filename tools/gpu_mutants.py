@@ -8,11 +8,14 @@ import json
 import os
 import queue
 import shutil
+import sys
 import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from autograder.mutants import ATTACK_ANSWERS  # noqa: E402,F401 - measured beside the recorded answers
 
 
 # Per topic, a known answer that is correct but below the bar (the issue's "known slow answer") — `--mutant-answers
@@ -23,11 +26,6 @@ SLOW_ANSWER = {"naive_loads": "scalar_loads", "smem_tiling": "unpadded", "ldgsts
                "pipeline": "reads_twice", "tma": "missing_fence", "swizzle": "plain_loads",
                "warp_specialization": "all_threads", "multicast": "per_cta", "gemm": "one_stage",
                "attention": "one_stage"}
-
-
-# Per topic, answers that attack the understanding checks (each measured with `--mutant-answers topic=path`, kept in
-# the topic's table): none of their mutants may be asked. decoy: the day's code in a branch that never runs.
-ATTACK_ANSWERS = {"naive_loads": {"decoy": "kernels/naive_loads/grading/decoy.cu"}}
 
 
 def _mutant_answer(slug: str, ans: str) -> tuple[str, str]:
