@@ -24,23 +24,17 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import queue
-import re
 import sys
 import threading
 import time
-import traceback
 from pathlib import Path
 
+from .mutants_child import _course_failed  # noqa: F401 - the parent reads a failed child's traceback with it
 from .mutation import mutate
 from .operators import MAX_SITES, Operator, OperatorError, parse_operator  # noqa: F401 - the operators' home
-from .spawn import emit_record
-from kernels.runner import derive
-from .hangs import launch_shape
-from kernels.compare import interleaved
-from kernels.compile import clean_source, CompileError, NotAttempted
-from .spec import all_specs, load
+from kernels.compile import clean_source, NotAttempted
+from .spec import all_specs
 from kernels.paths import cache_dir, write_whole
 from .answers import _source, cells_by_grade_id, read_answer
 from .students import submission_folder
@@ -55,234 +49,6 @@ OUTCOMES = ("hangs", "wrong", "crashes", "slower", "faster", "no observable chan
 ATTACK_ANSWERS = {"naive_loads": {"decoy": "kernels/naive_loads/grading/decoy.cu"}}
 # How outcomes are measured (part of each cached outcome's key): a CUDA context per mutant, then the probes
 METHOD = "context per mutant; probes"
-
-
-# ------------------------------------------------------------------------------------------------ on the GPU (child)
-def _emit(rec: dict) -> None:
-    emit_record("MUTANT " + json.dumps(rec, default=str))
-
-
-def _run_once(ex, wl, cubin, names, seed: int, bound_s: float, shapes=None) -> dict:
-    """Every test shape (or `shapes`) once on fresh inputs (debug build, autograder.hangs.launch_shape): {"class",
-    "detail", "lines"}; the first shape that is not right decides."""
-
-    for i, shape in enumerate(ex.test_shapes if shapes is None else shapes):
-        rec = launch_shape(ex, wl, cubin, shape, derive(seed, "mutant", i), 2 * bound_s + 3, names, bound_s)
-        where = f"shape {tuple(shape)}: "
-        if rec["status"] == "error":  # a fault: this process's context is gone
-            return {"class": "crashes", "detail": (where + rec["check"])[:600], "fatal": True}
-        if rec["status"] in ("hung", "wait ran out"):
-            lines = (rec.get("lines") or []) + (rec.get("diagnosis") or [])
-            return {"class": "hangs", "detail": where + (lines[0] if lines else rec["check"]), "lines": lines,
-                    "fatal": rec["status"] == "hung"}
-        if rec["status"] == "wrong":
-            return {"class": "wrong", "detail": (where + rec["check"])[:600]}
-    return {"class": "correct", "detail": ""}
-
-
-def _speed(ex, wl, base_src: str, mutant_src: str, rounds: int, seed: int) -> dict:
-    """The mutant against the unmutated kernel at the bench shape (plain builds, same inputs): kernels.compare's
-    interleaved rounds; each measurement a short kernels.bench run. Both outputs checked after."""
-    from kernels.bench import bench
-    from kernels.check import compare, poison
-    from kernels.compile import compile_cuda
-    from kernels.runner import derive, launch_contract, wait
-
-    cubins = {"kernel": compile_cuda(base_src, name=ex.answer_var),
-              "mutant": compile_cuda(mutant_src, name=ex.answer_var)}
-    inputs = wl.make_inputs(list(ex.bench_shape), derive(seed, "mutant", "bench"), device="cuda")
-    ref = wl.reference(inputs)
-    outs = {k: wl.make_output(inputs) for k in cubins}
-    args = {k: wl.launch_args(inputs, outs[k]) for k in cubins}
-
-    def measure(k):
-        return lambda: bench(lambda: launch_contract(ex, cubins[k], args[k]), reps=5, warmup=1, flush=True,
-                             wall_check=False, with_ceilings=False).ms
-
-    cmp = interleaved({k: measure(k) for k in cubins}, rounds=rounds)
-    checks = {}
-    for k in cubins:
-        poison(outs[k])
-        launch_contract(ex, cubins[k], args[k])
-        wait(ex.launch_timeout_s, k)
-        checks[k] = compare(outs[k], ref, **dict(wl.CHECK)).ok
-    r = cmp.ratio("kernel", "mutant")  # the mutant's time / the kernel's: > 1 the mutant is slower
-    return {"ratio": r.to_dict(), "ms": {k: cmp.median_ms(k) for k in cubins}, "outputs_ok": checks}
-
-
-_NOW: dict = {"m": None}  # the mutant the child is measuring (an escaping exception is reported as its)
-
-
-def _child(a) -> int:
-    """A plan of mutants measured one after another in this process (each a stretch of runs, then its speed), each
-    result a record on the private channel. A fatal run (a hang for good, a fault) ends the process; the parent starts
-    the next one where this one stopped. An exception that escapes is reported there too, with its mutant: a fault of
-    the kernel ("crashes") or a failure of the course's own code ("not measured"), told apart from the real
-    exception's traceback (never from the kernel's output)."""
-    try:
-        return _child_plan(json.loads(Path(a.plan).read_text()), a.slug, a.exercise)
-    except Exception:  # noqa: BLE001 - reported, then the process ends (a faulted context cannot be trusted)
-        tb = traceback.format_exc()
-        _emit({"event": "failed", "m": _NOW["m"], "course": _course_failed(tb), "detail": tb[-600:],
-               "t": time.time()})
-        sys.stdout.flush()
-        _end(4)
-
-
-def _child_plan(plan: dict, slug: str, exercise: str | None) -> int:
-    """plan: {"base", "runs", "rounds", "seed", "bound", "mutants": [{"m", "file", "first_run", "time", "probes"}]}.
-    This process imports torch and the course once (about as long as a mutant's three runs: measured on an H200,
-    2026-12-02) and never touches the GPU; each mutant is measured in a process forked from it, with a CUDA context of
-    its own (_fresh_context): nothing a kernel leaves in GPU memory reaches the next mutant. A mutant whose process
-    ended on a fatal run (a hang for good, a fault) ends this one too; the parent resumes it in the next."""
-    import torch  # noqa: F401 - imported once, here, for every forked measuring process
-
-    ex = load(slug).exercises[exercise] if exercise else next(iter(load(slug).exercises.values()))
-    wl = ex.workload()
-    base = Path(plan["base"]).read_text()
-    for job in plan["mutants"]:
-        _NOW["m"] = job["m"]
-        _emit({"event": "begin", "m": job["m"], "t": time.time()})
-        if not _fresh_context(lambda job=job: _measure_job(plan, job, ex, wl, base)):
-            sys.stdout.flush()
-            _end(3)
-    _NOW["m"] = None
-    return 0
-
-
-def _end(rc: int) -> None:
-    os._exit(rc)
-
-
-_PIPE: dict = {"fd": None}  # in a forked measuring process: where its records go (its parent forwards them)
-
-
-def _send(rec: dict) -> None:
-    os.write(_PIPE["fd"], (json.dumps(rec, default=str) + "\n").encode())
-
-
-def _fresh_context(measure) -> bool:
-    """measure() in a forked process that makes its own CUDA context (this one never made one: a context does not
-    survive a fork), its records (_send) forwarded here on this process's channel as they come. A fatal record kills
-    it (its kernel may never end). True when it finished its mutant: a done record, a clean exit."""
-    import signal
-
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the measuring process: whatever happens, it ends here
-        os.close(r)
-        _PIPE["fd"], rc = w, 0
-        try:
-            measure()
-        except BaseException:  # noqa: BLE001 - reported with its mutant: a fault of the kernel or the course's own
-            tb = traceback.format_exc()
-            _send({"event": "failed", "m": _NOW["m"], "course": _course_failed(tb), "detail": tb[-600:],
-                   "t": time.time()})
-            rc = 4
-        sys.stdout.flush()
-        os._exit(rc)
-    os.close(w)
-    done = fatal = False
-    with os.fdopen(r, encoding="utf-8", errors="replace") as records:
-        for line in records:
-            rec = json.loads(line)
-            _emit(rec)
-            done, fatal = done or rec["event"] == "done", fatal or bool(rec.get("fatal"))
-            if fatal:
-                os.kill(pid, signal.SIGKILL)
-                break
-    _, status = os.waitpid(pid, 0)
-    return done and not fatal and status == 0
-
-
-def _measure_job(plan: dict, job: dict, ex, wl, base: str) -> None:
-    """One mutant in its own CUDA context: its debug build, its stretch of runs, its speed when asked and every run
-    was correct; then, if it changed nothing observable so far, whether its change is in the compiled kernel at all
-    and whether the changed line runs (_probe)."""
-    import torch
-
-    from kernels.device import gpu
-
-    from .hangs_trace import debug_cubin
-
-    m = job["m"]
-    _send({"event": "device", "device": (gpu() or {}).get("name")})
-    torch.cuda.init()
-    src = Path(job["file"]).read_text()
-    try:
-        cubin, names = debug_cubin(src, ex.answer_var)
-    except CompileError as exc:
-        _send({"event": "run", "m": m, "run": job["first_run"], "class": "does not compile", "detail": str(exc)[:600],
-               "t": time.time()})
-        _send({"event": "done", "m": m, "t": time.time()})
-        return
-    timed = (lambda: _speed(ex, wl, base, src, plan["rounds"], plan["seed"])) \
-        if job["time"] and plan["rounds"] else None
-    run_once = (lambda r: _run_once(ex, wl, cubin, names, plan["seed"] + r, plan["bound"]))
-    ok = job["time"]
-    for rec in _stretch(run_once, job["first_run"], plan["runs"], timed):
-        _send({**rec, "m": m, "t": time.time()})
-        ok = ok and rec.get("class", "correct") == "correct"
-        if rec.get("fatal"):
-            return
-    if ok and src != base:
-        if _same_code(ex, base, src):
-            _send({"event": "same", "m": m, "t": time.time()})
-        elif job.get("probes"):
-            _send({"event": "probe", "m": m, **_probe(ex, wl, job["probes"], plan), "t": time.time()})
-    _send({"event": "done", "m": m, "t": time.time()})
-
-
-def _same_code(ex, base: str, src: str) -> bool:
-    """Whether the mutant compiles to the very machine code the kernel does (plain builds, every function's SASS
-    instruction by instruction; line tables aside): the compiler removed what the change touched, so nothing can be
-    observed and no question is about the kernel."""
-    from kernels.compile import compile_cuda
-    from kernels.sass import disassemble
-
-    def code(s):
-        return {f: [i.text for i in instrs] for f, instrs in disassemble(compile_cuda(s, name=ex.answer_var)).items()}
-
-    return code(base) == code(src)
-
-
-def _probe(ex, wl, probe_files: list[str], plan: dict) -> dict:
-    """The first probe (the mutant with a trap at its change: autograder.mutation.probe_sources) that compiles,
-    launched after the mutant's runs and timing, at the bench shape and then every test shape until one is not right:
-    {"ran": True} when the trap fired (the launch faulted: the changed line ran), False when every launch stayed right
-    (it never ran), None when no probe compiled or a launch went wrong (what the line does is not known)."""
-    from .hangs_trace import debug_cubin
-
-    for f in probe_files:
-        try:
-            cubin, names = debug_cubin(Path(f).read_text(), ex.answer_var)
-        except CompileError:
-            continue
-        got = _run_once(ex, wl, cubin, names, plan["seed"] + 1000, plan["bound"],
-                        shapes=[list(ex.bench_shape), *ex.test_shapes])
-        if got["class"] == "crashes":
-            return {"ran": True, "detail": "the trap placed at the changed line fired: " + got["detail"][:200]}
-        if got["class"] == "correct":
-            return {"ran": False, "detail": "a trap placed at the changed line never fired, at the bench shape or any "
-                    "test shape, in launches after the mutant's runs and timing: the line does not run"}
-        return {"ran": None, "detail": f"the probe's launch {got['class']}: " + got["detail"][:200]}
-    return {"ran": None, "detail": "no place for a trap at the changed line compiled"}
-
-
-def _stretch(run_once, first: int, runs: int, timed=None):
-    """The records of one stretch of runs (run_once(r) for r in first..runs-1), then the speed record — only when every
-    run of the stretch was correct. A mutant that hung, went wrong or crashed is never timed: its timing build is the
-    plain one, with no bounded waits, so a hang there would run on until the parent's timeout (60 s a mutant, measured
-    on an H200 on 2026-11-28 for every mutant that hung in the debug build) and its speed means nothing anyway."""
-    ok = True
-    for r in range(first, runs):
-        rec = {"event": "run", "run": r, **run_once(r)}
-        ok = ok and rec["class"] == "correct"
-        yield rec
-        if rec.get("fatal"):
-            return
-    if ok and timed is not None:
-        yield {"event": "speed", **timed()}
 
 
 # ------------------------------------------------------------------------------------------------ on the GPU (parent)
@@ -310,19 +76,6 @@ def classify(runs: list[dict], speed: dict | None, tolerance: float = 0.03) -> d
     return {"outcome": "no observable change",
             "detail": f"correct in every run and within {100 * tolerance:.0f} % of the kernel's time ({r['says']}); "
                       "a race the GPU did not show stays a race"}
-
-
-def _course_failed(text: str) -> bool:
-    """A Python traceback whose last frame is the course's code (autograder/, kernels/) and whose error is not the
-    GPU's: the measuring failed, the mutant did not crash. A CUDA error (a fault, a launch failure) is the kernel's."""
-    if "Traceback (most recent call last)" not in text and "\n  File \"" not in text:
-        return False
-    frames = re.findall(r'File "([^"]+)"', text)
-    last = text.strip().splitlines()[-1] if text.strip() else ""
-    gpu = re.search(r"CUDA_ERROR_(ILLEGAL|LAUNCH|MISALIGNED|HARDWARE|ASSERT|UNKNOWN|INVALID_PC|EXCEPTION)|"
-                    r"illegal (memory|address|instruction)|launch failure|misaligned|unspecified|trap|segmentation fault|"
-                    r"core dumped|abort", last, re.I)
-    return bool(frames) and any(f"/{d}/" in frames[-1] for d in ("autograder", "kernels")) and not gpu
 
 
 def outcome(slug: str, exercise: str | None, mutant: str, base: str, **kw) -> dict:
@@ -375,7 +128,7 @@ def outcomes(slug: str, exercise: str | None, sources: list[str], base: str, *, 
                 "mutants": [{"m": i, "file": _as_file(sources[i]), "first_run": _next_run(st[i]["recs"]),
                              "time": all(r["class"] == "correct" for r in st[i]["recs"]),
                              "probes": [_as_file(p) for p in probes[i]]} for i in open_]}
-        cmd = [sys.executable, "-m", "autograder.mutants", slug, "--plan", _as_file(json.dumps(plan, sort_keys=True))] \
+        cmd = [sys.executable, "-m", "autograder.mutants_child", slug, "--plan", _as_file(json.dumps(plan, sort_keys=True))] \
             + (["--exercise", exercise] if exercise else [])
         t0 = time.time()
         run = _spawn(cmd, timeout_s * len(open_) + 30, env=env, stop_on='"fatal": true', private_records=True,
@@ -585,10 +338,7 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--out", type=Path, help="write the outcomes (JSON) here")
-    ap.add_argument("--plan", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
-    if a.plan:
-        return _child(a)
 
     results = {}
     for ans in a.answer or ["solution"]:

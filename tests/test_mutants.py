@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autograder import mutants
+from autograder import mutants, mutants_child
 from autograder.known import course_solution, kernel_source
 from autograder.mutants import Operator, classify
 from autograder.mutation import mask, mutate
@@ -186,13 +186,13 @@ def test_a_mutant_that_did_not_stay_correct_is_never_timed():
         raise AssertionError("a mutant that hung was timed")
 
     hang = {"class": "hangs", "detail": "full[0] parity 0; ran out after 1.00 s"}  # bounded wait: not fatal
-    recs = list(mutants._stretch(lambda r: hang, 0, 3, never))
+    recs = list(mutants_child._stretch(lambda r: hang, 0, 3, never))
     assert [r["event"] for r in recs] == ["run"] * 3 and [r["run"] for r in recs] == [0, 1, 2]
     flaky = iter([{"class": "correct"}, {"class": "wrong", "detail": "x"}, {"class": "correct"}])
-    assert [r["event"] for r in mutants._stretch(lambda r: next(flaky), 0, 3, never)] == ["run"] * 3
-    fatal = list(mutants._stretch(lambda r: {**hang, "fatal": True}, 1, 3, never))
+    assert [r["event"] for r in mutants_child._stretch(lambda r: next(flaky), 0, 3, never)] == ["run"] * 3
+    fatal = list(mutants_child._stretch(lambda r: {**hang, "fatal": True}, 1, 3, never))
     assert [r["run"] for r in fatal] == [1]  # the process ends after a fatal record
-    timed = list(mutants._stretch(lambda r: {"class": "correct"}, 0, 3, lambda: {"ratio": 1.0}))
+    timed = list(mutants_child._stretch(lambda r: {"class": "correct"}, 0, 3, lambda: {"ratio": 1.0}))
     assert [r["event"] for r in timed] == ["run", "run", "run", "speed"] and timed[-1]["ratio"] == 1.0
 
 
@@ -471,7 +471,7 @@ def test_the_recorded_outcome_tables_cover_every_exercise_and_stay_with_the_inst
 
 
 def _plan_child(cls_of, fatal_of=lambda m, r: False, extra_stdout: str = ""):
-    """A fake measuring child that speaks the plan protocol (mutants._child_plan): for each planned mutant a begin
+    """A fake measuring child that speaks the plan protocol (mutants_child._child_plan): for each planned mutant a begin
     record, its runs from first_run (class cls_of(source, run)), a speed record where asked, a probe record (the trap
     fired) where the mutant has probes and stayed correct, a done record; a fatal run ends the process. `extra_stdout`: what the kernels printf (stdout, never the private channel)."""
     calls = []
@@ -571,7 +571,7 @@ class _Exit(Exception):
 
 
 def test_the_real_child_and_parent_agree_on_the_plan_protocol(tmp_path, monkeypatch):
-    """mutants._child (the real child, run in this process with the GPU faked: builds, runs and timing stubbed) fed to
+    """mutants_child._child (the real child, run in this process with the GPU faked: builds, runs and timing stubbed) fed to
     the real parent: every planned mutant gets its runs and, when correct, its speed; a fatal run ends the process and
     the parent resumes; a fault raised as an exception is that mutant's crash; the course's own failure is "not
     measured" for that mutant alone."""
@@ -596,21 +596,21 @@ def test_the_real_child_and_parent_agree_on_the_plan_protocol(tmp_path, monkeypa
             return {"class": "hangs", "detail": "full[0] parity 0", "fatal": True}
         return {"class": "wrong" if "wrong" in cubin else "correct", "detail": ""}
 
-    monkeypatch.setattr(mutants, "_run_once", run_once)
-    monkeypatch.setattr(mutants, "_speed", lambda ex, wl, base, src, rounds, seed: {
+    monkeypatch.setattr(mutants_child, "_run_once", run_once)
+    monkeypatch.setattr(mutants_child, "_speed", lambda ex, wl, base, src, rounds, seed: {
         "ratio": {"lo": 0.99, "median": 1.0, "hi": 1.01, "says": "1.000x"},
         "outputs_ok": {"kernel": True, "mutant": True}})
-    monkeypatch.setattr(mutants, "_end", lambda rc: (_ for _ in ()).throw(_Exit(rc)))
-    monkeypatch.setattr(mutants, "_same_code", lambda ex, base, src: False)  # the fake sources are comments alone
+    monkeypatch.setattr(mutants_child, "_end", lambda rc: (_ for _ in ()).throw(_Exit(rc)))
+    monkeypatch.setattr(mutants_child, "_same_code", lambda ex, base, src: False)  # the fake sources are comments alone
     calls = []
 
     def in_process(cmd, timeout_s, *, env=None, stop_on=None, private_records=False, idle_s=None):
         got = []
-        monkeypatch.setattr(mutants, "_emit", lambda rec: got.append("MUTANT " + json.dumps(rec, default=str)))
+        monkeypatch.setattr(mutants_child, "_emit", lambda rec: got.append("MUTANT " + json.dumps(rec, default=str)))
         calls.append(cmd)
         rc = 0
         try:
-            mutants._child(types.SimpleNamespace(plan=cmd[cmd.index("--plan") + 1], slug="tma", exercise=None))
+            mutants_child._child(types.SimpleNamespace(plan=cmd[cmd.index("--plan") + 1], slug="tma", exercise=None))
         except _Exit as e:
             rc = e.args[0]
         text = "\n".join(got) + "\n"
@@ -655,18 +655,18 @@ def test_a_kernel_that_remembers_across_mutants_does_not_choose_its_keys(tmp_pat
         gpu_memory["marker"] = True
         return {"class": "wrong" if "MUTATED" in cubin else "correct", "detail": "shape (64, 64): WRONG"}
 
-    monkeypatch.setattr(mutants, "_run_once", run_once)
-    monkeypatch.setattr(mutants, "_speed", lambda ex, wl, base, src, rounds, seed: {
+    monkeypatch.setattr(mutants_child, "_run_once", run_once)
+    monkeypatch.setattr(mutants_child, "_speed", lambda ex, wl, base, src, rounds, seed: {
         "ratio": {"lo": 0.99, "median": 1.0, "hi": 1.01, "says": "1.000x"},
         "outputs_ok": {"kernel": True, "mutant": True}})
 
-    monkeypatch.setattr(mutants, "_same_code", lambda ex, base, src: False)  # the fake sources are comments alone
+    monkeypatch.setattr(mutants_child, "_same_code", lambda ex, base, src: False)  # the fake sources are comments alone
 
     def in_process(cmd, timeout_s, *, env=None, stop_on=None, private_records=False, idle_s=None):
         gpu_memory.clear()  # a new process: a new CUDA context
         got = []
-        monkeypatch.setattr(mutants, "_emit", lambda rec: got.append("MUTANT " + json.dumps(rec, default=str)))
-        mutants._child(types.SimpleNamespace(plan=cmd[cmd.index("--plan") + 1], slug="tma", exercise=None))
+        monkeypatch.setattr(mutants_child, "_emit", lambda rec: got.append("MUTANT " + json.dumps(rec, default=str)))
+        mutants_child._child(types.SimpleNamespace(plan=cmd[cmd.index("--plan") + 1], slug="tma", exercise=None))
         text = "\n".join(got) + "\n"
         return {"rc": 0, "timed_out": False, "wall_s": 0.01, "text": text, "records": [], "private": text}
 
@@ -706,17 +706,17 @@ def _decoy_gpu(base: str):
 
 
 def _in_process_child(monkeypatch, slug: str):
-    """spawn._spawn replaced by the real measuring child (mutants._child) run in this process, the GPU faked."""
+    """spawn._spawn replaced by the real measuring child (mutants_child._child) run in this process, the GPU faked."""
     import types
 
     from autograder import spawn
 
     def in_process(cmd, timeout_s, *, env=None, stop_on=None, private_records=False, idle_s=None):
         got = []
-        monkeypatch.setattr(mutants, "_emit", lambda rec: got.append("MUTANT " + json.dumps(rec, default=str)))
+        monkeypatch.setattr(mutants_child, "_emit", lambda rec: got.append("MUTANT " + json.dumps(rec, default=str)))
         rc = 0
         try:
-            mutants._child(types.SimpleNamespace(plan=cmd[cmd.index("--plan") + 1], slug=slug, exercise=None))
+            mutants_child._child(types.SimpleNamespace(plan=cmd[cmd.index("--plan") + 1], slug=slug, exercise=None))
         except _Exit as e:
             rc = e.args[0]
         text = "\n".join(got) + "\n"
@@ -741,8 +741,8 @@ def test_a_decoy_copy_that_never_runs_does_not_choose_its_keys(tmp_path, monkeyp
     monkeypatch.setattr(device, "gpu", lambda: {"name": "TESTGPU"})
     monkeypatch.setattr(hangs_trace, "debug_cubin", lambda src, var: (src, {}))
     src = DECOY.replace("decoy copy", f"decoy copy {time.time()}")
-    monkeypatch.setattr(mutants, "_run_once", _decoy_gpu(src))
-    monkeypatch.setattr(mutants, "_speed", lambda ex, wl, base, s, rounds, seed: {
+    monkeypatch.setattr(mutants_child, "_run_once", _decoy_gpu(src))
+    monkeypatch.setattr(mutants_child, "_speed", lambda ex, wl, base, s, rounds, seed: {
         "ratio": {"lo": 0.99, "median": 1.0, "hi": 1.01, "says": "1.000x"},
         "outputs_ok": {"kernel": True, "mutant": True}})
     _in_process_child(monkeypatch, "naive_loads")
@@ -839,9 +839,9 @@ def test_a_change_the_compiler_removes_is_the_same_code():
     code; a change that reaches the kernel is not."""
     ex = next(iter(next(s for s in all_specs() if s.slug == "naive_loads").exercises.values()))
     base = course_solution("naive_loads")
-    assert mutants._same_code(ex, base, base + "\n// a comment\n")
-    assert mutants._same_code(ex, base, base.replace("{", "{ if (false) { int unused_ = 3; (void)unused_; }", 1))
-    assert not mutants._same_code(ex, base, mutate("naive_loads", base)[0].source)
+    assert mutants_child._same_code(ex, base, base + "\n// a comment\n")
+    assert mutants_child._same_code(ex, base, base.replace("{", "{ if (false) { int unused_ = 3; (void)unused_; }", 1))
+    assert not mutants_child._same_code(ex, base, mutate("naive_loads", base)[0].source)
 
 
 def test_each_mutant_runs_in_a_process_of_its_own_and_its_records_come_back(monkeypatch):
@@ -849,34 +849,34 @@ def test_each_mutant_runs_in_a_process_of_its_own_and_its_records_come_back(monk
     last one's); its records come back in order; a fatal record kills it (its kernel may never end); one that dies
     without its done record, or raises, is not done."""
     got = []
-    monkeypatch.setattr(mutants, "_emit", got.append)
+    monkeypatch.setattr(mutants_child, "_emit", got.append)
     state = {"marker": False}
 
     def measure(recs, fatal=False, die=False, raise_=False):
         def f():
             state["marker"] = True
             for r in recs:
-                mutants._send(r)
+                mutants_child._send(r)
             if fatal:
-                mutants._send({"event": "run", "m": 0, "fatal": True})
+                mutants_child._send({"event": "run", "m": 0, "fatal": True})
                 time.sleep(60)  # a hang for good: killed
             if die:
                 os.kill(os.getpid(), signal.SIGKILL)
             if raise_:
                 raise RuntimeError("CUDA error: an illegal memory access was encountered")
-            mutants._send({"event": "done", "m": 0})
+            mutants_child._send({"event": "done", "m": 0})
         return f
 
     import os
     import signal
 
-    assert mutants._fresh_context(measure([{"event": "run", "m": 0, "run": 0}]))
+    assert mutants_child._fresh_context(measure([{"event": "run", "m": 0, "run": 0}]))
     assert not state["marker"] and [r["event"] for r in got] == ["run", "done"]
     t0 = time.time()
-    assert not mutants._fresh_context(measure([], fatal=True)) and time.time() - t0 < 30
-    assert not mutants._fresh_context(measure([], die=True))
+    assert not mutants_child._fresh_context(measure([], fatal=True)) and time.time() - t0 < 30
+    assert not mutants_child._fresh_context(measure([], die=True))
     got.clear()
-    assert not mutants._fresh_context(measure([], raise_=True))
+    assert not mutants_child._fresh_context(measure([], raise_=True))
     assert got[0]["event"] == "failed" and not got[0]["course"] and "illegal memory" in got[0]["detail"]
 
 

@@ -1,6 +1,6 @@
 """make gpu-test's residue step (tools/gpu_check.py): what one kernel launch can leave for a later one to find — the
 channel a kernel that "remembers" would use to steer the understanding checks (autograder.mutants measures each mutant
-in a CUDA context of its own, forked through mutants._fresh_context: this step measures through the same function).
+in a CUDA context of its own, forked through mutants_child._fresh_context: this step measures through the same function).
 
 Global memory: a freed block handed back by torch's caching allocator, and by cudaMalloc after empty_cache, within one
 context; a fresh allocation in the next context. Shared memory: what a block finds in its (uninitialised) dynamic
@@ -57,7 +57,7 @@ def _global_hits(t) -> float:
 def _first_context(cubin, smem: int) -> None:
     import torch
 
-    from autograder.mutants import _send
+    from autograder.mutants_child import _send
 
     blocks = 4 * torch.cuda.get_device_properties(0).multi_processor_count
     x = torch.full((WORDS,), PATTERN, dtype=torch.int32, device="cuda")
@@ -83,7 +83,7 @@ def _first_context(cubin, smem: int) -> None:
 def _next_context(cubin, smem: int) -> None:
     import torch
 
-    from autograder.mutants import _send
+    from autograder.mutants_child import _send
 
     blocks = 4 * torch.cuda.get_device_properties(0).multi_processor_count
     fresh = _global_hits(torch.empty((WORDS,), dtype=torch.int32, device="cuda"))
@@ -108,24 +108,24 @@ def residue(out: Path) -> dict:
 
 
 def main(out: Path) -> int:
-    from autograder import mutants
+    from autograder import mutants_child
     from kernels.compile import compile_cuda
     from kernels.record import device_tag
 
     smem = 227 * 1024
     got: list[dict] = []
-    real_emit, mutants._emit = mutants._emit, got.append
+    real_emit, mutants_child._emit = mutants_child._emit, got.append
     try:
         # compiled in each context: this process must not initialise the driver (NVRTC through cuda.core does), or no
         # process forked from it can
-        ok = [mutants._fresh_context(lambda: _first_context(compile_cuda(SOURCE, name="residue.cu"), smem)),
-              mutants._fresh_context(lambda: _next_context(compile_cuda(SOURCE, name="residue.cu"), smem))]
+        ok = [mutants_child._fresh_context(lambda: _first_context(compile_cuda(SOURCE, name="residue.cu"), smem)),
+              mutants_child._fresh_context(lambda: _next_context(compile_cuda(SOURCE, name="residue.cu"), smem))]
     finally:
-        mutants._emit = real_emit
+        mutants_child._emit = real_emit
     rec = {k: v for r in got if r["event"] in ("first", "next") for k, v in r.items() if k not in ("event", "t")}
     rec["failed"] = [r["detail"] for r in got if r["event"] == "failed"]
     rec.update(date=time.strftime("%Y-%m-%d"), words=WORDS, smem_bytes=smem, contexts_finished=ok,
-               method="tools/gpu_residue.py: each context a process forked through autograder.mutants._fresh_context")
+               method="tools/gpu_residue.py: each context a process forked through autograder.mutants_child._fresh_context")
     (out / "residue.json").write_text(json.dumps(rec, indent=1) + "\n")
     tag = device_tag(rec.get("device"))
     if os.environ.get("COURSE_RECORD") == "1" and tag and all(ok):

@@ -6,7 +6,8 @@
   kernels/<slug>/spec.toml, kernels/<slug>/grading/known/, solutions/<week>/dayN_<slug>.ipynb, tests/...);
 - Python modules over 500 lines, functions over 80 lines (kernels/, autograder/, tools/);
 - CUDA functions over 120 lines (kernels/**/*.cu, *.cuh outside grading/: a definition's body from its opening brace to its match);
-- imports inside a function (a module's imports belong at its top unless a reason is written beside one).
+- imports inside a function (a module's imports belong at its top unless a reason is written beside one: a comment
+  on its line, or LAZY's reason for the package it loads, directly or through a course module that imports it).
 
 Duplicate pairs are the `duplicates` tool's (not counted here). Nothing is written; it reads the tree as text.
 """
@@ -49,19 +50,75 @@ def long_functions(path: Path, limit: int = FUNCTION_LINES) -> list[tuple[str, i
     return out
 
 
-def nested_imports(path: Path) -> int:
-    """Imports inside a function body of `path` (at any depth, each counted once)."""
-    count = 0
+# The reasons an import is written inside a function, each written once, here. An import of one of these packages —
+# or of a course module that imports one at its top — is late on purpose: the course's CLI, CPU grading and a
+# student's notebook start without them, and a grading child that never plots or launches never loads them.
+LAZY = {
+    "torch": "a second of import, and the CUDA runtime: only where a tensor or the GPU is used",
+    "triton": "imports torch, and compiles: only the Triton topics' launchers",
+    "matplotlib": "half a second of import: only where a picture is drawn",
+    "cuda": "cuda.core / cuda.bindings load the driver: only where a kernel is compiled or launched",
+    "nbgrader": "imports Jupyter's stack (traitlets, nbconvert, sqlalchemy): only the grading commands",
+    "nbconvert": "Jupyter's stack: only where a notebook is executed or exported",
+    "nbformat": "Jupyter's stack: only where a notebook is read or written",
+    "numpy": "imported with torch where a kernel's arguments are made",
+    "hypothesis": "the tests' generator: only the checks that draw inputs",
+    "cupti": "CUPTI loads the profiler's libraries: only the counted launches",
+}
+
+
+def _top_imports(tree) -> set[str]:
+    """The modules a module imports at its top level (absolute names; a relative one as `.name`)."""
+    out = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out.add("." * node.level + node.module)
+    return out
+
+
+def _heavy_modules(files: list[Path], root: Path) -> set[str]:
+    """The course modules that import a LAZY package at their top, directly or through another such course module."""
+    name = {p: ".".join(p.relative_to(root).with_suffix("").parts) for p in files}
+    tops = {}
+    for p, n in name.items():
+        pkg = n.rsplit(".", 1)[0]
+        tops[n] = {f"{pkg}.{m.lstrip('.')}" if m.startswith(".") else m for m in _top_imports(ast.parse(p.read_text()))}
+    heavy = {n for n, ms in tops.items() if any(m.split(".")[0] in LAZY for m in ms)}
+    while True:
+        more = {n for n, ms in tops.items() if n not in heavy and ms & heavy}
+        if not more:
+            return heavy
+        heavy |= more
+
+
+def nested_imports(path: Path, heavy: set[str] | None = None) -> tuple[int, list[str]]:
+    """Imports inside a function body of `path` (at any depth, each counted once), and those with no reason: not of a
+    LAZY package, not of a course module in `heavy`, and with no comment on their line."""
+    count, bare = 0, []
+    lines = path.read_text().splitlines()
+
+    def reasoned(node) -> bool:
+        mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+        if isinstance(node, ast.ImportFrom) and node.level:
+            pkg = ".".join(path.with_suffix("").parts[-(node.level + 1):-1])
+            mods = [f"{pkg}.{node.module}" if node.module else pkg]
+        if all(m.split(".")[0] in LAZY or m in (heavy or ()) for m in mods):
+            return True
+        return any("#" in lines[i] for i in range(node.lineno - 1, node.end_lineno))
 
     def walk(node, in_function: bool) -> None:
         nonlocal count
         for child in ast.iter_child_nodes(node):
             if in_function and isinstance(child, (ast.Import, ast.ImportFrom)):
                 count += 1
+                if not reasoned(child):
+                    bare.append(f"{path.name}:{child.lineno}")
             walk(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)))
 
     walk(ast.parse(path.read_text()), False)
-    return count
+    return count, bare
 
 
 _SIGNATURE = re.compile(r"\)\s*(const\s*)?(noexcept\s*)?(->\s*[\w:<>, ]+\s*)?$")
@@ -133,12 +190,15 @@ def measures(root: Path = ROOT) -> dict:
             for p in sorted((root / "kernels").rglob(ext)) if "grading" not in p.parts  # answers, not lessons
             for n, k in cuda_functions(p.read_text())}
     places = day_places(root)
+    heavy = _heavy_modules(files, root)
+    nested = [nested_imports(p, heavy) for p in files]
     return {"places_a_day_lives": max((len(v) for v in places.values()), default=0),
             "places": places,
             "modules_over_500_lines": {k: v for k, v in sorted(lines.items()) if v > MODULE_LINES},
             "functions_over_80_lines": long_fn,
             "cuda_functions_over_120_lines": cuda,
-            "in_function_imports": sum(nested_imports(p) for p in files)}
+            "in_function_imports": sum(n for n, _ in nested),
+            "in_function_imports_without_a_reason": [b for _, bare in nested for b in bare]}
 
 
 def main(argv=None) -> int:
@@ -152,7 +212,9 @@ def main(argv=None) -> int:
     print(f"places a day lives (most): {m['places_a_day_lives']}  e.g. tma: {', '.join(m['places'].get('tma', []))}")
     for key in ("modules_over_500_lines", "functions_over_80_lines", "cuda_functions_over_120_lines"):
         print(f"{key.replace('_', ' ')}: {len(m[key])}" + "".join(f"\n  {k}: {v}" for k, v in m[key].items()))
-    print(f"in-function imports: {m['in_function_imports']}")
+    bare = m["in_function_imports_without_a_reason"]
+    print(f"in-function imports: {m['in_function_imports']}, without a reason: {len(bare)}"
+          + (f"\n  {' '.join(bare)}" if bare else ""))
     return 0
 
 
