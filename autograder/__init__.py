@@ -59,8 +59,8 @@ def check(slug: str, exercise: str, source, *, verbose: bool = True):
     """Run the trusted harness on `source` (fresh secret inputs each call) and print the verdict of every part.
     In a notebook whose answer cell the grader could not read, or would read as another value than `source`, the
     first line says so ("this will not be graded: ..."); `source` is still checked (its verdict is worth seeing)."""
-    from .harness import run_exercise
-    from .score import score
+    from .harness import run_exercise  # harness pulls the grading machinery: only when a check runs
+    from .score import score  # at the package's top it would shadow the submodule of that name
 
     spec = load(slug)
     if exercise not in spec.exercises:
@@ -73,7 +73,7 @@ def check(slug: str, exercise: str, source, *, verbose: bool = True):
     key = (slug, exercise, source)
     if key not in _cache:
         if not isinstance(source, str):
-            from .score import ExerciseScore, PartScore
+            from .score import ExerciseScore, PartScore  # beside score, bound late like it
 
             msg = (f"{ex.answer_var} is not set: write your kernel in the answer cell and run it"
                    if source is None else f"{ex.answer_var} must be a string of CUDA source")
@@ -97,7 +97,7 @@ def check(slug: str, exercise: str, source, *, verbose: bool = True):
 def what_if(slug: str, exercise: str, source) -> list:
     """Practice after the exercise: what would break in your kernel if one thing the day teaches were changed
     (autograder.practice.what_if: measured on a Hopper GPU, the course solution's recorded outcomes elsewhere)."""
-    from .practice import what_if as _what_if
+    from .practice import what_if as _what_if  # at the package's top it would shadow the submodule of that name (what_if)
 
     return _what_if(slug, exercise, source)
 

@@ -24,6 +24,7 @@ from kernels import record
 from autograder.spec import Calibration, load, Spec
 from autograder.spec import calibrated_fraction as fraction_for  # the one formula (autograder.spec)
 from .answers import _source, cells_by_grade_id, read_answer
+from .harness import run_exercise
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -86,7 +87,6 @@ def measure(spec: Spec) -> dict[str, Calibration]:
     from kernels.device import gpu
 
     from .grading import solution_notebook
-    from .harness import run_exercise
 
     g = gpu() or {}
     tag = record.device_tag(g.get("name"))

@@ -47,6 +47,8 @@ from .known import check_known, table
 from .spec import all_specs
 from .calibration import calibrate
 from .mutants import measure_class
+from .score import CPU_GRADING
+from .understanding_records import measured_from_cohort_record, measured_from_records
 
 
 def _secret(args) -> str:
@@ -95,7 +97,6 @@ def cmd_grade(args) -> int:
         return 1
     lanes = lanes_for(args.gpus, dict(os.environ, COURSE_SECRET_SEED=secret))
     if args.gpus == "none" or os.environ.get("COURSE_FORCE_CPU"):  # said before the batch, in the words of the spec
-        from .score import CPU_GRADING
 
         why = "--gpus none" if args.gpus == "none" else f"COURSE_FORCE_CPU is set, lanes {args.gpus}"
         print(f"grading on CPU ({why}): {CPU_GRADING}", flush=True)
@@ -254,7 +255,6 @@ def cmd_understanding(args) -> int:
     if args.recorded:  # the answers make gpu-test measured, one sheet each (no GPU needed: their outcomes are recorded)
         measured = out / args.week / "recorded_measured"
         shutil.rmtree(measured, ignore_errors=True)
-        from .understanding_records import measured_from_cohort_record, measured_from_records
 
         measured_from_records(measured, args.week)
         measured_from_cohort_record(measured, args.week)  # and the cohort make gpu-test measured, where recorded

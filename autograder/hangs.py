@@ -47,6 +47,7 @@ from .spec import load
 from .known import kernel_source
 from kernels.runner import derive
 from kernels.record import DEFAULT_TAG, device_tag, here
+from kernels.compile import NotAttempted, clean_source
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -216,7 +217,6 @@ def explain(target: str, *, exercise: str | None = None, shapes=None, bound_s: f
     if "\n" in target:
         if not exercise:
             raise ValueError("a kernel's source needs exercise=<slug>: whose launch contract runs it")
-        from kernels.compile import NotAttempted, clean_source
 
         try:
             target = _as_file(clean_source(target))

@@ -24,6 +24,8 @@ from kernels.runner import derive
 from .hangs import launch_shape
 from .spawn import emit_record
 from .spec import load
+import signal
+from kernels.sass import disassemble
 
 
 def _emit(rec: dict) -> None:
@@ -133,7 +135,6 @@ def _fresh_context(measure) -> bool:
     """measure() in a forked process that makes its own CUDA context (this one never made one: a context does not
     survive a fork), its records (_send) forwarded here on this process's channel as they come. A fatal record kills
     it (its kernel may never end). True when it finished its mutant: a done record, a clean exit."""
-    import signal
 
     r, w = os.pipe()
     pid = os.fork()
@@ -206,7 +207,6 @@ def _same_code(ex, base: str, src: str) -> bool:
     instruction by instruction; line tables aside): the compiler removed what the change touched, so nothing can be
     observed and no question is about the kernel."""
     from kernels.compile import compile_cuda
-    from kernels.sass import disassemble
 
     def code(s):
         return {f: [i.text for i in instrs] for f, instrs in disassemble(compile_cuda(s, name=ex.answer_var)).items()}

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .children import STOP
 from .handin import _notebooks_under, hand_in_work
+from .score import CPU_GRADING
 
 
 @dataclass
@@ -62,7 +63,6 @@ def lanes_for(gpus: str, env: dict | None = None) -> list[Lane]:
     visible = [v.strip() for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
     count = _gpu_count() if not env.get("COURSE_FORCE_CPU") else 0
     if gpus == "all" and count == 0:  # COURSE_FORCE_CPU included: it pretends there is no GPU, never grades on CPU
-        from .score import CPU_GRADING
 
         raise SystemExit(f"--gpus all: no GPU here ({no_gpu_diagnosis(env)}). Grade on a GPU machine, or on CPU on "
                          f"purpose with --gpus none ({CPU_GRADING})")

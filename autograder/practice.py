@@ -10,6 +10,10 @@ import json
 from .mutants import ROOT, measure_answer
 from .mutation import mutate
 from kernels.record import device_tag
+import secrets
+from .harness import run_exercise
+from .score import score
+from .spec import load
 
 
 def recorded(slug: str) -> dict | None:
@@ -63,11 +67,6 @@ def what_if(slug: str, exercise: str, source) -> list[dict]:
         return []
     mine = mutate(slug, source, exercise)
     if is_hopper():
-        import secrets
-
-        from .harness import run_exercise
-        from .score import score
-        from .spec import load
 
         res = score(load(slug).exercises[exercise], run_exercise(slug, exercise, source, seed=secrets.randbits(48)))
         if res.parts["correctness"].points == res.parts["correctness"].max_points:

@@ -159,7 +159,6 @@ def submit(week: str, students: list[str], opts: dict, *, secret: str | None, se
     out(f"submitted job array {job}: {len(groups)} task(s) for {len(students)} student(s) of {week}; "
         f"results under {sdir / 'results'}; then: autograder slurm collect {week}")
     if not opts.get("gres"):
-        from .score import CPU_GRADING
 
         out(f"the tasks ask for no GPU (--gres ''): they grade on CPU. {CPU_GRADING}")
     return job

@@ -20,6 +20,7 @@ from kernels.record import device_tag
 from kernels.ncu import QUANTITIES
 from kernels.rangeprof import countable_rules
 from .operators import OperatorError, parse_operator
+from kernels.record import here
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"  # a day's folder, kernels/<slug>/, holds its spec.toml
 
@@ -156,7 +157,6 @@ class Part:
         if self.baseline_kind != "copy" or not ceilings.get("copy_tbps"):
             return None
         if tag == "here":
-            from kernels.record import here
 
             tag = here()
         return self.bar_on(tag, ceilings["copy_tbps"])

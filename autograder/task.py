@@ -28,6 +28,7 @@ from .children import _BORN
 from .handin import expected_notebooks, part_notebooks, stage_submission
 from .release import nbgrader
 from .students import shown_name, submission_folder
+import warnings
 
 RESULT = "result.json"
 STARTED = "started.json"
@@ -105,7 +106,6 @@ def grade_task(week: str, student: str, out: Path, *, submitted: Path, template:
     elif not folder.is_dir():
         rc, log = 1, f"no submission folder {folder}"
     elif not any((staged / student / week).glob("*.ipynb")):  # nothing gradable: an honest 0, no nbgrader
-        import warnings
 
         from sqlalchemy.exc import SAWarning
 

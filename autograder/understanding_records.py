@@ -14,6 +14,7 @@ from pathlib import Path
 from kernels.paths import write_whole
 from .mutants import ATTACK_ANSWERS
 from .spec import all_specs
+from .release import ROOT
 
 COST_BAR_S = 60  # GPU seconds per student per exercise on one GPU, at most (the understanding checks' budget)
 
@@ -25,7 +26,6 @@ def measured_from_records(out: Path, week: str | None = None, tag: str | None = 
     "assistant", and each attack on the checks: autograder.mutants.ATTACK_ANSWERS), so their sheets are built like a class's. `week`: its days only; `tag`: that GPU's records only
     (else each topic's first). Returns the files written."""
     from kernels.record import KERNELS
-
 
     days = {s.slug for s in all_specs() if week is None or s.assignment == week}
 
@@ -50,7 +50,6 @@ def measured_from_cohort_record(out: Path, week: str | None = None, tag: str | N
     week, their mutants measured on that GPU, see tools/gpu_mutants.understanding_cohort) as measured dicts under
     <out>/<student>/<slug>.json. `week`: that week's record only; `tag`: that GPU's (else the first). Returns the files
     written (none where nothing is recorded)."""
-    from .release import ROOT
 
     files = sorted((ROOT / "autograder").glob(f"recorded_understanding_{tag or '*'}.json"))
     written = []
@@ -72,8 +71,6 @@ def cost_rows() -> list[dict]:
     """GPU seconds that measured each recorded answer's keys, per exercise: {"gpu", "date", "who", "slug", "gpu_s",
     "mutants"} for every answer of every outcome table and every student-day of every recorded cohort."""
     from kernels.record import KERNELS
-
-    from .release import ROOT
 
     rows = []
     for f in sorted(KERNELS.glob("*/mutants_*.json")):

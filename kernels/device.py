@@ -14,6 +14,7 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 from . import compile as cc
+import subprocess
 
 
 @lru_cache(maxsize=1)
@@ -55,7 +56,6 @@ def _cuda_driver_loadable() -> bool:
 
 def driver_version() -> str | None:
     try:
-        import subprocess
 
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],

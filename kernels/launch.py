@@ -14,6 +14,7 @@ from functools import lru_cache
 import numpy as np
 
 from .compile import Cubin
+from .sass import functions
 
 i32, i64, u32, u64, f32 = np.int32, np.int64, np.uint32, np.uint64, np.float32
 
@@ -45,7 +46,6 @@ def _kernel(data: bytes, name: str, module_name: str):
     try:
         return _module(data).get_kernel(name)
     except Exception as exc:  # noqa: BLE001
-        from .sass import functions
 
         raise KeyError(f"kernel {name!r} not found in {module_name}; it has {functions(data)}") from exc
 

@@ -67,3 +67,12 @@ def test_no_python_function_over_80_lines_and_no_cuda_function_over_120():
     m = structure.measures()
     assert m["functions_over_80_lines"] == {}
     assert m["cuda_functions_over_120_lines"] == {}
+
+
+def test_a_name_the_tests_patch_through_a_dotted_module_is_bound_late(tmp_path):
+    """patched_names reads monkeypatch.setattr(kernels.runner, "time_exercise", ...) as (runner, time_exercise), as
+    well as setattr(runner, ...): an in-function `from ..runner import time_exercise` has its reason."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text(
+        'monkeypatch.setattr(kernels.runner, "time_exercise", f)\nmonkeypatch.setattr(bench, "ceilings", g)\n')
+    assert structure.patched_names(tmp_path) == {("runner", "time_exercise"), ("bench", "ceilings")}

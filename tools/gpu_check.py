@@ -35,6 +35,18 @@ from pathlib import Path
 from gpu_cohort import autograde_cohort, class_scale, compare_scale
 from gpu_mutants import understanding_checks, understanding_cohort
 from gpu_residue import residue
+from kernels.device import self_test
+from autograder.known import solution_kernel
+from autograder.spec import load
+from kernels import rangeprof
+from kernels.attention import overlap
+from kernels.gemm import epilogue, rung6
+from autograder.calibration import calibrate
+from autograder.known import check_known, table
+from autograder.hangs import hangs_and_races as run
+from kernels.record import device_tag
+from autograder.spec import all_specs, spec_path
+from autograder.hangs import HANGS_AND_RACES
 
 ROOT = Path(__file__).resolve().parent.parent
 SUMMARY_FILE: Path | None = None
@@ -60,7 +72,6 @@ def step(name, fn, summary, *a, **kw):
 
 def selftest():
     from kernels.bench import ceilings
-    from kernels.device import self_test
 
     facts = self_test()
     ceil = ceilings()
@@ -73,9 +84,6 @@ def counted_launches(slugs=("ldgsts", "pipeline", "tma", "gemm")):
     with no profiler, then with the mechanism's counter ranges interleaved as the grader runs them. The timed median
     must stay within 3 % of the unprofiled one; the counted launches' own median is reported (a range slows some
     kernels: why counted launches are never timed), and every counted launch must carry the solution's bytes."""
-    from autograder.known import solution_kernel
-    from autograder.spec import load
-    from kernels import rangeprof
     from kernels.compile import compile_cuda
     from kernels.runner import time_exercise
 
@@ -200,7 +208,6 @@ def attention_pipes(out: Path):
     today's rung and of the overlap rung (kernels.attention.overlap.pipes). Written to out/attention/pipes.json and,
     with COURSE_RECORD=1, to kernels/attention/counters_<gpu>.json."""
     from kernels import record
-    from kernels.attention import overlap
     from kernels.device import gpu
 
     res = overlap.pipes(out / "attention" / "ncu_pipes")
@@ -225,7 +232,6 @@ def gemm_tensor_pipe(out: Path):
     to out/gemm/tensor_pipe.json and, with COURSE_RECORD=1, into kernels/gemm/counters_<gpu>.json ("tensor_pipe")."""
     from kernels import record
     from kernels.device import gpu
-    from kernels.gemm import epilogue, rung6
 
     res = rung6.tensor_pipe(out / "gemm" / "ncu_tensor_pipe")
     gain = epilogue.rung6_gain()
@@ -250,7 +256,6 @@ def gemm_tensor_pipe(out: Path):
 def calibrate_all(slugs, out: Path):
     """Each topic's bars calibrated for this GPU kind from the record its bench step just wrote (out/<slug>/
     recorded_<gpu>.json): written into the specs (COURSE_RECORD=1) or beside the results."""
-    from autograder.calibration import calibrate
     from kernels import record
     from kernels.device import gpu
 
@@ -273,7 +278,6 @@ def calibrate_all(slugs, out: Path):
 def known_all(slugs, names=None):
     """Every known answer of `slugs` (or only `names`, "slug.answer") graded on this GPU and compared with its expected
     score; with each answer's grading wall time and what the counters in its timing loop saw."""
-    from autograder.known import check_known, table
     from kernels.device import gpu
 
     out, ok = {}, True
@@ -309,7 +313,6 @@ def hangs_and_races(out: Path, slugs):
     shape each fails on, the debug barrier build's stuck warps there, and each compute-sanitizer tool's verdict
     (caught / not caught / hung / error; clean / false alarm for the solution) with its first message. Every
     sanitizer run is a process group killed at its timeout: a hang costs its own run only."""
-    from autograder.hangs import hangs_and_races as run
 
     return run(out, slugs)
 
@@ -334,7 +337,6 @@ def execute_notebooks(out: Path, slugs=None):
     """The solution notebooks of `slugs` (default: every one) executed top to bottom, one at a time: their timing
     cells check that CUDA events and a wall clock agree, which another notebook's kernels on the same GPU would
     break (their timings are not recorded: this proves they run on the GPU; the benchmark scripts record numbers)."""
-    from autograder.spec import all_specs
 
     nbs = sorted((ROOT / "solutions").glob("week*/*.ipynb"))
     if slugs is not None:
@@ -360,7 +362,6 @@ def execute_notebooks(out: Path, slugs=None):
     practice = {k: {"ok": v["ok"], "s": v["s"], "what_if": v["what_if"]} for k, v in done.items() if "what_if" in v}
     if practice and os.environ.get("COURSE_RECORD") == "1":  # autograder/recorded_practice_<gpu>.json
         from kernels.device import gpu
-        from kernels.record import device_tag
 
         g = gpu() or {}
         doc = {"device": g.get("name"), "driver": g.get("driver"), "date": time.strftime("%Y-%m-%d"),
@@ -410,7 +411,6 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     global SUMMARY_FILE
     SUMMARY_FILE = out / "summary.json"
-    from autograder.spec import all_specs, spec_path
 
     specs = [s.slug for s in all_specs()]
     slugs = args.slugs or specs
@@ -437,7 +437,6 @@ def main() -> int:
     if "known" not in args.skip:
         step("known answers on the GPU", known_all, summary, args.known_slugs or graded, args.known_names)
     if "sanitizer" not in args.skip:
-        from autograder.hangs import HANGS_AND_RACES
 
         week2 = [s for s in slugs if s in HANGS_AND_RACES]
         if week2:

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from kernels.record import device_tag
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -156,7 +157,6 @@ def _flag_name(flag: str) -> str:
 
 def cohort_record_path(device_name: str | None) -> Path:
     """autograder/recorded_cohort_<gpu>.json: the cohorts graded on one GPU kind."""
-    from kernels.record import device_tag
 
     return ROOT / "autograder" / f"recorded_cohort_{device_tag(device_name)}.json"
 

@@ -12,6 +12,9 @@ import sys
 import threading
 import time
 from pathlib import Path
+from autograder.known import assistant_path, kernel_source
+from kernels.record import device_tag
+from autograder.mutants import measure_class
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -31,7 +34,6 @@ SLOW_ANSWER = {"naive_loads": "scalar_loads", "smem_tiling": "unpadded", "ldgsts
 def _mutant_answer(slug: str, ans: str) -> tuple[str, str]:
     """(name, source) of an answer whose mutants are measured: a known answer, `slow`, `assistant` or a .cu path
     (`--mutant-answers naive_loads=kernels/naive_loads/grading/decoy.cu`: that topic's alone)."""
-    from autograder.known import assistant_path, kernel_source
 
     if ans.endswith(".cu"):
         return Path(ans).stem, Path(ans).read_text()
@@ -54,7 +56,6 @@ def understanding_checks(out: Path, slugs: list[str], answers: list[str], runs: 
 
     from autograder.mutants import measure_answer
     from kernels.device import gpu
-    from kernels.record import device_tag
 
     g = gpu() or {}
     tag = device_tag(g.get("name"))
@@ -120,7 +121,6 @@ def mutant_tables_from_cache(cache: Path, device: dict, slugs: list[str], answer
     speed and the GPU seconds measured then (a run's files can be lost in transfer; its cache holds all of it).
     `device`: {"name", "driver", "date"} of that run. LookupError names the first mutant that was not measured."""
     from autograder.mutants import measure_answer
-    from kernels.record import device_tag
 
     before = os.environ.get("COURSE_CACHE_DIR")
     os.environ["COURSE_CACHE_DIR"] = str(Path(cache).parent)  # where kernels.paths.cache_dir("mutants") looks
@@ -159,10 +159,8 @@ def understanding_cohort(out: Path, week: str = "week1", members: str = "gpu9", 
     — the keys the sheets are built from with no GPU (autograder understanding sheets WEEK --recorded). GPU seconds
     per student and day come back in the result."""
     from autograder.cohort import build, members_of
-    from autograder.mutants import measure_class
     from autograder.plan import lanes_for
     from kernels.device import gpu
-    from kernels.record import device_tag
 
     g = gpu() or {}
     grading = out / "understanding_cohort"

@@ -14,6 +14,11 @@ import json
 import os
 import time
 from pathlib import Path
+from autograder.mutants_child import _send
+from kernels.device import driver_version
+import subprocess
+import sys
+from kernels.record import device_tag
 
 ROOT = Path(__file__).resolve().parent.parent
 WORDS = 1 << 24  # 64 MiB of global memory
@@ -57,8 +62,6 @@ def _global_hits(t) -> float:
 def _first_context(cubin, smem: int) -> None:
     import torch
 
-    from autograder.mutants_child import _send
-
     blocks = 4 * torch.cuda.get_device_properties(0).multi_processor_count
     x = torch.full((WORDS,), PATTERN, dtype=torch.int32, device="cuda")
     torch.cuda.synchronize()
@@ -72,7 +75,6 @@ def _first_context(cubin, smem: int) -> None:
     x = torch.full((WORDS,), PATTERN, dtype=torch.int32, device="cuda")  # left for the next context
     _smem(cubin, "smem_write", blocks, smem)
     torch.cuda.synchronize()
-    from kernels.device import driver_version
 
     _send({"event": "first", "caching_allocator": reused, "after_empty_cache": remalloc, "smem_same_context": same_smem,
            "device": torch.cuda.get_device_name(0), "driver": driver_version(), "t": time.time()})
@@ -82,8 +84,6 @@ def _first_context(cubin, smem: int) -> None:
 
 def _next_context(cubin, smem: int) -> None:
     import torch
-
-    from autograder.mutants_child import _send
 
     blocks = 4 * torch.cuda.get_device_properties(0).multi_processor_count
     fresh = _global_hits(torch.empty((WORDS,), dtype=torch.int32, device="cuda"))
@@ -95,8 +95,6 @@ def _next_context(cubin, smem: int) -> None:
 def residue(out: Path) -> dict:
     """The measurement in a process of its own (the step's process has a CUDA context already: a fork of it could not
     make one)."""
-    import subprocess
-    import sys
 
     out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
@@ -110,7 +108,6 @@ def residue(out: Path) -> dict:
 def main(out: Path) -> int:
     from autograder import mutants_child
     from kernels.compile import compile_cuda
-    from kernels.record import device_tag
 
     smem = 227 * 1024
     got: list[dict] = []
@@ -135,6 +132,4 @@ def main(out: Path) -> int:
 
 
 if __name__ == "__main__":
-    import sys
-
     sys.exit(main(Path(sys.argv[1])))

@@ -7,7 +7,8 @@
 - Python modules over 500 lines, functions over 80 lines (kernels/, autograder/, tools/);
 - CUDA functions over 120 lines (kernels/**/*.cu, *.cuh outside grading/: a definition's body from its opening brace to its match);
 - imports inside a function (a module's imports belong at its top unless a reason is written beside one: a comment
-  on its line, or LAZY's reason for the package it loads, directly or through a course module that imports it).
+  on its line, LAZY's reason for the package it loads, directly or through a course module that imports it, or a
+  name the tests patch, bound late so that the replacement runs).
 
 Duplicate pairs are the `duplicates` tool's (not counted here). Nothing is written; it reads the tree as text.
 """
@@ -64,7 +65,22 @@ LAZY = {
     "numpy": "imported with torch where a kernel's arguments are made",
     "hypothesis": "the tests' generator: only the checks that draw inputs",
     "cupti": "CUPTI loads the profiler's libraries: only the counted launches",
+    "sqlalchemy": "nbgrader's database layer: only the gradebook's commands",
+    "IPython": "present only inside a notebook's kernel",
+    "jupyter_core": "Jupyter's stack: only the nbgrader plugin's commands",
+    "tqdm": "a progress bar: only the long commands that show one",
+    "pynvml": "NVML loads the driver's library: only where the GPU's clocks are read",
+    "fcntl": "POSIX only: the lock is taken where it is used",
 }
+# A name the tests replace (monkeypatch.setattr(module, "name", ...)) is imported where it is called: bound late, so
+# the replacement is what runs.
+_PATCHED = re.compile(r'setattr\(\s*(?:[\w.]+\.)?(\w+)\s*,\s*"(\w+)"')
+
+
+def patched_names(root: Path) -> set[tuple[str, str]]:
+    """(module's last name, attribute) of every monkeypatch.setattr(module, "attr", ...) in the tests (a dotted
+    module, kernels.runner, by its last name)."""
+    return {m.groups() for p in (root / "tests").glob("*.py") for m in _PATCHED.finditer(p.read_text())}
 
 
 def _top_imports(tree) -> set[str]:
@@ -93,9 +109,11 @@ def _heavy_modules(files: list[Path], root: Path) -> set[str]:
         heavy |= more
 
 
-def nested_imports(path: Path, heavy: set[str] | None = None) -> tuple[int, list[str]]:
+def nested_imports(path: Path, heavy: set[str] | None = None,
+                   patched: set[tuple[str, str]] | None = None) -> tuple[int, list[str]]:
     """Imports inside a function body of `path` (at any depth, each counted once), and those with no reason: not of a
-    LAZY package, not of a course module in `heavy`, and with no comment on their line."""
+    LAZY package, not of a course module in `heavy`, not of a name the tests patch (`patched`), and with no comment on
+    their line."""
     count, bare = 0, []
     lines = path.read_text().splitlines()
 
@@ -105,6 +123,9 @@ def nested_imports(path: Path, heavy: set[str] | None = None) -> tuple[int, list
             pkg = ".".join(path.with_suffix("").parts[-(node.level + 1):-1])
             mods = [f"{pkg}.{node.module}" if node.module else pkg]
         if all(m.split(".")[0] in LAZY or m in (heavy or ()) for m in mods):
+            return True
+        if isinstance(node, ast.ImportFrom) and any((mods[0].rsplit(".", 1)[-1], a.name) in (patched or ())
+                                                    or (a.name, "") in (patched or ()) for a in node.names):
             return True
         return any("#" in lines[i] for i in range(node.lineno - 1, node.end_lineno))
 
@@ -191,7 +212,9 @@ def measures(root: Path = ROOT) -> dict:
             for n, k in cuda_functions(p.read_text())}
     places = day_places(root)
     heavy = _heavy_modules(files, root)
-    nested = [nested_imports(p, heavy) for p in files]
+    patched = patched_names(root)
+    patched |= {(name, "") for name, _ in patched}  # `from kernels import device` where device.gpu is patched
+    nested = [nested_imports(p, heavy, patched) for p in files]
     return {"places_a_day_lives": max((len(v) for v in places.values()), default=0),
             "places": places,
             "modules_over_500_lines": {k: v for k, v in sorted(lines.items()) if v > MODULE_LINES},

@@ -122,7 +122,7 @@ def measure_baseline(shape=BENCH_SHAPE, reps: int = 20) -> list[dict]:
     """Day 1's best plain copy (grid-stride, 4 x 16-byte loads per thread, 2048 threads per SM) moving the same
     bytes: what TMA has to match with one issuing thread per block."""
     try:
-        from ..naive_loads.launch import copy as copy1
+        from ..naive_loads.launch import copy as copy1  # day 1 may be left out of a release: no baseline then
     except ImportError:
         return []
     import torch
@@ -162,7 +162,7 @@ def triton_sass() -> dict:
     one, else compiled ahead of time. Errors are recorded, not raised (the Triton of the H100 image may differ)."""
     import triton
 
-    from .triton_tma import LAST_COMPILED, aot_compile
+    from .triton_tma import LAST_COMPILED, aot_compile  # loads Triton: only the SASS step
 
     out = {}
     for kind in ("host", "device"):
