@@ -575,11 +575,9 @@ def test_the_real_child_and_parent_agree_on_the_plan_protocol(tmp_path, monkeypa
     the real parent: every planned mutant gets its runs and, when correct, its speed; a fatal run ends the process and
     the parent resumes; a fault raised as an exception is that mutant's crash; the course's own failure is "not
     measured" for that mutant alone."""
-    import types
-
     import torch
 
-    from autograder import hangs_trace, spawn
+    from autograder import hangs_trace
     from kernels import device
 
     monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
@@ -602,21 +600,7 @@ def test_the_real_child_and_parent_agree_on_the_plan_protocol(tmp_path, monkeypa
         "outputs_ok": {"kernel": True, "mutant": True}})
     monkeypatch.setattr(mutants_child, "_end", lambda rc: (_ for _ in ()).throw(_Exit(rc)))
     monkeypatch.setattr(mutants_child, "_same_code", lambda ex, base, src: False)  # the fake sources are comments alone
-    calls = []
-
-    def in_process(cmd, timeout_s, *, env=None, stop_on=None, private_records=False, idle_s=None):
-        got = []
-        monkeypatch.setattr(mutants_child, "_emit", lambda rec: got.append("MUTANT " + json.dumps(rec, default=str)))
-        calls.append(cmd)
-        rc = 0
-        try:
-            mutants_child._child(types.SimpleNamespace(plan=cmd[cmd.index("--plan") + 1], slug="tma", exercise=None))
-        except _Exit as e:
-            rc = e.args[0]
-        text = "\n".join(got) + "\n"
-        return {"rc": rc, "timed_out": False, "wall_s": 0.01, "text": text, "records": [], "private": text}
-
-    monkeypatch.setattr(spawn, "_spawn", in_process)
+    calls = _in_process_child(monkeypatch, "tma")
     tag = time.time()
     names = ["ok", "hangs", "wrong", "fault", "ours", "ok2"]
     res = mutants.outcomes("tma", None, [f"// {n} {tag}" for n in names], "// base", runs=3, rounds=8,
@@ -636,11 +620,9 @@ def test_a_kernel_that_remembers_across_mutants_does_not_choose_its_keys(tmp_pat
     unmutated kernel passes the instrument check (correct either way); if every mutant after the first in a process
     then runs correct, their keys ("no observable change") are the author's choice, not what the lines do. Such a
     mutant must never be asked: its first launch in a fresh process did what the mutation does."""
-    import types
-
     import torch
 
-    from autograder import hangs_trace, spawn
+    from autograder import hangs_trace
     from kernels import device
 
     monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
@@ -662,15 +644,7 @@ def test_a_kernel_that_remembers_across_mutants_does_not_choose_its_keys(tmp_pat
 
     monkeypatch.setattr(mutants_child, "_same_code", lambda ex, base, src: False)  # the fake sources are comments alone
 
-    def in_process(cmd, timeout_s, *, env=None, stop_on=None, private_records=False, idle_s=None):
-        gpu_memory.clear()  # a new process: a new CUDA context
-        got = []
-        monkeypatch.setattr(mutants_child, "_emit", lambda rec: got.append("MUTANT " + json.dumps(rec, default=str)))
-        mutants_child._child(types.SimpleNamespace(plan=cmd[cmd.index("--plan") + 1], slug="tma", exercise=None))
-        text = "\n".join(got) + "\n"
-        return {"rc": 0, "timed_out": False, "wall_s": 0.01, "text": text, "records": [], "private": text}
-
-    monkeypatch.setattr(spawn, "_spawn", in_process)
+    _in_process_child(monkeypatch, "tma", on_spawn=gpu_memory.clear)  # a new process: a new CUDA context
     tag = time.time()
     res = mutants.outcomes("tma", None, [f"// MUTATED {i} {tag}" for i in range(5)], "// base", runs=3, rounds=8,
                            device="TESTGPU")
@@ -705,13 +679,19 @@ def _decoy_gpu(base: str):
     return run_once
 
 
-def _in_process_child(monkeypatch, slug: str):
-    """spawn._spawn replaced by the real measuring child (mutants_child._child) run in this process, the GPU faked."""
+def _in_process_child(monkeypatch, slug: str, on_spawn=None) -> list:
+    """spawn._spawn replaced by the real measuring child (mutants_child._child) run in this process, the GPU faked
+    (each mutant still in a forked process of its own); on_spawn() at each spawn. The spawned commands, in order."""
     import types
 
     from autograder import spawn
 
+    calls = []
+
     def in_process(cmd, timeout_s, *, env=None, stop_on=None, private_records=False, idle_s=None):
+        calls.append(cmd)
+        if on_spawn is not None:
+            on_spawn()
         got = []
         monkeypatch.setattr(mutants_child, "_emit", lambda rec: got.append("MUTANT " + json.dumps(rec, default=str)))
         rc = 0
@@ -723,6 +703,7 @@ def _in_process_child(monkeypatch, slug: str):
         return {"rc": rc, "timed_out": False, "wall_s": 0.01, "text": text, "records": [], "private": text}
 
     monkeypatch.setattr(spawn, "_spawn", in_process)
+    return calls
 
 
 def test_a_decoy_copy_that_never_runs_does_not_choose_its_keys(tmp_path, monkeypatch):

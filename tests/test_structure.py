@@ -76,3 +76,21 @@ def test_a_name_the_tests_patch_through_a_dotted_module_is_bound_late(tmp_path):
     (tmp_path / "tests" / "test_x.py").write_text(
         'monkeypatch.setattr(kernels.runner, "time_exercise", f)\nmonkeypatch.setattr(bench, "ceilings", g)\n')
     assert structure.patched_names(tmp_path) == {("runner", "time_exercise"), ("bench", "ceilings")}
+
+
+def test_a_course_module_that_imports_a_heavy_package_makes_its_importers_reasoned(tmp_path):
+    """_heavy_modules follows relative imports at any level (`from ..clock import x`, `from . import model`); an
+    in-function import of a heavy course module has its reason, one of a light module has none (it belongs at the
+    top: moving it there keeps its importer light)."""
+    pkg = tmp_path / "kernels" / "gemm"
+    pkg.mkdir(parents=True)
+    (tmp_path / "kernels" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (tmp_path / "kernels" / "clock.py").write_text("import torch\n")
+    (pkg / "model.py").write_text("from ..clock import x\n")
+    (pkg / "light.py").write_text("import json\n")
+    (pkg / "user.py").write_text("def f():\n    from . import model\n\n\ndef g():\n    from .light import y\n")
+    files = sorted(tmp_path.rglob("*.py"))
+    heavy = structure._heavy_modules(files, tmp_path)
+    assert heavy == {"kernels.clock", "kernels.gemm.model"}
+    assert structure.nested_imports(pkg / "user.py", heavy, set(), tmp_path) == (2, ["user.py:6"])

@@ -39,8 +39,6 @@ from kernels.device import self_test
 from autograder.known import solution_kernel
 from autograder.spec import load
 from kernels import rangeprof
-from kernels.attention import overlap
-from kernels.gemm import epilogue, rung6
 from autograder.calibration import calibrate
 from autograder.known import check_known, table
 from autograder.hangs import hangs_and_races as run
@@ -208,6 +206,7 @@ def attention_pipes(out: Path):
     today's rung and of the overlap rung (kernels.attention.overlap.pipes). Written to out/attention/pipes.json and,
     with COURSE_RECORD=1, to kernels/attention/counters_<gpu>.json."""
     from kernels import record
+    from kernels.attention import overlap
     from kernels.device import gpu
 
     res = overlap.pipes(out / "attention" / "ncu_pipes")
@@ -232,6 +231,7 @@ def gemm_tensor_pipe(out: Path):
     to out/gemm/tensor_pipe.json and, with COURSE_RECORD=1, into kernels/gemm/counters_<gpu>.json ("tensor_pipe")."""
     from kernels import record
     from kernels.device import gpu
+    from kernels.gemm import epilogue, rung6
 
     res = rung6.tensor_pipe(out / "gemm" / "ncu_tensor_pipe")
     gain = epilogue.rung6_gain()

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
+
 from autograder.mutants_child import _send
+from autograder.spawn import _spawn
 from kernels.device import driver_version
-import subprocess
-import sys
 from kernels.record import device_tag
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,14 +96,12 @@ def _next_context(cubin, smem: int) -> None:
 def residue(out: Path) -> dict:
     """The measurement in a process of its own (the step's process has a CUDA context already: a fork of it could not
     make one)."""
-
     out.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-    run = subprocess.run([sys.executable, __file__, str(out)], env=env, capture_output=True, text=True, timeout=300)
-    if run.returncode not in (0, 1) or not (out / "residue.json").exists():
-        return {"ok": False, "error": (run.stdout + run.stderr)[-2000:]}
+    run = _spawn([sys.executable, __file__, str(out)], 300)  # its own process group, the course root on its path
+    if run["rc"] not in (0, 1) or not (out / "residue.json").exists():
+        return {"ok": False, "error": run["text"][-2000:]}
     rec = json.loads((out / "residue.json").read_text())
-    return {"ok": run.returncode == 0, **rec}
+    return {"ok": run["rc"] == 0, **rec}
 
 
 def main(out: Path) -> int:

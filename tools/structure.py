@@ -83,24 +83,32 @@ def patched_names(root: Path) -> set[tuple[str, str]]:
     return {m.groups() for p in (root / "tests").glob("*.py") for m in _PATCHED.finditer(p.read_text())}
 
 
-def _top_imports(tree) -> set[str]:
-    """The modules a module imports at its top level (absolute names; a relative one as `.name`)."""
-    out = set()
-    for node in tree.body:
-        if isinstance(node, ast.Import):
-            out |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            out.add("." * node.level + node.module)
-    return out
+def _modules_of(node, modname: str, is_package: bool) -> list[str]:
+    """The absolute names an import statement may load: the module, and for a from-import each `module.name` (a name
+    may be a submodule: `from . import model`). modname: the importing module's own dotted name."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if node.level:
+        base = modname.split(".") if is_package else modname.split(".")[:-1]
+        base = base[:len(base) - (node.level - 1)]
+        mod = ".".join(base + ([node.module] if node.module else []))
+    else:
+        mod = node.module or ""
+    return [mod] + [f"{mod}.{a.name}" for a in node.names]
+
+
+def _name(path: Path, root: Path) -> tuple[str, bool]:
+    rel = path.relative_to(root).with_suffix("")
+    return (".".join(rel.parts[:-1]), True) if rel.name == "__init__" else (".".join(rel.parts), False)
 
 
 def _heavy_modules(files: list[Path], root: Path) -> set[str]:
     """The course modules that import a LAZY package at their top, directly or through another such course module."""
-    name = {p: ".".join(p.relative_to(root).with_suffix("").parts) for p in files}
     tops = {}
-    for p, n in name.items():
-        pkg = n.rsplit(".", 1)[0]
-        tops[n] = {f"{pkg}.{m.lstrip('.')}" if m.startswith(".") else m for m in _top_imports(ast.parse(p.read_text()))}
+    for p in files:
+        n, pkg = _name(p, root)
+        tops[n] = {m for node in ast.parse(p.read_text()).body if isinstance(node, (ast.Import, ast.ImportFrom))
+                   for m in _modules_of(node, n, pkg)}
     heavy = {n for n, ms in tops.items() if any(m.split(".")[0] in LAZY for m in ms)}
     while True:
         more = {n for n, ms in tops.items() if n not in heavy and ms & heavy}
@@ -109,20 +117,21 @@ def _heavy_modules(files: list[Path], root: Path) -> set[str]:
         heavy |= more
 
 
-def nested_imports(path: Path, heavy: set[str] | None = None,
-                   patched: set[tuple[str, str]] | None = None) -> tuple[int, list[str]]:
+def nested_imports(path: Path, heavy: set[str] | None = None, patched: set[tuple[str, str]] | None = None,
+                   root: Path | None = None) -> tuple[int, list[str]]:
     """Imports inside a function body of `path` (at any depth, each counted once), and those with no reason: not of a
     LAZY package, not of a course module in `heavy`, not of a name the tests patch (`patched`), and with no comment on
     their line."""
     count, bare = 0, []
     lines = path.read_text().splitlines()
+    modname, is_package = _name(path, root or path.parent)
 
     def reasoned(node) -> bool:
-        mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-        if isinstance(node, ast.ImportFrom) and node.level:
-            pkg = ".".join(path.with_suffix("").parts[-(node.level + 1):-1])
-            mods = [f"{pkg}.{node.module}" if node.module else pkg]
-        if all(m.split(".")[0] in LAZY or m in (heavy or ()) for m in mods):
+        mods = _modules_of(node, modname, is_package)
+        if isinstance(node, ast.Import):
+            if all(m.split(".")[0] in LAZY or m in (heavy or ()) for m in mods):
+                return True
+        elif mods[0].split(".")[0] in LAZY or any(m in (heavy or ()) for m in mods):
             return True
         if isinstance(node, ast.ImportFrom) and any((mods[0].rsplit(".", 1)[-1], a.name) in (patched or ())
                                                     or (a.name, "") in (patched or ()) for a in node.names):
@@ -214,7 +223,7 @@ def measures(root: Path = ROOT) -> dict:
     heavy = _heavy_modules(files, root)
     patched = patched_names(root)
     patched |= {(name, "") for name, _ in patched}  # `from kernels import device` where device.gpu is patched
-    nested = [nested_imports(p, heavy, patched) for p in files]
+    nested = [nested_imports(p, heavy, patched, root) for p in files]
     return {"places_a_day_lives": max((len(v) for v in places.values()), default=0),
             "places": places,
             "modules_over_500_lines": {k: v for k, v in sorted(lines.items()) if v > MODULE_LINES},

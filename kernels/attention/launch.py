@@ -24,7 +24,6 @@ from ..compile import SourceLeftOut, compile_cuda, excerpt, kernel_file
 from ..launch import ceil_div, i32, launch
 from ..tensormap import cached_tensor_map, validate_tensor
 from .workload import BM, BN, DIMS
-from .triton_attention import attention_triton
 
 VARIANTS = ("cuda", "overlap", "triton", "cudnn", "flash")
 THREADS = 384                    # warpgroup 0 produces, 1 and 2 consume
@@ -158,6 +157,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
         return res
     o = torch.empty_like(q) if out is None else out
     if variant == "triton":
+        from .triton_attention import attention_triton
 
         return attention_triton(q, k, v, o, causal=bool(causal))
     b, h, s, d = q.shape

@@ -45,7 +45,6 @@ import torch
 
 from ..launch import ceil_div, i32
 from ..tensormap import cached_tensor_map as cached
-from .launch import gemm
 
 NAME = "gemm_epilogue"
 KERNEL = "gemm_epilogue"
@@ -134,5 +133,6 @@ VENDOR_ROW = ("cublas", "8192x8192x8192")
 
 def vendor(inputs: dict, out: torch.Tensor):
     """A zero-argument call that does the exercise's work with the vendor library (C = A B^T into `out`)."""
+    from .launch import gemm
 
     return lambda: gemm(inputs["a"], inputs["b"], "cublas", out=out)

@@ -26,7 +26,6 @@ from ..compile import compile_cuda, excerpt, has_kernel_file, kernel_file
 from ..launch import ceil_div, i32, launch
 from ..tensormap import cached_tensor_map as cached, validate_tensor
 from ..sass import disassemble
-from .triton_matmul import matmul_tma
 from ..tensormap import cached_tensor_map
 
 VARIANTS = ("tiled", "wgmma", "pipelined", "persistent", "cluster", "store_warp", "triton", "cublas")
@@ -203,6 +202,7 @@ def gemm(a: torch.Tensor, b: torch.Tensor, variant: str = "cluster", *, out: tor
     if variant == "cublas":
         return torch.matmul(a, b.T, out=c)
     if variant == "triton":
+        from .triton_matmul import matmul_tma
 
         return matmul_tma(a, b, c)
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count

@@ -12,7 +12,6 @@ from ..sass import disassemble
 from ..sim import H100
 from ..smem import wavefronts
 from ..swizzle_map import swizzle_offset
-from .launch import CONFIG, KERNELS, cubin, smem_bytes
 
 REGS_PER_SM = H100.registers_per_sm
 SMEM_PER_SM = H100.smem_per_sm_bytes   # 228 KiB per SM (the H200 has the same SM)
@@ -58,6 +57,7 @@ def smem_per_cta(variant: str, stages: int | None = None) -> dict:
     """Shared memory one CTA of a rung holds on its SM, from the kernel itself: the dynamic bytes of the launch
     (launch.smem_bytes: stages x stage bytes + 1 KiB alignment slack), the static bytes of the cubin, and the 1 KiB
     the system reserves per resident block."""
+    from .launch import KERNELS, cubin, smem_bytes
 
     dyn = smem_bytes(variant, stages)
     stat = static_smem(cubin(variant, stages) if stages else cubin(variant), KERNELS[variant])
@@ -68,6 +68,7 @@ def smem_per_cta(variant: str, stages: int | None = None) -> dict:
 def ring_occupancy(stages=(1, 2, 3, 4, 5, 6)) -> list[dict]:
     """Rung 3 (r3_pipelined.cu) at each ring depth: shared memory per CTA, the CTAs per SM that shared memory and
     registers each allow, and the resident CTAs (the smaller) — computed from the compiled kernel."""
+    from .launch import CONFIG, KERNELS, cubin
 
     block = CONFIG["pipelined"]["block"]
     out = []

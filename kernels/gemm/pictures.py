@@ -29,10 +29,6 @@ import textwrap
 from ..swizzle_map import chunk_layout, swizzle_offset  # the 128B swizzle (taught on week 2 day 1), one rule
 from . import model
 from ..compile import COURSE_INCLUDE
-from .launch import CONFIG
-from .bench import row_of
-from .bench import best_cuda
-from .bench import PARITY_GOAL, parity_summary
 
 __all__ = ["DESC_FIELDS", "LAYOUT_MODES", "ATOM_ROWS", "ROW_BYTES", "ATOM_BYTES", "K16_BYTES", "EXAMPLE_ADDR",
            "desc_sw128", "desc_advance", "desc_decode", "desc_encode", "header_fields", "k16_cells",
@@ -251,6 +247,7 @@ def drain_timeline(ktiles: int = 4, **constants) -> dict:
     k-tile (8 wgmma m64n128k16), rung 4's and the exercise's two issue 64 rows each of the (128, 256) tile (4 wgmma
     m64n256k16). The loads are left out: with the ring full, (L + W) / STAGES is below the per-k-tile time of each
     (the model's t1), which `load_hidden` reports."""
+    from .launch import CONFIG
 
     cases = {"rung 3": ("r3_pipelined.cu: 1 consumer warpgroup, wgmma_wait<0>, releases this stage",
                         "pipelined", 1, 0),
@@ -345,6 +342,7 @@ WELL_SHORT = 0.80  # section 2's heading: rung 2 "stops well short of cuBLAS" = 
 def record_row(record: dict, name: str, shape: str = "8192x8192x8192", lesson: bool = False) -> dict | None:
     """The record's row `name` at `shape` (kernels.gemm.bench.row_of: a main row, or with lesson=True a data-effect
     lesson row)."""
+    from .bench import row_of
 
     return row_of(record.get("rows", []), name, shape, lesson)
 
@@ -373,6 +371,7 @@ def cublas_note(record: dict | None) -> str:
     data), against the cuBLAS row every ratio of the notebook uses (the exercise's data), both of the same run."""
     if not record:
         return ""
+    from .bench import best_cuda
 
     shape = "8192x8192x8192"
     ceil = record["ceilings"]["cublas_bf16_tflops"]
@@ -433,6 +432,8 @@ def plot_parity(record: dict | None):
     round with the rounds' median and the goal (bench.PARITY_GOAL). The GPU and date in the title. None for a record
     without rounds (bench.parity_line says so)."""
     from matplotlib.figure import Figure
+
+    from .bench import PARITY_GOAL, parity_summary
 
     par = parity_summary((record or {}).get("rows", []))
     if not par or "store_warp" not in par["over_cublas"]:

@@ -21,12 +21,6 @@ import types
 from pathlib import Path
 from ..ncu import find_ncu
 from ..topic import answer_source, shipped
-from .launch import sum_ctas
-from .exercise import ctas
-from ..check import compare, poison
-from .launch import broadcast_sum
-from .workload import make_table, sum_reference
-from .exercise import KERNEL, launch_args, make_inputs, make_output, reference
 
 CANDIDATES = (
     "lts__t_sectors_srcunit_tex_op_read.sum",                     # L2 sectors read for the SMs' L1TEX/TMA units
@@ -55,12 +49,14 @@ TARGETS = {  # name -> (kernel, what)
 def model_bytes(name: str, sms: int = 132) -> dict:
     """The traffic model's bytes for a target: L2 -> SM (read by L2) and delivered into shared memory."""
     from . import model
+    from .launch import sum_ctas
 
     kernel, (what, c) = TARGETS[name]
     if kernel == "broadcast_sum":
         n = sum_ctas(sms, c)
         t = model.traffic(model.SUM_TILE_BYTES, SUM_TILES, c, multicast=c > 1)
         return {"l2_to_sm": t["l2_per_cta"] * n, "delivered": t["delivered_per_cta"] * n, "ctas": n}
+    from .exercise import ctas
 
     n = ctas(EX_SHAPE, c)
     t = model.exercise_traffic(c, multicast=what == "correct")
@@ -73,8 +69,11 @@ def _run_target(name: str, source: str | None = None) -> None:
     CUDA source is in the file `source` (its parent process was handed it), under the exercise's launch contract."""
     import torch
 
+    from ..check import compare, poison
     from ..compile import compile_cuda
     from ..runner import launch_contract
+    from .launch import broadcast_sum
+    from .workload import make_table, sum_reference
 
     kernel, (what, c) = TARGETS[name]
     for i in range(2):
@@ -84,6 +83,7 @@ def _run_target(name: str, source: str | None = None) -> None:
             torch.cuda.synchronize()
             ok = compare(out, sum_reference(t, out.shape[0]), exact=True).ok
         else:
+            from .exercise import KERNEL, launch_args, make_inputs, make_output, reference
 
             cub = compile_cuda(Path(source).read_text(), name=f"multicast_{what}.cu")
             inputs = make_inputs(EX_SHAPE, i)

@@ -9,7 +9,6 @@ import torch
 from ..compile import compile_cuda, kernel_file
 from ..launch import ceil_div, i32, i64, launch
 from .workload import STRIDED_COLS
-from .triton_copy import copy_triton
 
 VARIANTS = ("strided", "scalar", "vec16", "grid_stride", "triton")
 BLOCK = 256
@@ -40,6 +39,7 @@ def copy(x: torch.Tensor, variant: str = "vec16", out: torch.Tensor | None = Non
     y = torch.empty_like(x) if out is None else out
     n = x.numel()
     if variant == "triton":
+        from .triton_copy import copy_triton
 
         return copy_triton(x, y)
     if variant == "strided":

@@ -21,7 +21,6 @@ from ..launch import ceil_div, i32, launch
 from ..sim import H100
 from ..tensormap import TensorMapError, cached_tensor_map, make_tensor_map, validate_tensor
 from .workload import DEFAULT_BOX
-from .triton_tma import copy_triton
 
 VARIANTS = ("tile", "pipelined", "triton", "triton_device")
 CUDA_VARIANTS = ("tile", "pipelined")
@@ -111,6 +110,7 @@ def copy(x: torch.Tensor, variant: str = "pipelined", *, box=DEFAULT_BOX, stages
     if y.shape != x.shape or y.dtype != x.dtype or not y.is_contiguous() or y.device != x.device:
         raise ValueError(f"out must be a contiguous {x.dtype} tensor of shape {tuple(x.shape)} on {x.device}")
     if variant in ("triton", "triton_device"):
+        from .triton_tma import copy_triton
 
         return copy_triton(x, y, box=box, device_descriptors=variant == "triton_device")
     rows, cols = x.shape
