@@ -656,19 +656,20 @@ def test_a_kernel_that_remembers_across_mutants_does_not_choose_its_keys(tmp_pat
 DECOY = (ROOT / "kernels" / "naive_loads" / "grading" / "decoy.cu").read_text()
 
 
-def _decoy_gpu(base: str):
-    """A fake GPU for DECOY: code between `if (n < 0) {` and `// end decoy` never runs. A mutant whose edit lies there
-    behaves as the kernel does (correct); one whose edit is elsewhere goes wrong; a trap the course placed (a call of
-    course_probe_trap after the helper's definition) kills the launch where it lies in code that runs."""
+def _decoy_gpu(base: str, opens: str = "if (n < 0) {", runs: bool = False):
+    """A fake GPU for DECOY: the code between `opens` and `// end decoy` has no effect on the output. A mutant whose
+    edit lies there behaves as the kernel does (correct); one whose edit is elsewhere goes wrong; a trap the course
+    placed (a call of course_probe_trap after the helper's definition) kills the launch where it lies in code that
+    runs — outside the decoy, or inside it where the decoy `runs` (its stores overwritten after)."""
 
     def dead(src: str, pos: int) -> bool:
-        return src.index("if (n < 0) {") < pos < src.index("// end decoy")
+        return src.index(opens) < pos < src.index("// end decoy")
 
     def run_once(ex, wl, cubin, names, seed, bound, **kw):
         src = cubin
         if "course_probe_trap" in src:
             pos = src.find("course_probe_trap()", src.index("row_bias"))
-            if pos >= 0 and not dead(src, pos):
+            if pos >= 0 and (runs or not dead(src, pos)):
                 return {"class": "crashes", "detail": "shape (64, 64): unspecified launch failure", "fatal": True}
             return {"class": "correct", "detail": ""}
         if src == base:
@@ -878,3 +879,35 @@ def test_a_mutant_that_changed_nothing_is_kept_only_where_its_line_runs(state, w
     slow = mutants._result({"recs": runs, "speed": {"outputs_ok": {"k": True}, "ratio": {
         "lo": 1.2, "median": 1.3, "hi": 1.4, "says": "1.3x"}}, "s": 1.0, **state}, "TESTGPU")
     assert slow["outcome"] == "slower"  # what was observed needs no probe
+
+
+@pytest.mark.xfail(strict=True, reason="known attack, not fixed: a decoy that runs but whose stores the real code "
+                   "overwrites passes the trap probe; its mutants are 'no observable change', keys the author chose")
+def test_a_decoy_that_runs_but_is_overwritten_does_not_choose_its_keys(tmp_path, monkeypatch):
+    """The decoy copy runs — one thread of block 0 stores its 8 elements — and the real code (in a form no operator
+    matches) then writes every element, those 8 included. The trap at each of the decoy's changed lines fires (the
+    line runs), yet no change there can reach the output: every mutant is "no observable change", which its author
+    knew without measuring. A mutant whose changed line runs but whose effect never reaches the output must not be
+    asked."""
+    import torch
+
+    from autograder import hangs_trace
+    from autograder.understanding import askable
+    from kernels import device
+
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(torch.cuda, "init", lambda: None)
+    monkeypatch.setattr(device, "gpu", lambda: {"name": "TESTGPU"})
+    monkeypatch.setattr(hangs_trace, "debug_cubin", lambda src, var: (src, {}))
+    opens = "if (blockIdx.x == 0 && threadIdx.x == 0) {"
+    src = (DECOY.replace("if (n < 0) {", opens).replace("        return;\n    }  // end decoy", "    }  // end decoy")
+           .replace("decoy copy", f"decoy copy {time.time()}"))
+    monkeypatch.setattr(mutants_child, "_run_once", _decoy_gpu(src, opens, runs=True))
+    monkeypatch.setattr(mutants_child, "_speed", lambda ex, wl, base, s, rounds, seed: {
+        "ratio": {"lo": 0.99, "median": 1.0, "hi": 1.01, "says": "1.000x"},
+        "outputs_ok": {"kernel": True, "mutant": True}})
+    _in_process_child(monkeypatch, "naive_loads")
+    res = mutants.measure_answer("naive_loads", src, runs=3, rounds=8, device="TESTGPU", progress=None)
+    assert len(res["mutants"]) >= 4
+    asked = [m for m in res["mutants"] if askable(m["outcome"])]
+    assert not asked, [(m["key"], m["outcome"]) for m in asked]
