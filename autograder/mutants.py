@@ -15,8 +15,10 @@ Each mutant is measured in a CUDA context of its own (a process forked from one 
 kernel leaves in GPU memory on one launch cannot steer another mutant's runs. A mutant that changed nothing
 observable is asked only if its change is in the compiled kernel (else "not in the kernel") and its changed line
 runs: a trap placed there (autograder.mutation.probe_sources) must fire in a launch after its runs and timing (else
-"did not run", or "not probed" where no trap could be placed). Neither is ever asked: a decoy copy of the day's code
-in a branch that never runs would otherwise set its keys.
+"did not run", or "not probed" where no trap could be placed), and its effect reaches the output: the kernel with the
+changed value poisoned (autograder.mutation.poison_sources) must go wrong or hang (else "does not reach the output").
+None of these is ever asked: a decoy copy of the day's code in a branch that never runs, or one that runs before the
+real code writes over its work, would otherwise set its keys.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import threading
 import time
 from pathlib import Path
 
-from .mutants_child import _course_failed  # noqa: F401 - the parent reads a failed child's traceback with it
+from .mutants_child import _course_failed, classify  # noqa: F401 - the parent reads a failed child's traceback with it
 from .mutation import mutate
 from .operators import MAX_SITES, Operator, OperatorError, parse_operator  # noqa: F401 - the operators' home
 from kernels.compile import clean_source, NotAttempted
@@ -42,42 +44,18 @@ from .known import kernel_source
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTCOMES = ("hangs", "wrong", "crashes", "slower", "faster", "no observable change", "does not compile",
-            "not reproducible", "not measured", "not in the kernel", "did not run", "not probed")
+            "not reproducible", "not measured", "not in the kernel", "did not run", "not probed",
+            "does not reach the output")
 # Per topic, answers that attack the understanding checks, measured beside the recorded answers (make gpu-test
 # --mutant-answers topic=path) and kept in the topic's table: none of their mutants may be asked.
 # decoy: the day's code written the operators' way in a branch that never runs, the real code in a form none matches.
-ATTACK_ANSWERS = {"naive_loads": {"decoy": "kernels/naive_loads/grading/decoy.cu"}}
+ATTACK_ANSWERS = {"naive_loads": {"decoy": "kernels/naive_loads/grading/decoy.cu",
+                                  "decoy_runs": "kernels/naive_loads/grading/decoy_runs.cu"}}
 # How outcomes are measured (part of each cached outcome's key): a CUDA context per mutant, then the probes
-METHOD = "context per mutant; probes"
+METHOD = "context per mutant; probes; poisons"
 
 
 # ------------------------------------------------------------------------------------------------ on the GPU (parent)
-def classify(runs: list[dict], speed: dict | None, tolerance: float = 0.03) -> dict:
-    """The outcome of a mutant from its runs and (when every run was correct) its speed: one of OUTCOMES, with the
-    detail a question shows. Runs of different classes: "not reproducible" (never asked)."""
-    classes = {r["class"] for r in runs}
-    if not runs:
-        return {"outcome": "not reproducible", "detail": "no run finished"}
-    if len(classes) > 1:
-        return {"outcome": "not reproducible", "detail": "runs: " + ", ".join(r["class"] for r in runs)}
-    c = runs[0]["class"]
-    if c != "correct":
-        return {"outcome": c, "detail": runs[0].get("detail", ""), "lines": runs[0].get("lines", [])}
-    if not speed:
-        return {"outcome": "no observable change", "detail": "correct on every shape in every run (not timed)"}
-    if not all(speed.get("outputs_ok", {}).values()):
-        return {"outcome": "wrong", "detail": "wrong at the bench shape (the test shapes were right)"}
-    r = speed["ratio"]
-    if r["lo"] > 1 + tolerance:
-        return {"outcome": "slower", "detail": f"{100 * (r['median'] - 1):.0f} % slower ({r['says']})",
-                "slower_pct": 100 * (r["median"] - 1), "interval_pct": [100 * (r["lo"] - 1), 100 * (r["hi"] - 1)]}
-    if r["hi"] < 1 - tolerance:
-        return {"outcome": "faster", "detail": f"{100 * (1 - r['median']):.0f} % faster ({r['says']})"}
-    return {"outcome": "no observable change",
-            "detail": f"correct in every run and within {100 * tolerance:.0f} % of the kernel's time ({r['says']}); "
-                      "a race the GPU did not show stays a race"}
-
-
 def outcome(slug: str, exercise: str | None, mutant: str, base: str, **kw) -> dict:
     """One mutant (source text) measured on this GPU: see outcomes."""
     return outcomes(slug, exercise, [mutant], base, **kw)[0]
@@ -90,7 +68,8 @@ def _next_run(recs: list[dict]) -> int:
 def outcomes(slug: str, exercise: str | None, sources: list[str], base: str, *, runs: int = 3, rounds: int = 8,
              seed: int = 7, bound_s: float = 1.0, timeout_s: float = 60, env: dict | None = None,
              device: str | None = None, cached_only: bool = False,
-             probes: list[tuple[str, ...]] | None = None) -> list[dict]:
+             probes: list[tuple[str, ...]] | None = None,
+             poisons: list[tuple[tuple[str, str], ...]] | None = None) -> list[dict]:
     """Mutants (source texts) measured on this GPU: each `runs` runs of every test shape (debug build, fresh inputs),
     then its speed against `base` if it stayed correct, then, if nothing was observed, whether its change is in the
     compiled kernel and whether its changed line runs (`probes`: per mutant, autograder.mutation.probe_sources; none
@@ -107,10 +86,11 @@ def outcomes(slug: str, exercise: str | None, sources: list[str], base: str, *, 
         device = (gpu() or {}).get("name")
     results: list[dict | None] = [None] * len(sources)
     probes = probes or [()] * len(sources)
+    poisons = poisons or [()] * len(sources)
     paths = []
     for i, src in enumerate(sources):
         key = hashlib.sha256(json.dumps([src, base, device, runs, rounds, seed, bound_s, slug, exercise, METHOD,
-                                         list(probes[i])]).encode()).hexdigest()[:24]
+                                         list(probes[i]), list(poisons[i])]).encode()).hexdigest()[:24]
         paths.append(cache_dir("mutants") / f"outcome_{key}.json")
         if paths[i].exists():
             results[i] = {**json.loads(paths[i].read_text()), "cached": True}
@@ -118,7 +98,7 @@ def outcomes(slug: str, exercise: str | None, sources: list[str], base: str, *, 
     if cached_only and todo:
         raise LookupError(f"{slug}: no outcome of this mutant measured on {device} in {paths[todo[0]].parent}")
     st = {i: {"recs": [], "speed": None, "spawns": 0, "s": 0.0, "closed": False, "probed": bool(probes[i]),
-              "probe": None, "same": False} for i in todo}
+              "probe": None, "same": False, "poison": None, "own": sources[i] == base} for i in todo}
     bfile, seen = _as_file(base), None
     while any(not st[i]["closed"] for i in todo):
         # mutants not begun first, resumed ones last: each resume after a fatal run needs a process of its own, and
@@ -127,7 +107,8 @@ def outcomes(slug: str, exercise: str | None, sources: list[str], base: str, *, 
         plan = {"base": bfile, "runs": runs, "rounds": rounds, "seed": seed, "bound": bound_s,
                 "mutants": [{"m": i, "file": _as_file(sources[i]), "first_run": _next_run(st[i]["recs"]),
                              "time": all(r["class"] == "correct" for r in st[i]["recs"]),
-                             "probes": [_as_file(p) for p in probes[i]]} for i in open_]}
+                             "probes": [_as_file(p) for p in probes[i]],
+                             "poisons": [[k, _as_file(p)] for k, p in poisons[i]]} for i in open_]}
         cmd = [sys.executable, "-m", "autograder.mutants_child", slug, "--plan", _as_file(json.dumps(plan, sort_keys=True))] \
             + (["--exercise", exercise] if exercise else [])
         t0 = time.time()
@@ -156,15 +137,15 @@ def _after_process(st: dict, open_: list[int], lines: list[dict], run: dict, t0:
         if r["event"] == "begin":
             current, began = m, True
             st[m]["spawns"] += 1
-        elif r["event"] in ("run", "speed", "probe", "same", "done") and m in st:
+        elif r["event"] in ("run", "speed", "probe", "same", "poison", "done") and m in st:
             st[m]["s"] += max(0.0, r["t"] - last_t)  # a process's start is charged to its first mutant
             last_t = r["t"]
             if r["event"] == "run":
                 st[m]["recs"].append(r)
             elif r["event"] == "speed":
                 st[m]["speed"] = r
-            elif r["event"] == "probe":
-                st[m]["probe"] = r
+            elif r["event"] in ("probe", "poison"):
+                st[m][r["event"]] = r
             elif r["event"] == "same":
                 st[m]["same"] = True
             else:
@@ -197,21 +178,28 @@ def _after_process(st: dict, open_: list[int], lines: list[dict], run: dict, t0:
 
 
 def _reached(res: dict, S: dict) -> dict:
-    """A mutant that changed nothing observable, kept only where its change is in the kernel and its line ran: the
-    same SASS as the kernel's is "not in the kernel"; a probe's trap that never fired "did not run"; no probe that
-    compiled (or a probe launch that went wrong) "not probed". None of the three is asked: the key of a question about
-    code that does not run would be whatever its author chose (a decoy copy in a branch never taken)."""
-    if res["outcome"] != "no observable change":
+    """A mutant that changed nothing observable, kept only where its change is in the kernel, its line runs and that
+    line's effect reaches the output: the same SASS as the kernel's is "not in the kernel"; a probe's trap that never
+    fired "did not run"; a poison of the changed line (the kernel with its value poisoned or its statement left out)
+    that left the output right "does not reach the output"; no probe or poison that decided "not probed". None is
+    asked: the key of a question about code that does not run, or whose work is overwritten, would be whatever its
+    author chose (a decoy copy in a branch never taken, or one that runs before the real code writes over it)."""
+    if res["outcome"] != "no observable change" or S.get("own"):  # (the unmutated kernel: the instrument's check)
         return res
     if S.get("same"):
         return {"outcome": "not in the kernel", "detail": "the change compiles to the very machine code your kernel "
                 "does: the compiler removed what it touched"}
-    if not S.get("probed"):
-        return res
-    probe = S.get("probe") or {"ran": None, "detail": "the probe was not launched"}
-    if probe["ran"]:
-        return {**res, "detail": res["detail"] + "; the changed line runs (a trap placed there fired)"}
-    return {"outcome": "did not run" if probe["ran"] is False else "not probed", "detail": probe["detail"]}
+    detail = res["detail"]
+    if S.get("probed"):
+        probe = S.get("probe") or {"ran": None, "detail": "the probe was not launched"}
+        if not probe["ran"]:
+            return {"outcome": "did not run" if probe["ran"] is False else "not probed", "detail": probe["detail"]}
+        detail += "; the changed line runs (a trap placed there fired)"
+    poison = S.get("poison") or {"reaches": None, "detail": "no poison of the changed line was measured"}
+    if poison["reaches"]:
+        return {**res, "detail": detail + "; " + poison["detail"]}
+    return {"outcome": "does not reach the output" if poison["reaches"] is False else "not probed",
+            "detail": poison["detail"], "tries": poison.get("tries", [])}
 
 
 def _result(S: dict, device: str | None) -> dict:
@@ -251,7 +239,8 @@ def measure_answer(slug: str, source: str, exercise: str | None = None, *, runs:
                 "device": own.get("device"), "gpu_s": 0.0} for _ in ms]
     else:
         got = outcomes(slug, exercise, [m.source for m in ms], source, runs=runs, rounds=rounds, env=env,
-                       device=device, cached_only=cached_only, probes=[m.probes for m in ms]) if ms else []
+                       device=device, cached_only=cached_only, probes=[m.probes for m in ms],
+                       poisons=[m.poisons for m in ms]) if ms else []
     for i, (m, res) in enumerate(zip(ms, got)):
         out.append({**m.to_dict(), **res})
         if progress:

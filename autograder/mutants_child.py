@@ -32,6 +32,32 @@ def _emit(rec: dict) -> None:
     emit_record("MUTANT " + json.dumps(rec, default=str))
 
 
+def classify(runs: list[dict], speed: dict | None, tolerance: float = 0.03) -> dict:
+    """The outcome of a mutant from its runs and (when every run was correct) its speed: one of OUTCOMES, with the
+    detail a question shows. Runs of different classes: "not reproducible" (never asked)."""
+    classes = {r["class"] for r in runs}
+    if not runs:
+        return {"outcome": "not reproducible", "detail": "no run finished"}
+    if len(classes) > 1:
+        return {"outcome": "not reproducible", "detail": "runs: " + ", ".join(r["class"] for r in runs)}
+    c = runs[0]["class"]
+    if c != "correct":
+        return {"outcome": c, "detail": runs[0].get("detail", ""), "lines": runs[0].get("lines", [])}
+    if not speed:
+        return {"outcome": "no observable change", "detail": "correct on every shape in every run (not timed)"}
+    if not all(speed.get("outputs_ok", {}).values()):
+        return {"outcome": "wrong", "detail": "wrong at the bench shape (the test shapes were right)"}
+    r = speed["ratio"]
+    if r["lo"] > 1 + tolerance:
+        return {"outcome": "slower", "detail": f"{100 * (r['median'] - 1):.0f} % slower ({r['says']})",
+                "slower_pct": 100 * (r["median"] - 1), "interval_pct": [100 * (r["lo"] - 1), 100 * (r["hi"] - 1)]}
+    if r["hi"] < 1 - tolerance:
+        return {"outcome": "faster", "detail": f"{100 * (1 - r['median']):.0f} % faster ({r['says']})"}
+    return {"outcome": "no observable change",
+            "detail": f"correct in every run and within {100 * tolerance:.0f} % of the kernel's time ({r['says']}); "
+                      "a race the GPU did not show stays a race"}
+
+
 def _run_once(ex, wl, cubin, names, seed: int, bound_s: float, shapes=None) -> dict:
     """Every test shape (or `shapes`) once on fresh inputs (debug build, autograder.hangs.launch_shape): {"class",
     "detail", "lines"}; the first shape that is not right decides."""
@@ -113,9 +139,12 @@ def _child_plan(plan: dict, slug: str, exercise: str | None) -> int:
     for job in plan["mutants"]:
         _NOW["m"] = job["m"]
         _emit({"event": "begin", "m": job["m"], "t": time.time()})
-        if not _fresh_context(lambda job=job: _measure_job(plan, job, ex, wl, base)):
+        got: list = []
+        if not _fresh_context(lambda job=job: _measure_job(plan, job, ex, wl, base), got):
             sys.stdout.flush()
             _end(3)
+        if job.get("poisons") and any(r["event"] == "unchanged" or (r["event"] == "probe" and r["ran"]) for r in got):
+            _emit({"event": "poison", "m": job["m"], **_poisoned(plan, job, ex, wl), "t": time.time()})
     _NOW["m"] = None
     return 0
 
@@ -131,10 +160,10 @@ def _send(rec: dict) -> None:
     os.write(_PIPE["fd"], (json.dumps(rec, default=str) + "\n").encode())
 
 
-def _fresh_context(measure) -> bool:
+def _fresh_context(measure, got: list | None = None, forward: bool = True) -> bool:
     """measure() in a forked process that makes its own CUDA context (this one never made one: a context does not
-    survive a fork), its records (_send) forwarded here on this process's channel as they come. A fatal record kills
-    it (its kernel may never end). True when it finished its mutant: a done record, a clean exit."""
+    survive a fork), its records (_send) forwarded here on this process's channel as they come (and kept in `got`). A
+    fatal record kills it (its kernel may never end). True when it finished its mutant: a done record, a clean exit."""
 
     r, w = os.pipe()
     pid = os.fork()
@@ -155,7 +184,10 @@ def _fresh_context(measure) -> bool:
     with os.fdopen(r, encoding="utf-8", errors="replace") as records:
         for line in records:
             rec = json.loads(line)
-            _emit(rec)
+            if forward:
+                _emit(rec)
+            if got is not None:
+                got.append(rec)
             done, fatal = done or rec["event"] == "done", fatal or bool(rec.get("fatal"))
             if fatal:
                 os.kill(pid, signal.SIGKILL)
@@ -188,17 +220,21 @@ def _measure_job(plan: dict, job: dict, ex, wl, base: str) -> None:
     timed = (lambda: _speed(ex, wl, base, src, plan["rounds"], plan["seed"])) \
         if job["time"] and plan["rounds"] else None
     run_once = (lambda r: _run_once(ex, wl, cubin, names, plan["seed"] + r, plan["bound"]))
-    ok = job["time"]
+    ok, recs, speed = job["time"], [], None
     for rec in _stretch(run_once, job["first_run"], plan["runs"], timed):
         _send({**rec, "m": m, "t": time.time()})
         ok = ok and rec.get("class", "correct") == "correct"
+        recs, speed = (recs + [rec], speed) if rec["event"] == "run" else (recs, rec)
         if rec.get("fatal"):
             return
-    if ok and src != base:
+    # only a mutant that changed nothing observable (this stretch was its every run: it was timed) is probed
+    if ok and src != base and classify(recs, speed)["outcome"] == "no observable change":
         if _same_code(ex, base, src):
             _send({"event": "same", "m": m, "t": time.time()})
         elif job.get("probes"):
             _send({"event": "probe", "m": m, **_probe(ex, wl, job["probes"], plan), "t": time.time()})
+        else:
+            _send({"event": "unchanged", "m": m, "t": time.time()})
     _send({"event": "done", "m": m, "t": time.time()})
 
 
@@ -235,6 +271,47 @@ def _probe(ex, wl, probe_files: list[str], plan: dict) -> dict:
                     "test shape, in launches after the mutant's runs and timing: the line does not run"}
         return {"ran": None, "detail": f"the probe's launch {got['class']}: " + got["detail"][:200]}
     return {"ran": None, "detail": "no place for a trap at the changed line compiled"}
+
+
+def _poisoned(plan: dict, job: dict, ex, wl) -> dict:
+    """Whether the changed line's effect reaches the output: the poisons (autograder.mutation.poison_sources, the
+    unmutated kernel with the changed value poisoned or a statement left out) tried in order, each in a CUDA context
+    of its own (a poison may fault), until one decides. Output wrong, or a wait that runs out, reaches it; a right
+    output from a "value" or "self" poison does not (the changed value, the changed statement, never reach it), from a
+    "near" or "use" poison that statement does not (the next is tried); a fault or no compile says nothing.
+    {"reaches": True / False / None (nothing decided), "detail", "tries": [{"kind", "class"}]}."""
+    from .hangs_trace import debug_cubin
+
+    tries, quiet = [], []
+    for kind, f in job["poisons"]:
+        def run(f=f):
+            try:
+                cubin, names = debug_cubin(Path(f).read_text(), ex.answer_var)
+            except CompileError:
+                _send({"event": "try", "class": "does not compile"})
+                return
+            import torch  # noqa: F401 - in the forked process: its own CUDA context, made here
+
+            torch.cuda.init()
+            got = _run_once(ex, wl, cubin, names, plan["seed"] + 2000, plan["bound"],
+                            shapes=[list(ex.bench_shape), *ex.test_shapes])
+            _send({"event": "try", **got})
+        recs: list = []
+        _fresh_context(run, recs, forward=False)
+        got = next((r for r in recs if r["event"] == "try"), {"class": "crashes", "detail": "the process died"})
+        tries.append({"kind": kind, "class": got["class"]})
+        if got["class"] in ("wrong", "hangs"):
+            return {"reaches": True, "tries": tries, "detail": f"the changed line's effect reaches the output: with it "
+                    f"poisoned ({kind}) the kernel {got['class'].replace('hangs', 'hung')}: " + got["detail"][:160]}
+        if got["class"] == "correct":
+            quiet.append(kind)
+            if kind in ("value", "self"):
+                break
+    if quiet:
+        return {"reaches": False, "tries": tries, "detail": "the changed line runs but its effect never reaches the "
+                f"output: with it poisoned ({', '.join(quiet)}) the output stayed right"}
+    return {"reaches": None, "tries": tries, "detail": "no poison of the changed line decided whether its effect "
+            "reaches the output (none compiled, or each faulted)"}
 
 
 def _stretch(run_once, first: int, runs: int, timed=None):

@@ -12,8 +12,9 @@
 1. A question is one mutant of the student's kernel (autograder.mutants: the day's operators applied to the source
    as handed in, each mutant run on a Hopper GPU): "In your kernel, line 67: `before` becomes `after` (the change).
    What happens when it runs?" Its key is the measured outcome class, worded for students (WORDING); a mutant that
-   did not compile, whose runs disagreed ("not reproducible") or whose changed line is not shown to run ("not in the
-   kernel", "did not run", "not probed": autograder.mutants) is never asked. Three distractors are drawn first
+   did not compile, whose runs disagreed ("not reproducible"), or whose changed line is not shown to run and reach the
+   output ("not in the kernel", "did not run", "not probed", "does not reach the output": autograder.mutants) is
+   never asked. Three distractors are drawn first
    from the classes the same day's mutants produced in the cohort (the plausible ones; weighted by how often each
    was produced), then from the rest; the four options are shuffled per (secret seed, student, question). A mutant
    measured "slower" is followed by a numerical question (by how much, in percent) accepted within the measured

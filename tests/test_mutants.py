@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from autograder import mutants, mutants_child
 from autograder.known import course_solution, kernel_source
 from autograder.mutants import Operator, classify
-from autograder.mutation import mask, mutate
+from autograder.mutation import POISON_PRELUDE, mask, mutate
 from autograder.release import ROOT
 from autograder.spec import SpecError, all_specs, parse
 
@@ -473,7 +473,8 @@ def test_the_recorded_outcome_tables_cover_every_exercise_and_stay_with_the_inst
 def _plan_child(cls_of, fatal_of=lambda m, r: False, extra_stdout: str = ""):
     """A fake measuring child that speaks the plan protocol (mutants_child._child_plan): for each planned mutant a begin
     record, its runs from first_run (class cls_of(source, run)), a speed record where asked, a probe record (the trap
-    fired) where the mutant has probes and stayed correct, a done record; a fatal run ends the process. `extra_stdout`: what the kernels printf (stdout, never the private channel)."""
+    fired) where the mutant has probes and stayed correct, a done record, then a poison record (its effect reaches the
+    output) where it has poisons and stayed correct; a fatal run ends the process. `extra_stdout`: what the kernels printf (stdout, never the private channel)."""
     calls = []
 
     def spawn(cmd, timeout_s, *, env=None, stop_on=None, private_records=False, idle_s=None):
@@ -505,6 +506,9 @@ def _plan_child(cls_of, fatal_of=lambda m, r: False, extra_stdout: str = ""):
                 out.append("MUTANT " + json.dumps({"event": "probe", "m": job["m"], "t": t, "ran": True,
                                                    "detail": "the trap fired"}))
             out.append("MUTANT " + json.dumps({"event": "done", "m": job["m"], "t": t}))
+            if ok and job.get("poisons"):
+                out.append("MUTANT " + json.dumps({"event": "poison", "m": job["m"], "t": t, "reaches": True,
+                                                   "detail": "poisoned, the output went wrong"}))
         text = "\n".join(out) + "\n"
         return {"rc": 0, "timed_out": False, "wall_s": 0.5, "text": text + extra_stdout, "records": [], "private": text}
 
@@ -585,7 +589,7 @@ def test_the_real_child_and_parent_agree_on_the_plan_protocol(tmp_path, monkeypa
     monkeypatch.setattr(device, "gpu", lambda: {"name": "TESTGPU"})
     monkeypatch.setattr(hangs_trace, "debug_cubin", lambda src, var: (src, {1: "full[0]"}))
 
-    def run_once(ex, wl, cubin, names, seed, bound):
+    def run_once(ex, wl, cubin, names, seed, bound, **kw):
         if "fault" in cubin:
             raise RuntimeError("CUDA error: an illegal memory access was encountered")
         if "ours" in cubin:
@@ -602,12 +606,19 @@ def test_the_real_child_and_parent_agree_on_the_plan_protocol(tmp_path, monkeypa
     monkeypatch.setattr(mutants_child, "_same_code", lambda ex, base, src: False)  # the fake sources are comments alone
     calls = _in_process_child(monkeypatch, "tma")
     tag = time.time()
-    names = ["ok", "hangs", "wrong", "fault", "ours", "ok2"]
+    names = ["ok", "hangs", "wrong", "fault", "ours", "ok2", "ok3"]
+    # ok's poisons: one faults (says nothing), the next goes wrong (its effect reaches the output); ok2's leaves the
+    # output right (it does not); ok3's does not compile (nothing decided)
+    poisons = [(("value", f"// fault poison {tag}"), ("self", f"// wrong poison {tag}")), (), (), (), (),
+               (("self", f"// right poison {tag}"), ("use", f"// wrong poison {tag}")), (("value", "// nocompile"),)]
+    monkeypatch.setattr(hangs_trace, "debug_cubin", lambda src, var: (src, {1: "full[0]"}) if "nocompile" not in src
+                        else (_ for _ in ()).throw(mutants_child.CompileError("no")))
     res = mutants.outcomes("tma", None, [f"// {n} {tag}" for n in names], "// base", runs=3, rounds=8,
-                           device="TESTGPU")
+                           device="TESTGPU", poisons=poisons)
     got = dict(zip(names, (r["outcome"] for r in res)))
     assert got == {"ok": "no observable change", "hangs": "hangs", "wrong": "wrong", "fault": "crashes",
-                   "ours": "not measured", "ok2": "no observable change"}, got
+                   "ours": "not measured", "ok2": "does not reach the output", "ok3": "not probed"}, got
+    assert [t["class"] for t in res[5]["tries"]] == ["correct"] and "reaches the output" in res[0]["detail"]
     assert res[0]["speed"] and res[1]["speed"] is None and len(res[1]["runs"]) == 3
     assert "illegal memory access" in res[3]["detail"] and len(calls) <= 7  # three runs each of the two that end it
 
@@ -654,6 +665,7 @@ def test_a_kernel_that_remembers_across_mutants_does_not_choose_its_keys(tmp_pat
 
 
 DECOY = (ROOT / "kernels" / "naive_loads" / "grading" / "decoy.cu").read_text()
+DECOY_RUNS = (ROOT / "kernels" / "naive_loads" / "grading" / "decoy_runs.cu").read_text()
 
 
 def _decoy_gpu(base: str, opens: str = "if (n < 0) {", runs: bool = False):
@@ -672,6 +684,7 @@ def _decoy_gpu(base: str, opens: str = "if (n < 0) {", runs: bool = False):
             if pos >= 0 and (runs or not dead(src, pos)):
                 return {"class": "crashes", "detail": "shape (64, 64): unspecified launch failure", "fatal": True}
             return {"class": "correct", "detail": ""}
+        src = src.replace(POISON_PRELUDE, "")  # a poison: the kernel with one value poisoned or a statement left out
         if src == base:
             return {"class": "correct", "detail": ""}
         pos = next(i for i, (a, b) in enumerate(zip(src, base)) if a != b)
@@ -765,6 +778,59 @@ def test_the_probe_is_placed_where_the_changed_statement_starts(code):
     s = statement_start(mask(code), i)
     inner = next(p for p in ("y[i] = f(MARK);", "int v = g(1, MARK) + 2;", "f(MARK);") if p in code)
     assert s == code.index(inner), (code, code[s:])
+
+
+@st.composite
+def _statement_list(draw):
+    """Statements of a body, each of the nested shapes, with its text: (code, [statement text ...])."""
+    parts = [_stmt(draw, draw(st.integers(0, 3))).replace("MARK", f"m{i}") for i in range(draw(st.integers(1, 4)))]
+    return "void k() { " + " ".join(parts) + " }", parts
+
+
+@given(_statement_list())
+@settings(max_examples=200, deadline=None)
+def test_a_poison_leaves_out_exactly_the_statement_it_names(case):
+    """statement_end: from each statement's start, one past its last character — a control statement with its whole
+    body (an if with its else, a do-while with its condition), a braced block, a plain statement to its `;` —
+    so a poison that leaves a statement out leaves out that statement and nothing else."""
+    from autograder.mutation import mask, statement_end
+
+    code, parts = case
+    at = len("void k() { ")
+    for part in parts:
+        start = at + len(part) - len(part.lstrip())
+        assert code[start:statement_end(mask(code), at)].strip() == part.strip(), (code, part)
+        at += len(part) + 1
+
+
+def test_every_poison_of_every_course_solution_is_the_kernel_with_one_place_changed():
+    """Each mutant of each day's course solution has poisons (kinds in order: value, self, near, use), each the
+    unmutated kernel with the poison helpers prepended and one value wrapped or one statement left out — never the
+    mutant; and at least one of them compiles (what the GPU then measures)."""
+    from autograder.mutation import POISON_PRELUDE
+    from kernels.compile import CompileError, compile_cuda
+
+    kinds, compiled = ["value", "self", "near", "use"], 0
+    for spec in SPECS_WITH_MUTANTS:
+        src, var = course_solution(spec.slug), next(iter(spec.exercises.values())).answer_var
+        for m in mutate(spec.slug, src):
+            assert m.poisons, (spec.slug, m.key)
+            order = [kinds.index(k) for k, _ in m.poisons]
+            assert order == sorted(order), (spec.slug, m.key, order)
+            for k, p in m.poisons:
+                assert p.startswith(POISON_PRELUDE) and p[len(POISON_PRELUDE):] != src and p != m.source
+                body = p[len(POISON_PRELUDE):]
+                assert ("course_poison(" in body) == (k == "value") and len(body) >= len(src) - 1
+            if m.key in {"tail_guard_dropped#1", "proxy_fence_removed#1", "release_before_read#1"}:
+                ok = []
+                for _, p in m.poisons:
+                    try:
+                        ok.append(bool(compile_cuda(p, name=var)))
+                    except CompileError:
+                        ok.append(False)
+                assert any(ok), (spec.slug, m.key)
+                compiled += 1
+    assert compiled >= 3  # the sites named are in the course solutions (naive_loads, tma, warp_specialization)
 
 
 def test_a_probe_goes_before_a_pragma_that_belongs_to_its_statement():
@@ -867,8 +933,14 @@ def test_each_mutant_runs_in_a_process_of_its_own_and_its_records_come_back(monk
     ({"probed": True, "probe": {"ran": False, "detail": "never fired"}}, "did not run"),
     ({"probed": True, "probe": {"ran": None, "detail": "none compiled"}}, "not probed"),
     ({"probed": True, "probe": None}, "not probed"),
-    ({"probed": True, "probe": {"ran": True, "detail": ""}}, "no observable change"),
-    ({"probed": False}, "no observable change"),
+    ({"probed": True, "probe": {"ran": True, "detail": ""}, "poison": {"reaches": True, "detail": ""}},
+     "no observable change"),
+    ({"probed": True, "probe": {"ran": True, "detail": ""}, "poison": {"reaches": False, "detail": ""}},
+     "does not reach the output"),
+    ({"probed": True, "probe": {"ran": True, "detail": ""}, "poison": {"reaches": None, "detail": ""}}, "not probed"),
+    ({"probed": True, "probe": {"ran": True, "detail": ""}}, "not probed"),
+    ({"probed": False, "poison": {"reaches": True, "detail": ""}}, "no observable change"),
+    ({"probed": False}, "not probed"),
 ])
 def test_a_mutant_that_changed_nothing_is_kept_only_where_its_line_runs(state, want):
     from autograder.understanding import askable
@@ -881,8 +953,6 @@ def test_a_mutant_that_changed_nothing_is_kept_only_where_its_line_runs(state, w
     assert slow["outcome"] == "slower"  # what was observed needs no probe
 
 
-@pytest.mark.xfail(strict=True, reason="known attack, not fixed: a decoy that runs but whose stores the real code "
-                   "overwrites passes the trap probe; its mutants are 'no observable change', keys the author chose")
 def test_a_decoy_that_runs_but_is_overwritten_does_not_choose_its_keys(tmp_path, monkeypatch):
     """The decoy copy runs — one thread of block 0 stores its 8 elements — and the real code (in a form no operator
     matches) then writes every element, those 8 included. The trap at each of the decoy's changed lines fires (the
@@ -900,8 +970,7 @@ def test_a_decoy_that_runs_but_is_overwritten_does_not_choose_its_keys(tmp_path,
     monkeypatch.setattr(device, "gpu", lambda: {"name": "TESTGPU"})
     monkeypatch.setattr(hangs_trace, "debug_cubin", lambda src, var: (src, {}))
     opens = "if (blockIdx.x == 0 && threadIdx.x == 0) {"
-    src = (DECOY.replace("if (n < 0) {", opens).replace("        return;\n    }  // end decoy", "    }  // end decoy")
-           .replace("decoy copy", f"decoy copy {time.time()}"))
+    src = DECOY_RUNS.replace("decoy copy", f"decoy copy {time.time()}")
     monkeypatch.setattr(mutants_child, "_run_once", _decoy_gpu(src, opens, runs=True))
     monkeypatch.setattr(mutants_child, "_speed", lambda ex, wl, base, s, rounds, seed: {
         "ratio": {"lo": 0.99, "median": 1.0, "hi": 1.01, "says": "1.000x"},

@@ -25,7 +25,8 @@ from autograder import understanding_key
 from autograder.understanding import LETTERS, MAX_SHARE, WORDING
 
 ASKABLE = list(WORDING)
-NEVER = ["does not compile", "not reproducible", "not measured", "not in the kernel", "did not run", "not probed"]
+NEVER = ["does not compile", "not reproducible", "not measured", "not in the kernel", "did not run", "not probed",
+         "does not reach the output"]
 DAYS = ["tma", "pipeline", "ldgsts"]  # week1's days (their specs exist): the order is the week's
 # excerpts a student may write: markup, entities, quotes, commas, non-ASCII, control characters
 TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=40)
