@@ -282,14 +282,22 @@ def _poisoned(plan: dict, job: dict, ex, wl) -> dict:
     {"reaches": True / False / None (nothing decided), "detail", "tries": [{"kind", "class"}]}."""
     from .hangs_trace import debug_cubin
 
-    tries, quiet = [], []
-    for kind, f in job["poisons"]:
-        def run(f=f):
+    def compiles():  # in a process with no CUDA context (NVRTC alone): cheap; the cubins stay in the disk cache
+        ok = []
+        for _, f in job["poisons"]:
             try:
-                cubin, names = debug_cubin(Path(f).read_text(), ex.answer_var)
+                ok.append(bool(debug_cubin(Path(f).read_text(), ex.answer_var)))
             except CompileError:
-                _send({"event": "try", "class": "does not compile"})
-                return
+                ok.append(False)
+        _send({"event": "compiled", "ok": ok})
+
+    built: list = []
+    _fresh_context(compiles, built, forward=False)
+    ok = next((r["ok"] for r in built if r["event"] == "compiled"), [True] * len(job["poisons"]))
+    tries, quiet = [{"kind": k, "class": "does not compile"} for (k, _), c in zip(job["poisons"], ok) if not c], []
+    for kind, f in (pf for pf, c in zip(job["poisons"], ok) if c):
+        def run(f=f):
+            cubin, names = debug_cubin(Path(f).read_text(), ex.answer_var)
             import torch  # noqa: F401 - in the forked process: its own CUDA context, made here
 
             torch.cuda.init()

@@ -385,25 +385,42 @@ def _skip(source: str, s: int, e: int) -> str:
 
 
 def _neighbours(masked: str, s: int, e: int) -> list[tuple[int, int]]:
-    """The statement after masked[s:e] in its block, else the one before (the work a dropped barrier or fence
-    orders); none across the block's braces."""
+    """The statement after masked[s:e] in its block, then the one before (the work a dropped barrier or fence
+    orders: a fence orders the writes before it for the copy after it); none across the block's braces."""
+    out = []
     j = e + len(masked[e:]) - len(masked[e:].lstrip())
     if j < len(masked) and masked[j] not in "}":
-        return [_statement_at(masked, j)]
+        out.append(_statement_at(masked, j))
+    return out + _before(masked, s)
+
+
+def _before(masked: str, s: int) -> list[tuple[int, int]]:
     k = len(masked[:s].rstrip()) - 1
     if k >= 0 and masked[k] == ";":
         return [_statement_at(masked, k)]
-    if k >= 0 and masked[k] == "}":  # a braced statement before it (an if's block): from its head
+    if k >= 0 and masked[k] == "}":  # a braced statement before it (an if's block, a loop's): from its head
         depth, o = 0, k
         while o >= 0:
             depth += {"}": 1, "{": -1}.get(masked[o], 0)
             if depth == 0:
                 break
             o -= 1
-        head = max(masked.rfind(c, 0, o) for c in ";{}") + 1
-        while head < o and masked[head].isspace():
-            head += 1
-        if o > 0 and statement_end(masked, head) == k + 1:
+        head = len(masked[:o].rstrip())
+        if head and masked[head - 1] == ")":  # a header: back over its brackets to the keyword
+            depth, c = 0, head - 1
+            while c >= 0:
+                depth += {")": 1, "(": -1}.get(masked[c], 0)
+                if depth == 0:
+                    break
+                c -= 1
+            kw = re.search(r"\b(if|for|while|switch)\s*$", masked[:c])
+            head = kw.start() if kw else o
+        else:
+            head = o
+        lo = masked.rfind("\n", 0, masked.rfind("\n", 0, head))  # a #pragma on the line before goes with it
+        if masked[lo + 1:head].strip().startswith("#pragma") and not masked[lo + 1:head].strip().count("\n"):
+            head = lo + 1
+        if o >= 0 and statement_end(masked, head) == k + 1:
             return [(head, k + 1)]
     return []
 
@@ -425,15 +442,27 @@ def _use_poisons(source: str, masked: str, name: str, decl: tuple[int, int]) -> 
     """Each statement that names `name` left out ("use"); then, for a use that itself declares a name (leaving it out
     does not compile), the statements that name that one."""
     first = _uses(masked, name, decl)
-    out = [("use", _skip(source, s, e)) for s, e in first]
+    out = [("use", _skip(source, s, e)) for s, e in first if not _declares(masked[s:e])]
     for s, e in first:
-        d = _DECLARES.match(masked[s:e].strip())
-        if d and d.group(1) != name:
-            out += [("use", _skip(source, us, ue)) for us, ue in _uses(masked, d.group(1), (s, e))]
+        d = _declares(masked[s:e])
+        if d and d != name:
+            out += [("use", _skip(source, us, ue)) for us, ue in _uses(masked, d, (s, e))]
     return out
 
 
 _DECLARES = re.compile(r"[^=;\[{(]*?\b(\w+)\s*(?:\[|=|;|\{)")  # the name a declaration statement declares
+
+
+def _declares(stmt: str) -> str | None:
+    """The name a declaration statement declares (`const unsigned base = ...;`, `__shared__ float t[32][33];`), None
+    for any other statement (an assignment, a call, a return, a control statement)."""
+    stmt = "\n".join(ln for ln in stmt.splitlines() if not ln.lstrip().startswith("#")).strip()  # a pragma, a marker
+    d = _DECLARES.match(stmt)
+    if not d or _CONTROL.match(stmt):
+        return None
+    head = stmt[:d.start(1)].split()
+    return d.group(1) if head and re.fullmatch(r"[\w:<>,*&()\s]+", " ".join(head)) \
+        and head[0] not in ("return", "delete", "goto", "case", "else", "do") else None
 _REMOVED = re.compile(r"[\s;]*(?:\(void\)0)?[\s;]*")  # an edit that leaves a statement out
 
 
@@ -462,9 +491,9 @@ def poison_sources(op: Operator, source: str, edits: list[tuple[int, int, str]],
                     and not m.rstrip().endswith((";", "}")) and not _CONTROL.match(m.lstrip())):
                 out.append(("value", POISON_PRELUDE + source[:a] + f"course_poison({text})" + source[b:]))
             out.append(("self", _skip(source, s, e)))
-            d = _DECLARES.match(masked[s:e].strip())
+            d = _declares(masked[s:e])
             if d:  # a declaration (leaving it out does not compile): the statements that read what it declares
-                out += _use_poisons(source, masked, d.group(1), (s, e))
+                out += _use_poisons(source, masked, d, (s, e))
     return tuple(dict.fromkeys(out))[:MAX_POISONS]
 
 
@@ -492,7 +521,8 @@ def mutate(slug: str, source: str, exercise: str | None = None, ops: list[Operat
             if new == source:
                 continue
             n += 1
-            const = next((c for c, a, b in constants if a <= edits[0][0] < b and masked[a:b].strip()), None)
+            ea, eb = edits[0][0], max(edits[0][1], edits[0][0] + 1)  # the constant whose value the edit touches
+            const = next((c for c, a, b in constants if a < eb and ea < b and masked[a:b].strip()), None)
             poisons = poison_sources(op, source, edits, const)
             if op.move_after:  # (removed statement, insertion after the wait): shown at the moved statement's line
                 (a, b, _), (w, _, text) = edits
