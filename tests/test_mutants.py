@@ -455,10 +455,13 @@ def test_the_recorded_outcome_tables_cover_every_exercise_and_stay_with_the_inst
             assert doc["runs"] >= 3 and not doc.get("not_measured")
             attacks = ATTACK_ANSWERS.get(s.slug, {})
             assert set(doc["answers"]) == {"solution", SLOW_ANSWER[s.slug], "assistant", *attacks}
-            for name, path in attacks.items():  # an attack on the checks: measured, and not one question asked
+            for name, path in attacks.items():  # an attack on the checks: measured, and no key its author chose
                 got = doc["answers"][name]["mutants"]
                 assert [m["key"] for m in got] == [m.key for m in mutate(s.slug, (ROOT / path).read_text())]
-                assert got and not [m for m in got if askable(m["outcome"])], (s.slug, name)
+                asked = [m["outcome"] for m in got if askable(m["outcome"])]
+                # only what the GPU showed going wrong (the decoy that runs: its misaligned vector load faults);
+                # the decoy that never runs, nothing
+                assert got and set(asked) <= ({"crashes", "wrong", "hangs"} if name != "decoy" else set()), (name, asked)
             for ans in ("solution", "slow", "assistant"):
                 name, src = _mutant_answer(s.slug, ans)
                 got = doc["answers"][name]["mutants"]

@@ -359,7 +359,7 @@ def test_questions_quote_the_students_own_lines_as_mutants_shows_them(outcomes, 
 @pytest.mark.parametrize("week", ["week1", "week2"])
 def test_sheets_of_the_recorded_answers_are_keyed_by_what_the_gpu_did(tmp_path, week):
     """The answers make gpu-test measured on a GPU (kernels/<slug>/mutants_<gpu>.json: the course solution, the
-    known slow answer, the assistant's, and each attack on the checks, with no question) become one sheet each:
+    known slow answer, the assistant's, and each attack on the checks, asked only what went wrong) become one sheet each:
     every multichoice key is the outcome recorded for
     that answer's mutant at that line; the assistant's sheet and the solution's ask about different lines or
     differently; the guessing rates come out for the sheets."""
@@ -378,7 +378,9 @@ def test_sheets_of_the_recorded_answers_are_keyed_by_what_the_gpu_did(tmp_path, 
             for m in res["mutants"]:
                 recorded[(who, slug, m["line"], m["before"], m["after"])] = m["outcome"]
     for who, sheet in sheets.items():
-        assert bool(sheet.multichoice) == (who not in attacks), who  # an attack on the checks gets no question
+        # an attack on the checks is asked only what the GPU showed going wrong in it (never a key its author chose)
+        assert bool(sheet.multichoice) if who not in attacks else \
+            all(q.outcome in ("crashes", "wrong", "hangs") for q in sheet.multichoice), who
         for q in sheet.questions:
             assert recorded[(who, q.slug, q.line, q.before, q.after)] == q.outcome and u.askable(q.outcome)
     asked = {who: {(q.slug, q.line, q.before) for q in s.questions} for who, s in sheets.items()}
