@@ -16,7 +16,7 @@ kernel leaves in GPU memory on one launch cannot steer another mutant's runs. A 
 observable is asked only if its change is in the compiled kernel (else "not in the kernel") and its changed line
 runs: a trap placed there (autograder.mutation.probe_sources) must fire in a launch after its runs and timing (else
 "did not run", or "not probed" where no trap could be placed), and its effect reaches the output: the kernel with the
-changed value poisoned (autograder.mutation.poison_sources) must go wrong or hang (else "does not reach the output").
+changed value poisoned (autograder.poisons.poison_sources) must go wrong or hang (else "does not reach the output").
 None of these is ever asked: a decoy copy of the day's code in a branch that never runs, or one that runs before the
 real code writes over its work, would otherwise set its keys.
 """
@@ -34,6 +34,7 @@ from pathlib import Path
 
 from .mutants_child import _course_failed, classify  # noqa: F401 - the parent reads a failed child's traceback with it
 from .mutation import mutate
+from .poisons import poisons_of
 from .operators import MAX_SITES, Operator, OperatorError, parse_operator  # noqa: F401 - the operators' home
 from kernels.compile import clean_source, NotAttempted
 from .spec import all_specs
@@ -240,7 +241,7 @@ def measure_answer(slug: str, source: str, exercise: str | None = None, *, runs:
     else:
         got = outcomes(slug, exercise, [m.source for m in ms], source, runs=runs, rounds=rounds, env=env,
                        device=device, cached_only=cached_only, probes=[m.probes for m in ms],
-                       poisons=[m.poisons for m in ms]) if ms else []
+                       poisons=[poisons_of(m, source) for m in ms]) if ms else []
     for i, (m, res) in enumerate(zip(ms, got)):
         out.append({**m.to_dict(), **res})
         if progress:

@@ -274,7 +274,7 @@ def _probe(ex, wl, probe_files: list[str], plan: dict) -> dict:
 
 
 def _poisoned(plan: dict, job: dict, ex, wl) -> dict:
-    """Whether the changed line's effect reaches the output: the poisons (autograder.mutation.poison_sources, the
+    """Whether the changed line's effect reaches the output: the poisons (autograder.poisons.poison_sources, the
     unmutated kernel with the changed value poisoned or a statement left out) tried in order, each in a CUDA context
     of its own (a poison may fault), until one decides. Output wrong, or a wait that runs out, reaches it; a right
     output from a "value" or "self" poison does not (the changed value, the changed statement, never reach it), from a

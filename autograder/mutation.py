@@ -158,7 +158,8 @@ class Mutant:
     after: str  # as the mutant has them
     source: str
     probes: tuple[str, ...] = ()  # the mutant with a trap at its change, the places to try in order (see 3.)
-    poisons: tuple[tuple[str, str], ...] = ()  # the kernel with the changed value poisoned: (kind, source), in order
+    edits: tuple = ()  # the site's edits, in the source's coordinates: (start, end, new text) (autograder.poisons)
+    constant: str | None = None  # the #define / constexpr name whose value the site changes
 
     @property
     def key(self) -> str:
@@ -327,176 +328,6 @@ def probe_sources(new: str, at: int, text: str, expression: bool = True) -> tupl
     return tuple(dict.fromkeys(out))
 
 
-# ------------------------------------------------------------------------------------------------ the poisons
-# Whether a changed line's effect reaches the output (a trap shows only that it runs; a decoy that runs and is then
-# overwritten passes that): the unmutated kernel with the changed value poisoned, wrong but safe (zero for a number or
-# a vector, the negation for a condition; an address is never poisoned: a fault says nothing about the output), or
-# with a statement left out. Each poison is (kind, source): "value" and "self" (the changed statement left out)
-# decide at once; "near" (the statement a dropped one orders) and "use" (a statement that reads the declared name)
-# are tried until one reaches the output. Their verdict: autograder.mutants_child._poisoned.
-POISON_PRELUDE = ("template <class T> __device__ __forceinline__ T course_poison(T) { return T{}; }\n"
-                  "__device__ __forceinline__ bool course_poison(bool v) { return !v; }\n"
-                  "template <class T> __device__ T* course_poison(T*) = delete;\n")
-MAX_POISONS = 8
-
-
-def statement_end(masked: str, s: int) -> int:
-    """Where the statement that starts at masked[s] ends (one past its `;` or `}`): a control statement with its body
-    (an if with its else), a braced block, a do-while, or a plain statement up to its `;` outside brackets."""
-    n, i = len(masked), s
-    while i < n and (masked[i].isspace() or masked.startswith("#", i)):
-        i = (masked.find("\n", i) + 1 or n) if masked[i] == "#" else i + 1
-    m = _CONTROL.match(masked, i)
-    if m:
-        close = _match(masked, m.end() - 1)
-        if close < 0:
-            return n
-        e = statement_end(masked, close + 1)
-        j = e + len(masked[e:]) - len(masked[e:].lstrip())
-        return statement_end(masked, j + 4) if m.group(1) == "if" and re.match(r"else\b", masked[j:]) else e
-    if re.match(r"do\b", masked[i:]):
-        e = statement_end(masked, i + 2)
-        return (masked.find(";", e) + 1) or n
-    if i < n and masked[i] == "{":
-        close = _match(masked, i, "{", "}")
-        return n if close < 0 else close + 1
-    depth = 0
-    for j in range(i, n):
-        c = masked[j]
-        if c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-            if depth < 0:
-                return j
-        elif c == ";" and depth == 0:
-            return j + 1
-    return n
-
-
-def _statement_at(masked: str, i: int) -> tuple[int, int]:
-    s = statement_start(masked, i)
-    return s, statement_end(masked, s)
-
-
-def _skip(source: str, s: int, e: int) -> str:
-    """The source with the statement source[s:e] left out (an empty statement in its place, lines kept)."""
-    return POISON_PRELUDE + source[:s] + _blank(source[s:e]) + ";" + source[e:]
-
-
-def _neighbours(masked: str, s: int, e: int) -> list[tuple[int, int]]:
-    """The statement after masked[s:e] in its block, then the one before (the work a dropped barrier or fence
-    orders: a fence orders the writes before it for the copy after it); none across the block's braces."""
-    out = []
-    j = e + len(masked[e:]) - len(masked[e:].lstrip())
-    if j < len(masked) and masked[j] not in "}":
-        out.append(_statement_at(masked, j))
-    return out + _before(masked, s)
-
-
-def _before(masked: str, s: int) -> list[tuple[int, int]]:
-    k = len(masked[:s].rstrip()) - 1
-    if k >= 0 and masked[k] == ";":
-        return [_statement_at(masked, k)]
-    if k >= 0 and masked[k] == "}":  # a braced statement before it (an if's block, a loop's): from its head
-        depth, o = 0, k
-        while o >= 0:
-            depth += {"}": 1, "{": -1}.get(masked[o], 0)
-            if depth == 0:
-                break
-            o -= 1
-        head = len(masked[:o].rstrip())
-        if head and masked[head - 1] == ")":  # a header: back over its brackets to the keyword
-            depth, c = 0, head - 1
-            while c >= 0:
-                depth += {")": 1, "(": -1}.get(masked[c], 0)
-                if depth == 0:
-                    break
-                c -= 1
-            kw = re.search(r"\b(if|for|while|switch)\s*$", masked[:c])
-            head = kw.start() if kw else o
-        else:
-            head = o
-        lo = masked.rfind("\n", 0, masked.rfind("\n", 0, head))  # a #pragma on the line before goes with it
-        if masked[lo + 1:head].strip().startswith("#pragma") and not masked[lo + 1:head].strip().count("\n"):
-            head = lo + 1
-        if o >= 0 and statement_end(masked, head) == k + 1:
-            return [(head, k + 1)]
-    return []
-
-
-def _uses(masked: str, name: str, not_in: tuple[int, int]) -> list[tuple[int, int]]:
-    """The statements that name `name` (in order, outside preprocessor lines and outside not_in)."""
-    out = []
-    for m in re.finditer(rf"\b{re.escape(name)}\b", masked):
-        line = masked[masked.rfind("\n", 0, m.start()) + 1:m.start()]
-        if not_in[0] <= m.start() < not_in[1] or line.lstrip().startswith("#"):
-            continue
-        span = _statement_at(masked, m.start())
-        if span not in out and not (span[0] <= not_in[0] < span[1]):
-            out.append(span)
-    return out
-
-
-def _use_poisons(source: str, masked: str, name: str, decl: tuple[int, int]) -> list[tuple[str, str]]:
-    """Each statement that names `name` left out ("use"); then, for a use that itself declares a name (leaving it out
-    does not compile), the statements that name that one."""
-    first = _uses(masked, name, decl)
-    out = [("use", _skip(source, s, e)) for s, e in first if not _declares(masked[s:e])]
-    for s, e in first:
-        d = _declares(masked[s:e])
-        if d and d != name:
-            out += [("use", _skip(source, us, ue)) for us, ue in _uses(masked, d, (s, e))]
-    return out
-
-
-_DECLARES = re.compile(r"[^=;\[{(]*?\b(\w+)\s*(?:\[|=|;|\{)")  # the name a declaration statement declares
-
-
-def _declares(stmt: str) -> str | None:
-    """The name a declaration statement declares (`const unsigned base = ...;`, `__shared__ float t[32][33];`), None
-    for any other statement (an assignment, a call, a return, a control statement)."""
-    stmt = "\n".join(ln for ln in stmt.splitlines() if not ln.lstrip().startswith("#")).strip()  # a pragma, a marker
-    d = _DECLARES.match(stmt)
-    if not d or _CONTROL.match(stmt):
-        return None
-    head = stmt[:d.start(1)].split()
-    return d.group(1) if head and re.fullmatch(r"[\w:<>,*&()\s]+", " ".join(head)) \
-        and head[0] not in ("return", "delete", "goto", "case", "else", "do") else None
-_REMOVED = re.compile(r"[\s;]*(?:\(void\)0)?[\s;]*")  # an edit that leaves a statement out
-
-
-def poison_sources(op: Operator, source: str, edits: list[tuple[int, int, str]],
-                   constant: str | None = None) -> tuple[tuple[str, str], ...]:
-    """The poisons of one site of `op` in the unmutated `source` (its edits in the source's coordinates), in the
-    order to try: see the section's head. `constant`: the name whose value the site changes (a #define, a constexpr).
-    A site whose change leaves a statement out (a dropped fence or barrier: leaving it out is the mutant) is poisoned
-    by the statement next to it, the work it orders."""
-    masked, out = mask(source), []
-    a, b, new = edits[0]
-    if op.move_after:  # the moved statement left out where it stands
-        out.append(("self", _skip(source, a, b)))
-    elif constant is not None:
-        lo = masked.rfind("\n", 0, a) + 1
-        decl = (lo, (masked.find("\n", a) + 1) or len(masked)) if masked[lo:a].lstrip().startswith("#") \
-            else _statement_at(masked, a)
-        out += _use_poisons(source, masked, constant, decl)
-    else:
-        s, e = _statement_at(masked, a)
-        if op.drop or _REMOVED.fullmatch(new):
-            out += [("near", _skip(source, ns, ne)) for ns, ne in _neighbours(masked, s, e)]
-        else:
-            text, m = source[a:b], masked[a:b]
-            if (m.strip() and all(m.count(o) == m.count(c) for o, c in ("()", "[]", "{}"))
-                    and not m.rstrip().endswith((";", "}")) and not _CONTROL.match(m.lstrip())):
-                out.append(("value", POISON_PRELUDE + source[:a] + f"course_poison({text})" + source[b:]))
-            out.append(("self", _skip(source, s, e)))
-            d = _declares(masked[s:e])
-            if d:  # a declaration (leaving it out does not compile): the statements that read what it declares
-                out += _use_poisons(source, masked, d, (s, e))
-    return tuple(dict.fromkeys(out))[:MAX_POISONS]
-
-
 def _new_spans(edits: list[tuple[int, int, str]]) -> list[tuple[int, str]]:
     """(start in the mutant, new text) of each edit, in source order."""
     out, delta = [], 0
@@ -523,13 +354,13 @@ def mutate(slug: str, source: str, exercise: str | None = None, ops: list[Operat
             n += 1
             ea, eb = edits[0][0], max(edits[0][1], edits[0][0] + 1)  # the constant whose value the edit touches
             const = next((c for c, a, b in constants if a < eb and ea < b and masked[a:b].strip()), None)
-            poisons = poison_sources(op, source, edits, const)
+            where = (tuple(edits), const)
             if op.move_after:  # (removed statement, insertion after the wait): shown at the moved statement's line
                 (a, b, _), (w, _, text) = edits
                 wa = max(masked.rfind(ch, 0, w - 1) for ch in ";{}") + 1
                 out.append(Mutant(op, n, _line(source, a), _code(source[a:b]),
                                   f"moved up to line {_line(source, w)}, right after {_code(source[wa:w])}", new,
-                                  probe_sources(new, w + 1, text[1:], expression=False), poisons))
+                                  probe_sources(new, w + 1, text[1:], expression=False), *where))
             else:  # shown by the lines that differ (a pattern may match more than it changes)
                 old_l, new_l = source.splitlines(), new.splitlines()
                 diff = [i for i, (x, y) in enumerate(zip(old_l, new_l)) if x != y] or [len(old_l) - 1]
@@ -538,7 +369,7 @@ def mutate(slug: str, source: str, exercise: str | None = None, ops: list[Operat
                 at, text = _new_spans(edits)[0]
                 out.append(Mutant(op, n, lo + 1, show(old_l), show(new_l), new,
                                   () if op.define or _line(source, edits[0][0]) in const_lines
-                                  else probe_sources(new, at, text), poisons))
+                                  else probe_sources(new, at, text), *where))
             if n >= op.max_sites:
                 break
     return out

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from autograder import mutants, mutants_child
 from autograder.known import course_solution, kernel_source
 from autograder.mutants import Operator, classify
-from autograder.mutation import POISON_PRELUDE, mask, mutate
+from autograder.mutation import mask, mutate
+from autograder.poisons import POISON_PRELUDE
 from autograder.release import ROOT
 from autograder.spec import SpecError, all_specs, parse
 
@@ -796,7 +797,8 @@ def test_a_poison_leaves_out_exactly_the_statement_it_names(case):
     """statement_end: from each statement's start, one past its last character — a control statement with its whole
     body (an if with its else, a do-while with its condition), a braced block, a plain statement to its `;` —
     so a poison that leaves a statement out leaves out that statement and nothing else."""
-    from autograder.mutation import mask, statement_end
+    from autograder.mutation import mask
+    from autograder.poisons import statement_end
 
     code, parts = case
     at = len("void k() { ")
@@ -810,23 +812,24 @@ def test_every_poison_of_every_course_solution_is_the_kernel_with_one_place_chan
     """Each mutant of each day's course solution has poisons (kinds in order: value, self, near, use), each the
     unmutated kernel with the poison helpers prepended and one value wrapped or one statement left out — never the
     mutant; and at least one of them compiles (what the GPU then measures)."""
-    from autograder.mutation import POISON_PRELUDE
+    from autograder.poisons import POISON_PRELUDE, poisons_of
     from kernels.compile import CompileError, compile_cuda
 
     kinds, compiled = ["value", "self", "near", "use"], 0
     for spec in SPECS_WITH_MUTANTS:
         src, var = course_solution(spec.slug), next(iter(spec.exercises.values())).answer_var
         for m in mutate(spec.slug, src):
-            assert m.poisons, (spec.slug, m.key)
-            order = [kinds.index(k) for k, _ in m.poisons]
+            poisons = poisons_of(m, src)
+            assert poisons, (spec.slug, m.key)
+            order = [kinds.index(k) for k, _ in poisons]
             assert order == sorted(order), (spec.slug, m.key, order)
-            for k, p in m.poisons:
+            for k, p in poisons:
                 assert p.startswith(POISON_PRELUDE) and p[len(POISON_PRELUDE):] != src and p != m.source
                 body = p[len(POISON_PRELUDE):]
                 assert ("course_poison(" in body) == (k == "value") and len(body) >= len(src) - 1
             if m.key in {"tail_guard_dropped#1", "proxy_fence_removed#1", "release_before_read#1"}:
                 ok = []
-                for _, p in m.poisons:
+                for _, p in poisons:
                     try:
                         ok.append(bool(compile_cuda(p, name=var)))
                     except CompileError:
