@@ -32,7 +32,8 @@ import threading
 import time
 from pathlib import Path
 
-from .mutants_child import _course_failed, classify  # noqa: F401 - the parent reads a failed child's traceback with it
+from .mutants_child import _course_failed  # noqa: F401 - the parent reads a failed child's traceback with it
+from .mutants_child import classify  # the child decides with it whether to probe; the parent, each outcome
 from .mutation import mutate
 from .poisons import poisons_of
 from .operators import MAX_SITES, Operator, OperatorError, parse_operator  # noqa: F401 - the operators' home

@@ -65,6 +65,17 @@ def _match(text: str, i: int, open_: str = "(", close: str | None = None) -> int
     return -1
 
 
+def _match_back(text: str, i: int, close: str = ")") -> int:
+    """Index of the bracket opening the one that closes at text[i] (masked text), or -1."""
+    open_ = {v: k for k, v in _CLOSE.items()}[close]
+    depth = 0
+    for j in range(i, -1, -1):
+        depth += (text[j] == close) - (text[j] == open_)
+        if depth == 0:
+            return j
+    return -1
+
+
 def _split_args(text: str, lo: int, hi: int) -> list[tuple[int, int]]:
     """Spans of the top-level comma-separated arguments of text[lo:hi] (masked), white space trimmed."""
     spans, depth, start = [], 0, lo
@@ -313,13 +324,19 @@ def statement_start(masked: str, i: int) -> int:
             return here
 
 
+def expression_like(m: str) -> bool:
+    """Whether masked text may be an expression (so wrapping it in a call can compile): brackets balanced, not a
+    statement's end, not a control statement's head."""
+    return bool(m.strip()) and all(m.count(o) == m.count(c) for o, c in ("()", "[]", "{}")) \
+        and not m.rstrip().endswith((";", "}")) and not _CONTROL.match(m.lstrip())
+
+
 def probe_sources(new: str, at: int, text: str, expression: bool = True) -> tuple[str, ...]:
     """The mutant `new` with a trap where its change `text` starts (index `at`): the changed text wrapped as an
     expression, then a statement placed at the start of the statement that holds it. The first that compiles is
     used (an expression in a template argument or an array bound does not compile wrapped)."""
     out, m = [], mask(text)
-    balanced = all(m.count(o) == m.count(c) for o, c in ("()", "[]", "{}"))
-    if expression and balanced and m.strip() and not m.rstrip().endswith((";", "}")) and not _CONTROL.match(m.lstrip()):
+    if expression and expression_like(m):
         out.append(PROBE_PRELUDE + new[:at] + f"(course_probe_trap(), {text})" + new[at + len(text):])
     line_start = new.rfind("\n", 0, at) + 1
     if not new[line_start:at].lstrip().startswith("#"):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from .mutation import _CONTROL, Mutant, _blank, _match, mask, statement_start
+from .mutation import _CONTROL, Mutant, _blank, _match, _match_back, expression_like, mask, statement_start
 from .operators import Operator
 
 
@@ -82,20 +82,10 @@ def _before(masked: str, s: int) -> list[tuple[int, int]]:
     if k >= 0 and masked[k] == ";":
         return [_statement_at(masked, k)]
     if k >= 0 and masked[k] == "}":  # a braced statement before it (an if's block, a loop's): from its head
-        depth, o = 0, k
-        while o >= 0:
-            depth += {"}": 1, "{": -1}.get(masked[o], 0)
-            if depth == 0:
-                break
-            o -= 1
+        o = _match_back(masked, k, "}")
         head = len(masked[:o].rstrip())
         if head and masked[head - 1] == ")":  # a header: back over its brackets to the keyword
-            depth, c = 0, head - 1
-            while c >= 0:
-                depth += {")": 1, "(": -1}.get(masked[c], 0)
-                if depth == 0:
-                    break
-                c -= 1
+            c = _match_back(masked, head - 1)
             kw = re.search(r"\b(if|for|while|switch)\s*$", masked[:c])
             head = kw.start() if kw else o
         else:
@@ -170,8 +160,7 @@ def poison_sources(op: Operator, source: str, edits: list[tuple[int, int, str]],
             out += [("near", _skip(source, ns, ne)) for ns, ne in _neighbours(masked, s, e)]
         else:
             text, m = source[a:b], masked[a:b]
-            if (m.strip() and all(m.count(o) == m.count(c) for o, c in ("()", "[]", "{}"))
-                    and not m.rstrip().endswith((";", "}")) and not _CONTROL.match(m.lstrip())):
+            if expression_like(m):
                 out.append(("value", POISON_PRELUDE + source[:a] + f"course_poison({text})" + source[b:]))
             out.append(("self", _skip(source, s, e)))
             d = _declares(masked[s:e])
