@@ -670,13 +670,16 @@ def test_a_kernel_that_remembers_across_mutants_does_not_choose_its_keys(tmp_pat
 
 DECOY = (ROOT / "kernels" / "naive_loads" / "grading" / "decoy.cu").read_text()
 DECOY_RUNS = (ROOT / "kernels" / "naive_loads" / "grading" / "decoy_runs.cu").read_text()
+DECOY_SENSES = (ROOT / "kernels" / "naive_loads" / "grading" / "decoy_senses.cu").read_text()
 
 
-def _decoy_gpu(base: str, opens: str = "if (n < 0) {", runs: bool = False):
+def _decoy_gpu(base: str, opens: str = "if (n < 0) {", runs: bool = False, senses: bool = False):
     """A fake GPU for DECOY: the code between `opens` and `// end decoy` has no effect on the output. A mutant whose
     edit lies there behaves as the kernel does (correct); one whose edit is elsewhere goes wrong; a trap the course
     placed (a call of course_probe_trap after the helper's definition) kills the launch where it lies in code that
-    runs — outside the decoy, or inside it where the decoy `runs` (its stores overwritten after)."""
+    runs — outside the decoy, or inside it where the decoy `runs` (its stores overwritten after). A kernel that
+    `senses` the checks' launches (decoy_senses.cu) goes wrong where its module's first launch is at the bench shape
+    (after a trap has had its chance to fire)."""
 
     def dead(src: str, pos: int) -> bool:
         return src.index(opens) < pos < src.index("// end decoy")
@@ -687,6 +690,9 @@ def _decoy_gpu(base: str, opens: str = "if (n < 0) {", runs: bool = False):
             pos = src.find("course_probe_trap()", src.index("row_bias"))
             if pos >= 0 and (runs or not dead(src, pos)):
                 return {"class": "crashes", "detail": "shape (64, 64): unspecified launch failure", "fatal": True}
+        if senses and kw.get("shapes") and list(kw["shapes"][0]) == list(ex.bench_shape):
+            return {"class": "wrong", "detail": f"shape {tuple(ex.bench_shape)}: 1 element wrong"}
+        if "course_probe_trap" in src:
             return {"class": "correct", "detail": ""}
         src = src.replace(POISON_PRELUDE, "")  # a poison: the kernel with one value poisoned or a statement left out
         if src == base:
@@ -959,12 +965,15 @@ def test_a_mutant_that_changed_nothing_is_kept_only_where_its_line_runs(state, w
     assert slow["outcome"] == "slower"  # what was observed needs no probe
 
 
-def test_a_decoy_that_runs_but_is_overwritten_does_not_choose_its_keys(tmp_path, monkeypatch):
+@pytest.mark.parametrize("senses", [False, pytest.param(True, marks=pytest.mark.xfail(strict=True, reason=
+    "known attack: the poisons launch the bench shape first, which neither the instrument nor a mutant's runs do"))])
+def test_a_decoy_that_runs_but_is_overwritten_does_not_choose_its_keys(tmp_path, monkeypatch, senses):
     """The decoy copy runs — one thread of block 0 stores its 8 elements — and the real code (in a form no operator
     matches) then writes every element, those 8 included. The trap at each of the decoy's changed lines fires (the
     line runs), yet no change there can reach the output: every mutant is "no observable change", which its author
     knew without measuring. A mutant whose changed line runs but whose effect never reaches the output must not be
-    asked."""
+    asked. `senses` (decoy_senses.cu): the kernel also goes wrong where its module's first launch is at the bench
+    shape, a launch the instrument never makes: a check launched otherwise than the instrument is told apart."""
     import torch
 
     from autograder import hangs_trace
@@ -976,8 +985,8 @@ def test_a_decoy_that_runs_but_is_overwritten_does_not_choose_its_keys(tmp_path,
     monkeypatch.setattr(device, "gpu", lambda: {"name": "TESTGPU"})
     monkeypatch.setattr(hangs_trace, "debug_cubin", lambda src, var: (src, {}))
     opens = "if (blockIdx.x == 0 && threadIdx.x == 0) {"
-    src = DECOY_RUNS.replace("decoy copy", f"decoy copy {time.time()}")
-    monkeypatch.setattr(mutants_child, "_run_once", _decoy_gpu(src, opens, runs=True))
+    src = (DECOY_SENSES if senses else DECOY_RUNS).replace("decoy copy", f"decoy copy {time.time()}")
+    monkeypatch.setattr(mutants_child, "_run_once", _decoy_gpu(src, opens, runs=True, senses=senses))
     monkeypatch.setattr(mutants_child, "_speed", lambda ex, wl, base, s, rounds, seed: {
         "ratio": {"lo": 0.99, "median": 1.0, "hi": 1.01, "says": "1.000x"},
         "outputs_ok": {"kernel": True, "mutant": True}})
