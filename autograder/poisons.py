@@ -16,7 +16,9 @@ from .operators import Operator
 # a vector, the negation for a condition; an address is never poisoned: a fault says nothing about the output), or
 # with a statement left out. Each poison is (kind, source): "value" and "self" (the changed statement left out)
 # decide at once; "near" (the statement a dropped one orders) and "use" (a statement that reads the declared name)
-# are tried until one reaches the output. Their verdict: autograder.mutants_child._poisoned.
+# are tried until one reaches the output. Their verdict: autograder.mutants_child._poisoned, each launched the way the
+# instrument launches the unmutated kernel (the test shapes in order, a context of its own): a kernel cannot tell a
+# poison's launches from the instrument's by what they launch (tests/test_mutants.py, decoy_senses.cu).
 POISON_PRELUDE = ("template <class T> __device__ __forceinline__ T course_poison(T) { return T{}; }\n"
                   "__device__ __forceinline__ bool course_poison(bool v) { return !v; }\n"
                   "template <class T> __device__ T* course_poison(T*) = delete;\n")
@@ -63,8 +65,9 @@ def _statement_at(masked: str, i: int) -> tuple[int, int]:
 
 
 def _skip(source: str, s: int, e: int) -> str:
-    """The source with the statement source[s:e] left out (an empty statement in its place, lines kept)."""
-    return POISON_PRELUDE + source[:s] + _blank(source[s:e]) + ";" + source[e:]
+    """The source with the statement source[s:e] left out (an empty statement in its place, lines kept) and nothing
+    else: no helper a kernel could test for."""
+    return source[:s] + _blank(source[s:e]) + ";" + source[e:]
 
 
 def _neighbours(masked: str, s: int, e: int) -> list[tuple[int, int]]:
