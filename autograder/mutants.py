@@ -52,7 +52,8 @@ OUTCOMES = ("hangs", "wrong", "crashes", "slower", "faster", "no observable chan
 # --mutant-answers topic=path) and kept in the topic's table: none of their mutants may be asked.
 # decoy: the day's code written the operators' way in a branch that never runs, the real code in a form none matches.
 ATTACK_ANSWERS = {"naive_loads": {"decoy": "kernels/naive_loads/grading/decoy.cu",
-                                  "decoy_runs": "kernels/naive_loads/grading/decoy_runs.cu"}}
+                                  "decoy_runs": "kernels/naive_loads/grading/decoy_runs.cu",
+                                  "decoy_senses": "kernels/naive_loads/grading/decoy_senses.cu"}}
 # How outcomes are measured (part of each cached outcome's key): a CUDA context per mutant, then the probes
 METHOD = "context per mutant; probes; poisons"
 
