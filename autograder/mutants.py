@@ -77,9 +77,10 @@ def outcomes(slug: str, exercise: str | None, sources: list[str], base: str, *, 
     """Mutants (source texts) measured on this GPU: each `runs` runs of every test shape (debug build, fresh inputs),
     then its speed against `base` if it stayed correct, then, if nothing was observed, whether its change is in the
     compiled kernel and whether its changed line runs (`probes`: per mutant, autograder.mutation.probe_sources; none
-    given, none asked). One process measures them one after another, each in a CUDA context of its own; a hang for good
-    or a fault ends it and the next process starts where it stopped (a mutant is given at most `runs` processes).
-    A process silent for `timeout_s` is killed: its mutant "hangs" in a wait the debug build does not bound. Each
+    given, none asked). One process measures them one after another, each in CUDA contexts of its own (forked
+    processes); a hang for good or a fault ends its fork and the next goes on where it stopped (a mutant is given at
+    most `runs` forks). A fork silent for `timeout_s` is killed: its mutant "hangs" in a wait the debug build does not
+    bound. Each
     outcome cached by (mutant, base, GPU, settings); "gpu_s": the seconds spent on it (a process's start counted on
     its first mutant)."""
     from .spawn import _as_file, _spawn
@@ -105,10 +106,9 @@ def outcomes(slug: str, exercise: str | None, sources: list[str], base: str, *, 
               "probe": None, "same": False, "poison": None, "own": sources[i] == base} for i in todo}
     bfile, seen = _as_file(base), None
     while any(not st[i]["closed"] for i in todo):
-        # mutants not begun first, resumed ones last: each resume after a fatal run needs a process of its own, and
-        # the fresh mutants ride along in it instead of needing one more
+        # a process measures every open mutant; it ends early only if it dies itself (its forks end on their own)
         open_ = sorted((i for i in todo if not st[i]["closed"]), key=lambda i: (bool(st[i]["recs"]), i))
-        plan = {"base": bfile, "runs": runs, "rounds": rounds, "seed": seed, "bound": bound_s,
+        plan = {"base": bfile, "runs": runs, "rounds": rounds, "seed": seed, "bound": bound_s, "idle": timeout_s,
                 "mutants": [{"m": i, "file": _as_file(sources[i]), "first_run": _next_run(st[i]["recs"]),
                              "time": all(r["class"] == "correct" for r in st[i]["recs"]),
                              "probes": [_as_file(p) for p in probes[i]],
@@ -116,8 +116,9 @@ def outcomes(slug: str, exercise: str | None, sources: list[str], base: str, *, 
         cmd = [sys.executable, "-m", "autograder.mutants_child", slug, "--plan", _as_file(json.dumps(plan, sort_keys=True))] \
             + (["--exercise", exercise] if exercise else [])
         t0 = time.time()
-        run = _spawn(cmd, timeout_s * len(open_) + 30, env=env, stop_on='"fatal": true', private_records=True,
-                     idle_s=timeout_s)
+        # the child bounds each fork's silence by timeout_s; this bound is the backstop for the child itself
+        run = _spawn(cmd, (timeout_s * (runs + 1) + 30) * len(open_), env=env, private_records=True,
+                     idle_s=timeout_s + 30)
         # the child's records come on its private channel: the mutant kernel's printf reaches only run["text"]
         lines = [json.loads(ln[7:]) for ln in run["private"].splitlines() if ln.startswith("MUTANT {")]
         seen = seen or next((r["device"] for r in lines if r["event"] == "device"), None)
@@ -132,16 +133,16 @@ def outcomes(slug: str, exercise: str | None, sources: list[str], base: str, *, 
 def _after_process(st: dict, open_: list[int], lines: list[dict], run: dict, t0: float, runs: int,
                    timeout_s: float) -> bool:
     """One measuring process's records taken into each mutant's state (its runs, speed, seconds; done once its done
-    record came), then the end of the process charged to the mutant it was in: a timeout is a hang where the debug
-    build does not bound the wait, a death before the mutant's first run a crash, the course's own failure "not
-    measured". True when no mutant can be measured (the course failed before the first one began)."""
+    record came; "not measured" where the course's own code failed in it), then, if the process itself died inside a
+    mutant, that end charged to it: a timeout is a hang where the debug build does not bound the wait, a death before
+    the mutant's next run a crash. True when no mutant can be measured (the course failed before the first began)."""
     current, last_t, began = None, t0, False
     for r in lines:
         m = r.get("m")
         if r["event"] == "begin":
             current, began = m, True
             st[m]["spawns"] += 1
-        elif r["event"] in ("run", "speed", "probe", "same", "poison", "done") and m in st:
+        elif r["event"] in ("run", "speed", "probe", "same", "poison", "done", "failed") and m in st:
             st[m]["s"] += max(0.0, r["t"] - last_t)  # a process's start is charged to its first mutant
             last_t = r["t"]
             if r["event"] == "run":
@@ -152,6 +153,11 @@ def _after_process(st: dict, open_: list[int], lines: list[dict], run: dict, t0:
                 st[m][r["event"]] = r
             elif r["event"] == "same":
                 st[m]["same"] = True
+            elif r["event"] == "failed":  # the course's own code failed measuring it: no outcome (a fault is a run's)
+                if r["course"] and not st[m]["closed"]:
+                    st[m]["recs"].append({"class": "not measured", "detail": r["detail"],
+                                          "run": _next_run(st[m]["recs"])})
+                    st[m]["closed"] = True
             else:
                 st[m]["closed"], current = True, None
     failed = next((r for r in lines if r["event"] == "failed"), None)
@@ -163,17 +169,16 @@ def _after_process(st: dict, open_: list[int], lines: list[dict], run: dict, t0:
             return True
         current = open_[0]
         st[current]["spawns"] += 1
-    if current is None:
+    if current is None or st[current]["closed"]:
         return False
-    S, got = st[current], [r for r in lines if r["event"] == "run" and r.get("m") == current]
+    S = st[current]
     S["s"] += max(0.0, t0 + run["wall_s"] - last_t)
+    last = next((i for i in range(len(lines) - 1, -1, -1) if lines[i]["event"] == "begin"), -1)
+    got = [r for r in lines[last + 1:] if r["event"] == "run" and r.get("m") == current]
     if run["timed_out"]:
         S["recs"].append({"class": "hangs", "detail": f"no answer in {timeout_s:.0f} s: a wait the debug build does "
                           "not bound (__syncthreads, a cluster barrier, a spin loop)", "run": _next_run(S["recs"])})
-    elif failed is not None and failed.get("m") == current and failed["course"]:
-        S["recs"].append({"class": "not measured", "detail": failed["detail"], "run": _next_run(S["recs"])})
-        S["closed"] = True
-    elif not got:  # the process died in this mutant before its first run's record (a fault, a signal)
+    elif not got:  # the process died in this mutant before its next run's record (a fault, a signal)
         S["recs"].append({"class": "crashes", "detail": (failed or {}).get("detail") or run["text"][-600:],
                           "run": _next_run(S["recs"])})
     if any(r["class"] == "does not compile" for r in S["recs"]) or _next_run(S["recs"]) >= runs or S["spawns"] >= runs:

@@ -12,6 +12,8 @@ import argparse
 import json
 import os
 import re
+import select
+import signal
 import sys
 import time
 import traceback
@@ -24,7 +26,6 @@ from kernels.runner import derive
 from .hangs import launch_shape
 from .spawn import emit_record
 from .spec import load
-import signal
 from kernels.sass import disassemble
 
 
@@ -110,9 +111,9 @@ _NOW: dict = {"m": None}  # the mutant the child is measuring (an escaping excep
 
 
 def _child(a) -> int:
-    """A plan of mutants measured one after another in this process (each a stretch of runs, then its speed), each
-    result a record on the private channel. A fatal run (a hang for good, a fault) ends the process; the parent starts
-    the next one where this one stopped. An exception that escapes is reported there too, with its mutant: a fault of
+    """A plan of mutants measured one after another (each in forked processes: a stretch of runs, then its speed),
+    each result a record on the private channel. A fatal run (a hang for good, a fault) ends its fork; the next fork
+    goes on where it stopped (_measured). An exception that escapes is reported there too, with its mutant: a fault of
     the kernel ("crashes") or a failure of the course's own code ("not measured"), told apart from the real
     exception's traceback (never from the kernel's output)."""
     try:
@@ -126,11 +127,11 @@ def _child(a) -> int:
 
 
 def _child_plan(plan: dict, slug: str, exercise: str | None) -> int:
-    """plan: {"base", "runs", "rounds", "seed", "bound", "mutants": [{"m", "file", "first_run", "time", "probes"}]}.
-    This process imports torch and the course once (about as long as a mutant's three runs: measured on an H200,
-    2026-12-02) and never touches the GPU; each mutant is measured in a process forked from it, with a CUDA context of
-    its own (_fresh_context): nothing a kernel leaves in GPU memory reaches the next mutant. A mutant whose process
-    ended on a fatal run (a hang for good, a fault) ends this one too; the parent resumes it in the next."""
+    """plan: {"base", "runs", "rounds", "seed", "bound", "idle", "mutants": [{"m", "file", "first_run", "time",
+    "probes", "poisons"}]}. This process imports torch and the course once (about as long as a mutant's three runs:
+    measured on an H200, 2026-12-02) and never touches the GPU; each mutant is measured in processes forked from it,
+    each with a CUDA context of its own (_fresh_context): nothing a kernel leaves in GPU memory reaches the next
+    mutant, and a fatal run (a hang for good, a fault) ends only its fork (_measured)."""
     import torch  # noqa: F401 - imported once, here, for every forked measuring process
 
     ex = load(slug).exercises[exercise] if exercise else next(iter(load(slug).exercises.values()))
@@ -138,15 +139,42 @@ def _child_plan(plan: dict, slug: str, exercise: str | None) -> int:
     base = Path(plan["base"]).read_text()
     for job in plan["mutants"]:
         _NOW["m"] = job["m"]
-        _emit({"event": "begin", "m": job["m"], "t": time.time()})
-        got: list = []
-        if not _fresh_context(lambda job=job: _measure_job(plan, job, ex, wl, base), got):
-            sys.stdout.flush()
-            _end(3)
+        got = _measured(plan, job, ex, wl, base)
         if job.get("poisons") and any(r["event"] == "unchanged" or (r["event"] == "probe" and r["ran"]) for r in got):
             _emit({"event": "poison", "m": job["m"], **_poisoned(plan, job, ex, wl), "t": time.time()})
     _NOW["m"] = None
     return 0
+
+
+def _measured(plan: dict, job: dict, ex, wl, base: str) -> list[dict]:
+    """One mutant's runs, each stretch in a forked process (a "begin" record each): after a fatal run the next fork
+    goes on from the run after it, never timed, until `runs` runs or `runs` forks. A fork that dies before its first
+    run's record leaves a "crashes" run; one silent for plan["idle"] seconds a "hangs" run (a wait the debug build does
+    not bound); the course's own failure ends the mutant (the parent reads it as "not measured"). Its records."""
+    m, first, timed, got = job["m"], job["first_run"], job["time"], []
+    for _ in range(plan["runs"]):
+        _emit({"event": "begin", "m": m, "t": time.time()})
+        mine: list = []
+        end = _fresh_context(lambda: _measure_job(plan, {**job, "first_run": first, "time": timed}, ex, wl, base),
+                             mine, idle_s=plan.get("idle"))
+        got += mine
+        if end == "done":
+            return got
+        failed = next((r for r in mine if r["event"] == "failed"), None)
+        if failed is not None and failed["course"]:
+            break
+        if not any(r["event"] == "run" for r in mine):
+            rec = {"event": "run", "m": m, "run": first, "t": time.time(), **(
+                {"class": "hangs", "detail": f"no answer in {plan['idle']:.0f} s: a wait the debug build does not "
+                 "bound (__syncthreads, a cluster barrier, a spin loop)"} if end == "silent" else
+                {"class": "crashes", "detail": ((failed or {}).get("detail") or "the measuring process died")[-600:]})}
+            _emit(rec)
+            got.append(rec)
+        first, timed = 1 + max(r["run"] for r in got if r["event"] == "run"), False
+        if first >= plan["runs"]:
+            break
+    _emit({"event": "done", "m": m, "t": time.time()})
+    return got
 
 
 def _end(rc: int) -> None:
@@ -160,10 +188,11 @@ def _send(rec: dict) -> None:
     os.write(_PIPE["fd"], (json.dumps(rec, default=str) + "\n").encode())
 
 
-def _fresh_context(measure, got: list | None = None, forward: bool = True) -> bool:
+def _fresh_context(measure, got: list | None = None, forward: bool = True, idle_s: float | None = None) -> str:
     """measure() in a forked process that makes its own CUDA context (this one never made one: a context does not
     survive a fork), its records (_send) forwarded here on this process's channel as they come (and kept in `got`). A
-    fatal record kills it (its kernel may never end). True when it finished its mutant: a done record, a clean exit."""
+    fatal record kills it (its kernel may never end), and so does silence for idle_s seconds. "done" when it finished
+    its mutant (a done record, a clean exit), else "fatal", "silent" or "died"."""
 
     r, w = os.pipe()
     pid = os.fork()
@@ -180,20 +209,30 @@ def _fresh_context(measure, got: list | None = None, forward: bool = True) -> bo
         sys.stdout.flush()
         os._exit(rc)
     os.close(w)
-    done = fatal = False
-    with os.fdopen(r, encoding="utf-8", errors="replace") as records:
-        for line in records:
-            rec = json.loads(line)
+    done, end, buf = False, None, b""
+    while end is None:
+        if not select.select([r], [], [], idle_s)[0]:
+            end = "silent"
+            break
+        chunk = os.read(r, 1 << 16)
+        if not chunk:
+            break
+        *lines, buf = (buf + chunk).split(b"\n")
+        for line in lines:
+            rec = json.loads(line.decode("utf-8", "replace"))
             if forward:
                 _emit(rec)
             if got is not None:
                 got.append(rec)
-            done, fatal = done or rec["event"] == "done", fatal or bool(rec.get("fatal"))
-            if fatal:
-                os.kill(pid, signal.SIGKILL)
+            done = done or rec["event"] == "done"
+            if rec.get("fatal"):
+                end = "fatal"
                 break
+    if end is not None:
+        os.kill(pid, signal.SIGKILL)
+    os.close(r)
     _, status = os.waitpid(pid, 0)
-    return done and not fatal and status == 0
+    return end or ("done" if done and status == 0 else "died")
 
 
 def _measure_job(plan: dict, job: dict, ex, wl, base: str) -> None:
@@ -275,31 +314,24 @@ def _probe(ex, wl, probe_files: list[str], plan: dict) -> dict:
 
 def _poisoned(plan: dict, job: dict, ex, wl) -> dict:
     """Whether the changed line's effect reaches the output: the poisons (autograder.poisons.poison_sources, the
-    unmutated kernel with the changed value poisoned or a statement left out) tried in order, each in a CUDA context
-    of its own (a poison may fault), until one decides. Output wrong, or a wait that runs out, reaches it; a right
-    output from a "value" or "self" poison does not (the changed value, the changed statement, never reach it), from a
-    "near" or "use" poison that statement does not (the next is tried); a fault or no compile says nothing.
-    {"reaches": True / False / None (nothing decided), "detail", "tries": [{"kind", "class"}]}."""
+    unmutated kernel with the changed value poisoned or a statement left out) tried in order, each compiled and
+    launched in a CUDA context of its own (a poison may fault), until one decides; a poison after the one that decides
+    is never compiled. Output wrong, or a wait that runs out, reaches it; a right output from a "value" or "self" poison
+    does not (the changed value, the changed statement, never reach it), from a "near" or "use" poison that statement
+    does not (the next is tried); a fault or no compile says nothing.
+    {"reaches": True / False / None (nothing decided), "detail", "tries": [{"kind", "class", "s"}]}."""
     from .hangs_trace import debug_cubin
 
-    def compiles():  # in a process with no CUDA context (NVRTC alone): cheap; the cubins stay in the disk cache
-        ok = []
-        for _, f in job["poisons"]:
-            try:
-                ok.append(bool(debug_cubin(Path(f).read_text(), ex.answer_var)))
-            except CompileError:
-                ok.append(False)
-        _send({"event": "compiled", "ok": ok})
-
-    built: list = []
-    _fresh_context(compiles, built, forward=False)
-    ok = next((r["ok"] for r in built if r["event"] == "compiled"), [True] * len(job["poisons"]))
-    tries, quiet = [{"kind": k, "class": "does not compile"} for (k, _), c in zip(job["poisons"], ok) if not c], []
-    for kind, f in (pf for pf, c in zip(job["poisons"], ok) if c):
+    tries, quiet = [], []
+    for kind, f in job["poisons"]:
         t0 = time.time()
 
         def run(f=f):
-            cubin, names = debug_cubin(Path(f).read_text(), ex.answer_var)
+            try:
+                cubin, names = debug_cubin(Path(f).read_text(), ex.answer_var)
+            except CompileError:
+                _send({"event": "try", "class": "does not compile", "detail": ""})
+                return
             import torch  # noqa: F401 - in the forked process: its own CUDA context, made here
 
             torch.cuda.init()
@@ -308,8 +340,10 @@ def _poisoned(plan: dict, job: dict, ex, wl) -> dict:
             got = _run_once(ex, wl, cubin, names, plan["seed"] + 2000, plan["bound"])
             _send({"event": "try", **got})
         recs: list = []
-        _fresh_context(run, recs, forward=False)
-        got = next((r for r in recs if r["event"] == "try"), {"class": "crashes", "detail": "the process died"})
+        end = _fresh_context(run, recs, forward=False, idle_s=plan.get("idle"))
+        got = next((r for r in recs if r["event"] == "try"),
+                   {"class": "hangs", "detail": f"no answer in {plan.get('idle')} s"} if end == "silent"
+                   else {"class": "crashes", "detail": "the process died"})
         tries.append({"kind": kind, "class": got["class"], "s": round(time.time() - t0, 2)})
         if got["class"] in ("wrong", "hangs"):
             return {"reaches": True, "tries": tries, "detail": f"the changed line's effect reaches the output: with it "

@@ -580,9 +580,10 @@ class _Exit(Exception):
 
 def test_the_real_child_and_parent_agree_on_the_plan_protocol(tmp_path, monkeypatch):
     """mutants_child._child (the real child, run in this process with the GPU faked: builds, runs and timing stubbed) fed to
-    the real parent: every planned mutant gets its runs and, when correct, its speed; a fatal run ends the process and
-    the parent resumes; a fault raised as an exception is that mutant's crash; the course's own failure is "not
-    measured" for that mutant alone."""
+    the real parent: every planned mutant gets its runs and, when correct, its speed; a fatal run ends its fork and the
+    next fork goes on from the run after it, in the same process (one process for the whole plan); a fork silent for
+    the timeout is a hang; a fault raised as an exception is that mutant's crash; the course's own failure is "not
+    measured" for that mutant alone; a poison after the one that decides is never compiled."""
     import torch
 
     from autograder import hangs_trace
@@ -591,7 +592,6 @@ def test_the_real_child_and_parent_agree_on_the_plan_protocol(tmp_path, monkeypa
     monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(torch.cuda, "init", lambda: None)
     monkeypatch.setattr(device, "gpu", lambda: {"name": "TESTGPU"})
-    monkeypatch.setattr(hangs_trace, "debug_cubin", lambda src, var: (src, {1: "full[0]"}))
 
     def run_once(ex, wl, cubin, names, seed, bound, **kw):
         if "fault" in cubin:
@@ -600,6 +600,8 @@ def test_the_real_child_and_parent_agree_on_the_plan_protocol(tmp_path, monkeypa
             mutants.classify([{"no class": 1}], None)  # a KeyError raised in the course's own code
         if "hangs" in cubin:
             return {"class": "hangs", "detail": "full[0] parity 0", "fatal": True}
+        if "silent" in cubin:
+            time.sleep(30)  # a wait the debug build does not bound: no record, ever
         return {"class": "wrong" if "wrong" in cubin else "correct", "detail": ""}
 
     monkeypatch.setattr(mutants_child, "_run_once", run_once)
@@ -610,21 +612,34 @@ def test_the_real_child_and_parent_agree_on_the_plan_protocol(tmp_path, monkeypa
     monkeypatch.setattr(mutants_child, "_same_code", lambda ex, base, src: False)  # the fake sources are comments alone
     calls = _in_process_child(monkeypatch, "tma")
     tag = time.time()
-    names = ["ok", "hangs", "wrong", "fault", "ours", "ok2", "ok3"]
-    # ok's poisons: one faults (says nothing), the next goes wrong (its effect reaches the output); ok2's leaves the
-    # output right (it does not); ok3's does not compile (nothing decided)
-    poisons = [(("value", f"// fault poison {tag}"), ("self", f"// wrong poison {tag}")), (), (), (), (),
-               (("self", f"// right poison {tag}"), ("use", f"// wrong poison {tag}")), (("value", "// nocompile"),)]
-    monkeypatch.setattr(hangs_trace, "debug_cubin", lambda src, var: (src, {1: "full[0]"}) if "nocompile" not in src
-                        else (_ for _ in ()).throw(mutants_child.CompileError("no")))
+    names = ["ok", "hangs", "wrong", "fault", "ours", "ok2", "ok3", "silent", "ok4"]
+    # ok's poisons: one faults (says nothing), the next goes wrong (its effect reaches the output), the third is never
+    # compiled; ok2's leaves the output right (it does not); ok3's does not compile (nothing decided); ok4's hangs
+    # without a word (reaches it)
+    poisons = [(("value", f"// fault poison {tag}"), ("self", f"// wrong poison {tag}"), ("use", "// nocompile 2")),
+               (), (), (), (), (("self", f"// right poison {tag}"), ("use", f"// wrong poison {tag}")),
+               (("value", "// nocompile"),), (), (("self", f"// silent poison {tag}"),)]
+    compiled = tmp_path / "compiled.txt"
+
+    def debug_cubin(src, var):
+        with compiled.open("a") as f:
+            f.write(src + "\n")
+        if "nocompile" in src:
+            raise mutants_child.CompileError("no")
+        return src, {1: "full[0]"}
+    monkeypatch.setattr(hangs_trace, "debug_cubin", debug_cubin)
     res = mutants.outcomes("tma", None, [f"// {n} {tag}" for n in names], "// base", runs=3, rounds=8,
-                           device="TESTGPU", poisons=poisons)
+                           device="TESTGPU", poisons=poisons, timeout_s=1)
     got = dict(zip(names, (r["outcome"] for r in res)))
     assert got == {"ok": "no observable change", "hangs": "hangs", "wrong": "wrong", "fault": "crashes",
-                   "ours": "not measured", "ok2": "does not reach the output", "ok3": "not probed"}, got
+                   "ours": "not measured", "ok2": "does not reach the output", "ok3": "not probed",
+                   "silent": "hangs", "ok4": "no observable change"}, got
     assert [t["class"] for t in res[5]["tries"]] == ["correct"] and "reaches the output" in res[0]["detail"]
+    assert "nocompile 2" not in compiled.read_text() and "hung" in res[8]["detail"]
     assert res[0]["speed"] and res[1]["speed"] is None and len(res[1]["runs"]) == 3
-    assert "illegal memory access" in res[3]["detail"] and len(calls) <= 7  # three runs each of the two that end it
+    assert [r["class"] for r in res[3]["runs"]] == ["crashes"] * 3 and "illegal memory access" in res[3]["detail"]
+    assert [r["class"] for r in res[7]["runs"]] == ["hangs"] * 3 and "no answer in 1 s" in res[7]["detail"]
+    assert len(calls) == 1, calls  # the forks ended; the measuring process went on
 
 
 def test_a_kernel_that_remembers_across_mutants_does_not_choose_its_keys(tmp_path, monkeypatch):
@@ -906,13 +921,13 @@ def test_a_change_the_compiler_removes_is_the_same_code():
 
 def test_each_mutant_runs_in_a_process_of_its_own_and_its_records_come_back(monkeypatch):
     """_fresh_context forks: what the measuring process changes stays there (a new CUDA context there, nothing of the
-    last one's); its records come back in order; a fatal record kills it (its kernel may never end); one that dies
-    without its done record, or raises, is not done."""
+    last one's); its records come back in order; a fatal record kills it (its kernel may never end), and so does
+    silence past idle_s; one that dies without its done record, or raises, is not done."""
     got = []
     monkeypatch.setattr(mutants_child, "_emit", got.append)
     state = {"marker": False}
 
-    def measure(recs, fatal=False, die=False, raise_=False):
+    def measure(recs, fatal=False, die=False, raise_=False, silent=False):
         def f():
             state["marker"] = True
             for r in recs:
@@ -920,6 +935,8 @@ def test_each_mutant_runs_in_a_process_of_its_own_and_its_records_come_back(monk
             if fatal:
                 mutants_child._send({"event": "run", "m": 0, "fatal": True})
                 time.sleep(60)  # a hang for good: killed
+            if silent:
+                time.sleep(60)  # a wait nothing bounds: no record, ever
             if die:
                 os.kill(os.getpid(), signal.SIGKILL)
             if raise_:
@@ -930,13 +947,15 @@ def test_each_mutant_runs_in_a_process_of_its_own_and_its_records_come_back(monk
     import os
     import signal
 
-    assert mutants_child._fresh_context(measure([{"event": "run", "m": 0, "run": 0}]))
+    assert mutants_child._fresh_context(measure([{"event": "run", "m": 0, "run": 0}])) == "done"
     assert not state["marker"] and [r["event"] for r in got] == ["run", "done"]
     t0 = time.time()
-    assert not mutants_child._fresh_context(measure([], fatal=True)) and time.time() - t0 < 30
-    assert not mutants_child._fresh_context(measure([], die=True))
+    assert mutants_child._fresh_context(measure([], fatal=True)) == "fatal" and time.time() - t0 < 30
+    t0 = time.time()
+    assert mutants_child._fresh_context(measure([], silent=True), idle_s=0.5) == "silent" and time.time() - t0 < 30
+    assert mutants_child._fresh_context(measure([], die=True)) == "died"
     got.clear()
-    assert not mutants_child._fresh_context(measure([], raise_=True))
+    assert mutants_child._fresh_context(measure([], raise_=True)) == "died"
     assert got[0]["event"] == "failed" and not got[0]["course"] and "illegal memory" in got[0]["detail"]
 
 

@@ -114,8 +114,9 @@ def main(out: Path) -> int:
     try:
         # compiled in each context: this process must not initialise the driver (NVRTC through cuda.core does), or no
         # process forked from it can
-        ok = [mutants_child._fresh_context(lambda: _first_context(compile_cuda(SOURCE, name="residue.cu"), smem)),
-              mutants_child._fresh_context(lambda: _next_context(compile_cuda(SOURCE, name="residue.cu"), smem))]
+        ends = [mutants_child._fresh_context(lambda: _first_context(compile_cuda(SOURCE, name="residue.cu"), smem)),
+                mutants_child._fresh_context(lambda: _next_context(compile_cuda(SOURCE, name="residue.cu"), smem))]
+        ok = [e == "done" for e in ends]
     finally:
         mutants_child._emit = real_emit
     rec = {k: v for r in got if r["event"] in ("first", "next") for k, v in r.items() if k not in ("event", "t")}
