@@ -686,6 +686,7 @@ def test_a_kernel_that_remembers_across_mutants_does_not_choose_its_keys(tmp_pat
 DECOY = (ROOT / "kernels" / "naive_loads" / "grading" / "decoy.cu").read_text()
 DECOY_RUNS = (ROOT / "kernels" / "naive_loads" / "grading" / "decoy_runs.cu").read_text()
 DECOY_SENSES = (ROOT / "kernels" / "naive_loads" / "grading" / "decoy_senses.cu").read_text()
+DECOY_NAMES = (ROOT / "kernels" / "naive_loads" / "grading" / "decoy_names.cu").read_text()
 
 
 def _decoy_gpu(base: str, opens: str = "if (n < 0) {", runs: bool = False, senses: bool = False):
@@ -858,6 +859,30 @@ def test_every_poison_of_every_course_solution_is_the_kernel_with_one_place_chan
                 assert any(ok), (spec.slug, m.key)
                 compiled += 1
     assert compiled >= 3  # the sites named are in the course solutions (naive_loads, tma, warp_specialization)
+
+
+@pytest.mark.xfail(strict=True, reason="known attack (decoy_names.cu): a value poison's helper is named "
+                   "course_poison and its prelude adds three lines; the kernel finds either at compile time")
+def test_a_kernel_cannot_tell_a_poison_from_itself_at_compile_time():
+    """decoy_names.cu looks, at compile time, for what a "value" poison adds to the kernel: the helper (by name, a
+    call that compiles only where it is declared) and the lines (its own __LINE__). Compiled by NVRTC here with that
+    test made a static_assert: the kernel itself compiles, and so must every poison of its mutants that compiles at
+    all for another reason than the assertion — a poison the kernel could sense would make any decoy line seem to
+    reach the output."""
+    from autograder.poisons import poisons_of
+    from kernels.compile import CompileError, compile_cuda
+
+    src = DECOY_NAMES.replace('extern "C" __global__', 'static_assert(!kSensed, "sensed");\nextern "C" __global__', 1)
+    compile_cuda(src, name="KERNEL_SRC")
+    values = 0
+    for m in mutate("naive_loads", src):
+        for k, p in poisons_of(m, src):
+            values += k == "value"
+            try:
+                compile_cuda(p, name="KERNEL_SRC")
+            except CompileError as exc:
+                assert "sensed" not in str(exc), (m.key, k)
+    assert values >= 2  # the decoy's load width and lane stride are values
 
 
 def test_a_probe_goes_before_a_pragma_that_belongs_to_its_statement():
