@@ -53,7 +53,8 @@ OUTCOMES = ("hangs", "wrong", "crashes", "slower", "faster", "no observable chan
 # decoy: the day's code written the operators' way in a branch that never runs, the real code in a form none matches.
 ATTACK_ANSWERS = {"naive_loads": {"decoy": "kernels/naive_loads/grading/decoy.cu",
                                   "decoy_runs": "kernels/naive_loads/grading/decoy_runs.cu",
-                                  "decoy_senses": "kernels/naive_loads/grading/decoy_senses.cu"}}
+                                  "decoy_senses": "kernels/naive_loads/grading/decoy_senses.cu",
+                                  "decoy_names": "kernels/naive_loads/grading/decoy_names.cu"}}
 # How outcomes are measured (part of each cached outcome's key): a CUDA context per mutant, then the probes, then the
 # poisons launched the instrument's way (an outcome cached while they launched the bench shape first is not reused)
 METHOD = "context per mutant; probes; poisons at the test shapes"

@@ -4,6 +4,7 @@ autograder.mutation's source helpers; measured by autograder.mutants_child._pois
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from .mutation import _CONTROL, Mutant, _blank, _match, _match_back, expression_like, mask, statement_start
@@ -18,10 +19,19 @@ from .operators import Operator
 # decide at once; "near" (the statement a dropped one orders) and "use" (a statement that reads the declared name)
 # are tried until one reaches the output. Their verdict: autograder.mutants_child._poisoned, each launched the way the
 # instrument launches the unmutated kernel (the test shapes in order, a context of its own): a kernel cannot tell a
-# poison's launches from the instrument's by what they launch (tests/test_mutants.py, decoy_senses.cu).
-POISON_PRELUDE = ("template <class T> __device__ __forceinline__ T course_poison(T) { return T{}; }\n"
-                  "__device__ __forceinline__ bool course_poison(bool v) { return !v; }\n"
-                  "template <class T> __device__ T* course_poison(T*) = delete;\n")
+# poison's launches from the instrument's by what they launch (tests/test_mutants.py, decoy_senses.cu), nor a poison's
+# source from its own at compile time (poison_prelude, decoy_names.cu).
+def poison_prelude(source: str) -> tuple[str, str]:
+    """(the helpers put above a "value" poison of `source`, the helper's name). The name is drawn from the digest of
+    the unmutated source, so no kernel can name it (a kernel that held its own digest would be a fixed point of
+    SHA-256), and a `#line 1` after the helpers gives the kernel's lines their own numbers: neither a call that
+    compiles only where the helper is declared nor __LINE__ tells a poison from the kernel (decoy_names.cu)."""
+    name = "p" + hashlib.sha256(source.encode()).hexdigest()[:20]
+    return (f"template <class T> __device__ __forceinline__ T {name}(T) {{ return T{{}}; }}\n"
+            f"__device__ __forceinline__ bool {name}(bool v) {{ return !v; }}\n"
+            f"template <class T> __device__ T* {name}(T*) = delete;\n#line 1\n"), name
+
+
 MAX_POISONS = 8
 
 
@@ -164,7 +174,8 @@ def poison_sources(op: Operator, source: str, edits: list[tuple[int, int, str]],
         else:
             text, m = source[a:b], masked[a:b]
             if expression_like(m):
-                out.append(("value", POISON_PRELUDE + source[:a] + f"course_poison({text})" + source[b:]))
+                prelude, name = poison_prelude(source)
+                out.append(("value", prelude + source[:a] + f"{name}({text})" + source[b:]))
             out.append(("self", _skip(source, s, e)))
             d = _declares(masked[s:e])
             if d:  # a declaration (leaving it out does not compile): the statements that read what it declares

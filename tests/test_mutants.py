@@ -18,7 +18,7 @@ from autograder import mutants, mutants_child
 from autograder.known import course_solution, kernel_source
 from autograder.mutants import Operator, classify
 from autograder.mutation import mask, mutate
-from autograder.poisons import POISON_PRELUDE
+from autograder.poisons import poison_prelude
 from autograder.release import ROOT
 from autograder.spec import SpecError, all_specs, parse
 
@@ -710,7 +710,7 @@ def _decoy_gpu(base: str, opens: str = "if (n < 0) {", runs: bool = False, sense
             return {"class": "wrong", "detail": f"shape {tuple(ex.bench_shape)}: 1 element wrong"}
         if "course_probe_trap" in src:
             return {"class": "correct", "detail": ""}
-        src = src.replace(POISON_PRELUDE, "")  # a poison: the kernel with one value poisoned or a statement left out
+        src = src.replace(poison_prelude(base)[0], "")  # a poison: one value poisoned or a statement left out
         if src == base:
             return {"class": "correct", "detail": ""}
         pos = next(i for i, (a, b) in enumerate(zip(src, base)) if a != b)
@@ -834,7 +834,7 @@ def test_every_poison_of_every_course_solution_is_the_kernel_with_one_place_chan
     """Each mutant of each day's course solution has poisons (kinds in order: value, self, near, use), each the
     unmutated kernel with one value wrapped (the poison helpers prepended) or one statement left out (nothing else) —
     never the mutant; and at least one of them compiles (what the GPU then measures)."""
-    from autograder.poisons import POISON_PRELUDE, poisons_of
+    from autograder.poisons import poisons_of
     from kernels.compile import CompileError, compile_cuda
 
     kinds, compiled = ["value", "self", "near", "use"], 0
@@ -845,10 +845,12 @@ def test_every_poison_of_every_course_solution_is_the_kernel_with_one_place_chan
             assert poisons, (spec.slug, m.key)
             order = [kinds.index(k) for k, _ in poisons]
             assert order == sorted(order), (spec.slug, m.key, order)
+            prelude, name = poison_prelude(src)
             for k, p in poisons:  # the helper only where a value is poisoned: nothing else a kernel could sense
-                assert p.startswith(POISON_PRELUDE) == (k == "value") and p != src and p != m.source
-                body = p[len(POISON_PRELUDE):] if k == "value" else p
-                assert ("course_poison" in body) == (k == "value") and len(body) >= len(src) - 1
+                assert p.startswith(prelude) == (k == "value") and p != src and p != m.source
+                body = p[len(prelude):] if k == "value" else p
+                assert (name in body) == (k == "value") and len(body) >= len(src) - 1
+                assert body.count("\n") == src.count("\n")  # every line where it was: __LINE__ as in the kernel
             if m.key in {"tail_guard_dropped#1", "proxy_fence_removed#1", "release_before_read#1"}:
                 ok = []
                 for _, p in poisons:
@@ -861,8 +863,6 @@ def test_every_poison_of_every_course_solution_is_the_kernel_with_one_place_chan
     assert compiled >= 3  # the sites named are in the course solutions (naive_loads, tma, warp_specialization)
 
 
-@pytest.mark.xfail(strict=True, reason="known attack (decoy_names.cu): a value poison's helper is named "
-                   "course_poison and its prelude adds three lines; the kernel finds either at compile time")
 def test_a_kernel_cannot_tell_a_poison_from_itself_at_compile_time():
     """decoy_names.cu looks, at compile time, for what a "value" poison adds to the kernel: the helper (by name, a
     call that compiles only where it is declared) and the lines (its own __LINE__). Compiled by NVRTC here with that
