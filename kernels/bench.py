@@ -20,6 +20,13 @@ Counting what the timed launches do (`ranges`, a kernels.rangeprof.RangeCounters
 slows some kernels (on an H100, cp.async-heavy ones; TMA ones not: `res.counted_ms`, the counted launches' median,
 shows by how much), so no repetition is both; the positions come from the caller's secret, so a kernel cannot tell
 a counted launch from a timed one.
+
+Which kernels a call launches (`kernel_names`), the name each side of a claim ran under: cuBLAS picks its kernel by
+heuristic, cuDNN by its plan, Triton by autotuning, and another pick is another baseline. The call is warmed up, then
+run once under torch.profiler (CUDA activity) after the L2 flush the timer runs before each repetition; the distinct
+CUDA kernels launched come back longest total device time first, memcpy / memset and the flush's own kernel (named by
+profiling the flush alone, once a process) left out. `device_kernels`, the ranking, is plain Python; tests give
+`kernel_names` a profiler of their own (`profile=`).
 """
 
 from __future__ import annotations
@@ -311,3 +318,72 @@ def refill(generate: Callable, shape, seed: int) -> Callable[[dict], None]:
                 inputs[key].copy_(value)
 
     return refresh
+
+
+# ------------------------------------------------------------------------------------------ kernel names
+_NOT_KERNELS = ("memcpy", "memset")  # copies and fills the runtime issues: not a kernel of the call
+_flush_names: list[str] | None = None
+
+
+def device_kernels(events, exclude=()) -> list[str]:
+    """The distinct names of the CUDA kernels among profiled events (each with .name, .device_type and
+    .self_device_time_total: torch's FunctionEvent), ordered by total device time, longest first (ties: first
+    launched first); memcpy / memset and the names in `exclude` left out."""
+    from torch.autograd import DeviceType  # noqa: the profiler's device kinds: only where events are read
+
+    total: dict[str, float] = {}
+    for e in events:
+        if e.device_type != DeviceType.CUDA or e.name.lower().startswith(_NOT_KERNELS) or e.name in exclude:
+            continue
+        total[e.name] = total.get(e.name, 0.0) + float(e.self_device_time_total)
+    order = list(total)
+    return sorted(total, key=lambda n: (-total[n], order.index(n)))
+
+
+def _profiled(fn: Callable[[], object], profile=None) -> list:
+    """The events of one call of `fn` under the profiler (torch.profiler.profile with CUDA activity by default),
+    the device drained before and after."""
+    import torch
+
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    if profile is None:
+        from torch.profiler import ProfilerActivity, profile as torch_profile
+
+        def profile():
+            return torch_profile(activities=[ProfilerActivity.CUDA])
+    sync()
+    with profile() as prof:
+        fn()
+        sync()
+    return list(prof.events())
+
+
+def flush_kernel_names(profile=None) -> list[str]:
+    """The kernels of the timer's L2 flush (_flush), profiled alone once a process (or with `profile`)."""
+    global _flush_names
+    if profile is not None:  # a profiler of the caller's (a test's): not cached
+        return device_kernels(_profiled(_flush, profile))
+    if _flush_names is None:
+        _flush_names = device_kernels(_profiled(_flush))
+    return _flush_names
+
+
+def kernel_names(fn: Callable[[], object], *, warmup: int = 1, flush: bool = True, profile=None) -> list[str]:
+    """The CUDA kernels one call of `fn` launches, longest total device time first (module docstring): `warmup`
+    calls first, then the flush (where `flush`, as the timer runs it) and the call under the profiler; memcpy,
+    memset and the flush's kernel left out. `profile`: a profiler context factory (default torch.profiler's)."""
+    for _ in range(warmup):
+        fn()
+
+    def once():
+        if flush:
+            _flush()
+        fn()
+
+    exclude = flush_kernel_names(profile) if flush else ()
+    return device_kernels(_profiled(once, profile), exclude)
+
+
+def top(names: list[str] | None) -> str | None:
+    """The longest-running kernel of a kernel_names list (None for none)."""
+    return names[0] if names else None

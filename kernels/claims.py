@@ -1,6 +1,9 @@
 """Every claim against a baseline the records support, in one table: the GEMM's parity rounds (rung 6, Triton and
 rung 5 against cuBLAS) and the attention overlap rung's rounds against cuDNN, each read with its topic's own summary
-(so the table, the notebooks and the README agree), each with its GPU, driver and date.
+(so the table, the notebooks and the README agree), each with its GPU, driver and date, one row per claim and input
+distribution the rounds ran on (the exercise's data; N(0, 1) where the record has it), and each side's kernel — the
+longest-running one the profiler saw — where the record names them ("kernels", written by make gpu-test's 'claims
+rounds' step).
 
     python -m kernels.claims [--markdown]      # the README's table is the --markdown output (a test holds it)
 
@@ -12,56 +15,89 @@ from __future__ import annotations
 
 from .attention.bench import rounds_summary
 from .gemm.bench import parity_summary
+from .bench import top
 from .record import rounds_records
 
+DATA_ORDER = ("exercise", "normal")  # the exercise's data first: the rows of records before N(0, 1) rounds
+DATA_LABEL = {"exercise": "exercise's", "normal": "N(0,1)"}
 
-def claims_table(slug: str | None = None) -> list[dict]:
-    """Every claim against a baseline that recorded rounds support (kernels/<slug>/rounds_<gpu>.json), one row each:
-    the GPU, driver and date, the claim, the rounds, the median ratio, its 95 % interval, what the interval supports,
-    and each side's mean SM clock where the rounds sampled it. Read with the topic's own summary (the GEMM's
-    parity_summary, attention's rounds_summary), so the table and the notebooks agree."""
+
+def _datas(by_data: dict) -> list[str]:
+    return sorted(by_data, key=lambda d: (DATA_ORDER.index(d) if d in DATA_ORDER else len(DATA_ORDER), d))
+
+
+def _row(where: dict, slug: str, claim: str, data: str, x: dict, rounds: int, sm_mhz: dict, kernels: dict) -> dict:
+    return {**where, "slug": slug, "claim": claim, "data": data, "rounds": rounds, "median": x["median"],
+            "lo": x["lo"], "hi": x["hi"], "says": x["says"].split(":")[0], "sm_mhz": sm_mhz,
+            "kernels": {k: n for k, n in kernels.items() if n}}
+
+
+def doc_claims(slug: str, doc: dict) -> list[dict]:
+    """The claims one rounds record supports (module docstring), one row per claim and data: the GPU, driver and date,
+    the claim, its data, the rounds, the median ratio, its 95 % interval, what the interval supports, each side's mean
+    SM clock where the rounds sampled it and each side's top kernel where the record names them."""
+    where = {"device": doc["device"], "driver": doc.get("driver"), "date": doc.get("date")}
+    kern = doc.get("kernels") or {}
     out = []
-    only = slug
-    for slug, tag, doc in rounds_records():
-        if only is not None and slug != only:
-            continue
-        where = {"device": doc["device"], "driver": doc.get("driver"), "date": doc.get("date")}
-        if slug == "gemm":
-            s = parity_summary(doc["rows"])
-            shape = next((r["shape"] for r in doc["rows"] if r.get("lesson") == "parity"), None)
-            for v, x in s.get("over_cublas", {}).items():
-                out.append({**where, "slug": slug, "claim": f"{v} / cuBLAS, {shape}",
-                            "rounds": s["rounds"], "median": x["median"], "lo": x["lo"], "hi": x["hi"],
-                            "says": x["says"].split(":")[0],
-                            "sm_mhz": {k: s["sm_mhz"][k] for k in (v, "cublas") if k in s["sm_mhz"]}})
-        elif slug == "attention":
-            for shape, x in rounds_summary(doc["rows"]).items():
-                out.append({**where, "slug": slug, "claim": f"overlap rung / cuDNN, {shape}", "rounds": x["rounds"],
-                            "median": x["median"], "lo": x["lo"], "hi": x["hi"], "says": x["says"].split(":")[0],
-                            "sm_mhz": {k: v for k, v in x["sm_mhz"].items() if v}})
+    if slug == "gemm":
+        by = parity_summary(doc["rows"]).get("by_data", {})
+        shape = next((r["shape"] for r in doc["rows"] if r.get("lesson") == "parity"), None)
+        for v in dict.fromkeys(v for d in _datas(by) for v in by[d]["over_cublas"]):
+            for data in (d for d in _datas(by) if v in by[d]["over_cublas"]):
+                s = by[data]
+                out.append(_row(where, slug, f"{v} / cuBLAS, {shape}", data, s["over_cublas"][v], s["rounds"],
+                                {k: s["sm_mhz"][k] for k in (v, "cublas") if k in s["sm_mhz"]},
+                                {k: top(kern.get(k)) for k in (v, "cublas")}))
+    elif slug == "attention":
+        for shape, x in rounds_summary(doc["rows"]).items():
+            for data in _datas(x["by_data"]):
+                d = x["by_data"][data]
+                out.append(_row(where, slug, f"overlap rung / cuDNN, {shape}", data, d, d["rounds"],
+                                {k: v for k, v in d["sm_mhz"].items() if v},
+                                {k: top(kern.get(shape, {}).get(k)) for k in ("overlap", "cudnn")}))
     return out
 
 
+def claims_table(slug: str | None = None) -> list[dict]:
+    """Every claim against a baseline that recorded rounds support (kernels/<slug>/rounds_<gpu>.json), one row each
+    (doc_claims). Read with the topic's own summary (the GEMM's parity_summary, attention's rounds_summary), so the
+    table and the notebooks agree."""
+    return [r for s, _, doc in rounds_records() if slug is None or s == slug for r in doc_claims(s, doc)]
+
+
 def claims_markdown(slug: str | None = None) -> str:
-    """The recorded claims as a Markdown table (the README's, held to this by a test)."""
-    lines = ["| GPU (driver, date) | claim | rounds | median | 95 % interval | the interval says | mean SM MHz |",
-             "|---|---|---|---|---|---|---|"]
-    for r in claims_table(slug):
+    """The recorded claims as a Markdown table (the README's, held to this by a test). The columns of the inputs and
+    of each side's top kernel appear once a record holds rounds on N(0, 1) / names its kernels."""
+    rows = claims_table(slug)
+    data = any(r["data"] != "exercise" for r in rows)
+    kern = any(r["kernels"] for r in rows)
+    head = ["GPU (driver, date)", "claim"] + ["inputs"] * data + ["rounds", "median", "95 % interval",
+                                                                  "the interval says", "mean SM MHz"] + \
+        ["top kernel, each side"] * kern
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
         clocks = ", ".join(f"{k} {v:.0f}" for k, v in r["sm_mhz"].items())
-        lines.append(f"| {r['device']} ({r['driver']}, {r['date']}) | {r['claim']} | {r['rounds']} | "
-                     f"{r['median']:.3f}x | {r['lo']:.3f}-{r['hi']:.3f}x | {r['says']} | {clocks} |")
+        cells = [f"{r['device']} ({r['driver']}, {r['date']})", r["claim"]] + \
+            [DATA_LABEL.get(r["data"], r["data"])] * data + \
+            [str(r["rounds"]), f"{r['median']:.3f}x", f"{r['lo']:.3f}-{r['hi']:.3f}x", r["says"], clocks] + \
+            ["; ".join(f"{k} `{n}`" for k, n in r["kernels"].items())] * kern
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def print_claims(rows: list[dict] | str | None = None) -> None:
-    """The recorded claims (all, or one topic's: print_claims("gemm")), one line each."""
+    """The recorded claims (all, or one topic's: print_claims("gemm")), one line each; each side's top kernel below
+    its claim where the record names it."""
     rows = claims_table(rows) if rows is None or isinstance(rows, str) else rows
-    print(f"{'GPU (driver, date)':<48}{'claim':<38}{'rounds':>7}{'median':>8}{'95 % interval':>16}  "
+    print(f"{'GPU (driver, date)':<48}{'claim':<38}{'inputs':<12}{'rounds':>7}{'median':>8}{'95 % interval':>16}  "
           f"{'says':<16}SM MHz")
     for r in rows:
         clocks = ", ".join(f"{k} {v:.0f}" for k, v in r["sm_mhz"].items())
         print(f"{r['device'] + ' (' + str(r['driver']) + ', ' + str(r['date']) + ')':<48}{r['claim']:<38}"
-              f"{r['rounds']:>7}{r['median']:>7.3f}x{r['lo']:>9.3f}-{r['hi']:.3f}x  {r['says']:<16}{clocks}")
+              f"{DATA_LABEL.get(r['data'], r['data']):<12}{r['rounds']:>7}{r['median']:>7.3f}x{r['lo']:>9.3f}-"
+              f"{r['hi']:.3f}x  {r['says']:<16}{clocks}")
+        for k, n in r.get("kernels", {}).items():
+            print(f"{'':<48}  {k}: {n}")
 
 
 if __name__ == "__main__":  # python -m kernels.claims [--markdown]: the recorded claims

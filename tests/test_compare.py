@@ -80,9 +80,9 @@ def test_the_bootstrap_interval_brackets_the_median(xs):
 
 def test_the_recorded_claims_table_is_what_the_rounds_rows_give():
     """kernels.compare.claims_table over the recorded rounds (kernels/<slug>/rounds_<gpu>.json and ladder records
-    holding rounds): each claim's median is the median of its per-round ratios, recomputed here from the rows
-    themselves; the interval holds it; what it says follows the interval; the H200's GEMM and attention rounds are
-    there with 18 rounds each."""
+    holding rounds): each claim's median (per claim and data) is the median of its per-round ratios, recomputed here
+    from the rows themselves; the interval holds it; what it says follows the interval; the H200's GEMM and attention
+    rounds are there with 18 rounds or more each."""
     import statistics
 
     from kernels.claims import claims_table
@@ -95,12 +95,13 @@ def test_the_recorded_claims_table_is_what_the_rounds_rows_give():
         doc = next(d for (s, t), d in docs.items() if s == r["slug"] and d["device"] == r["device"])
         if r["slug"] == "gemm":
             ours = r["claim"].split(" / ")[0]
-            tf = {(x["rung"], x["round"]): x["tflops"] for x in doc["rows"] if x.get("lesson") == "parity"}
+            tf = {(x["rung"], x["round"]): x["tflops"] for x in doc["rows"] if x.get("lesson") == "parity"
+                  and x.get("data", "exercise") == r["data"]}
         else:
             shape = r["claim"].split(", ", 1)[1]
             ours = "overlap"
-            tf = {(x["rung"], x["round"]): x["tflops"] for x in doc["rows"]
-                  if x.get("lesson") == "rounds" and x["goal_shape"] == shape}
+            tf = {(x["rung"], x["round"]): x["tflops"] for x in doc["rows"] if x.get("lesson") == "rounds"
+                  and x["goal_shape"] == shape and x.get("data", "exercise") == r["data"]}
         base = "cublas" if r["slug"] == "gemm" else "cudnn"
         ks = sorted(k for v, k in tf if v == ours and (base, k) in tf)
         assert len(ks) == r["rounds"] >= 6
@@ -109,7 +110,7 @@ def test_the_recorded_claims_table_is_what_the_rounds_rows_give():
         assert r["says"] == ("ahead" if r["lo"] > 1 else "behind" if r["hi"] < 1 else r["says"])
         assert r["says"].startswith("within") == (r["lo"] <= 1 <= r["hi"])
     h200 = [r for r in rows if r["device"] == "NVIDIA H200"]
-    assert {r["slug"] for r in h200} == {"gemm", "attention"} and all(r["rounds"] == 18 for r in h200)
+    assert {r["slug"] for r in h200} == {"gemm", "attention"} and all(r["rounds"] >= 18 for r in h200)
 
 
 def test_the_readme_claims_table_is_the_generated_one():

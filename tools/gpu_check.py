@@ -4,6 +4,9 @@
 2. every topic's benchmark (autograder.benchmarks: the topic's kernels and its exercise's known answers checked
    against their references, timed, model beside them, the answers held to their bars); recorded_<gpu>.json per
    topic (copied next to the code when COURSE_RECORD=1)
+   2b. claims rounds (tools/gpu_claims.py; `--skip claims`): GEMM and attention against cuBLAS / cuDNN in 18
+   interleaved rounds on N(0, 1) and the exercise's data, each side's kernels named by the profiler:
+   kernels/<slug>/rounds_<gpu>.json (COURSE_RECORD=1) and out/<slug>/
 3. grader calibration of every spec for this GPU kind, from the records step 2 wrote (autograder.calibration)
 4. known answers graded on the GPU: every score and flag equal to its expected value
    4b. week 2's answers that hang or race, and the course solutions: the debug barrier build's stuck-warp lines and
@@ -25,6 +28,7 @@ import html
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -32,6 +36,7 @@ import time
 import traceback
 from pathlib import Path
 
+from gpu_claims import SLUGS as CLAIM_SLUGS, claims_rounds
 from gpu_cohort import autograde_cohort, class_scale, compare_scale
 from gpu_mutants import understanding_checks, understanding_cohort
 from gpu_residue import residue
@@ -423,6 +428,9 @@ def main() -> int:
     for slug in slugs:
         if (ROOT / "kernels" / slug / "bench.py").exists() and "bench" not in args.skip:
             step(f"bench {slug}", topic_bench, summary, slug, out)
+    if "claims" not in args.skip and set(CLAIM_SLUGS) & set(slugs):
+        command = shlex.join([Path(sys.executable).name, "tools/gpu_check.py", *sys.argv[1:]])  # the exact command
+        step("claims rounds", claims_rounds, summary, slugs, out, command)
     graded = [s for s in slugs if s in specs]
     if "gemm" in slugs and "counters" not in args.skip:
         step("gemm ring depth and DRAM (ncu)", gemm_ring_dram, summary, out)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import statistics
 
 from .. import record
-from ..bench import bench, ceilings, refill, rotating_inputs
+from ..bench import bench, ceilings, kernel_names, refill, rotating_inputs
 from ..clock import timed
 from ..topic import Topic, answer_row, check_answers, check_kernels, finish_sweep, row, shipped, time_answer
 from . import exercise, model
@@ -86,8 +86,6 @@ def check_all(seed: int = 1) -> list[str]:
     """Every rung on every awkward test shape (the CUDA depths of its head dim), against torch's fp32 math SDPA,
     each output poisoned first (the scaffold's loop); the exercise's timed answers on the spec's test shapes.
     Returns the failures."""
-    import torch
-
     return check_rungs(seed, [(lib, None) for lib in LIBS]) + check_answers(SLUG, TIMED_ANSWERS, seed=seed + 200)
 
 
@@ -298,51 +296,81 @@ def goals(rows: list[dict]) -> dict:
 
 
 ROUND_RUNS = ("overlap", "cudnn")  # the runs of one round at a GOALS shape: the default overlap entry, cuDNN
+ROUND_DATA = ("normal", "exercise")  # a claim's two inputs (issue 40): plain N(0, 1) q, k, v and the exercise's
 
 
-def overlap_rounds(clock=None, reps: int = 10, seed: int = 0, rounds: int | None = None) -> list[dict]:
-    """The overlap rung's default entry against cuDNN at each GOALS shape in interleaved rounds (kernels.compare: the
-    same inputs, the order rotated and reversed so each is first and last equally often): rows `lesson` "rounds",
-    `round` k, `rung` overlap / cudnn. One pass is no claim: rounds_summary reads these rows."""
+def rounds_kernels(seed: int = 0) -> dict:
+    """{GOALS shape: {run: the CUDA kernels one launch of it runs, longest first}} (kernels.bench.kernel_names, the
+    exercise's inputs): each side's kernel (cuDNN's plan differs by shape), measured once before the rounds."""
     import torch
 
+    out: dict = {}
+    for tag, shape in SHAPES.items():
+        inp = make_inputs(shape, seed)
+        o = torch.empty_like(inp["q"])
+        for run in ROUND_RUNS:
+            entry = DEFAULT_OVERLAP[shape[3]] if run == "overlap" else None
+            out.setdefault(tag, {})[run] = kernel_names(lambda: attention(
+                inp["q"], inp["k"], inp["v"], bool(inp["causal"]), run, config=entry, out=o))
+        del inp, o
+        torch.cuda.empty_cache()
+    return out
+
+
+def overlap_rounds(clock=None, reps: int = 10, seed: int = 0, rounds: int | None = None,
+                   datas=ROUND_DATA) -> list[dict]:
+    """The overlap rung's default entry against cuDNN at each GOALS shape in interleaved rounds (kernels.compare: the
+    order rotated and reversed so each is first and last equally often), each round timing both once per input
+    distribution of `datas` (both sides of a ratio on the same data; the datas' order swapped every other round):
+    rows `lesson` "rounds", `round` k, `rung` overlap / cudnn, `data`. rounds_summary reads them."""
+    import torch
 
     out = []
     for tag, shape in SHAPES.items():
         entry = DEFAULT_OVERLAP[shape[3]]
         pool = _pool(shape, seed)
         for k, order in enumerate(round_orders(list(ROUND_RUNS), rounds or ROUNDS)):
-            for run in order:
-                res, mhz = _time(run, None, shape, "exercise", pool, clock, reps, seed + 900 + k,
-                                 entry if run == "overlap" else None)
-                name = overlap_name(shape[3], entry, shape[4]) if run == "overlap" else \
-                    f"cudnn d{shape[3]}" + (" causal" if shape[4] else "")
-                out.append(row(f"{name} (round {k})", shape_name(shape), res, None, variant=run, stages=None,
-                               data="exercise", lesson="rounds", round=k, rung=run, goal_shape=tag, sm_mhz=mhz,
-                               clock_source=getattr(clock, "source", None)))
+            for data in (datas if k % 2 == 0 else datas[::-1]):
+                for run in order:
+                    res, mhz = _time(run, None, shape, data, pool, clock, reps, seed + 900 + k,
+                                     entry if run == "overlap" else None)
+                    name = overlap_name(shape[3], entry, shape[4]) if run == "overlap" else \
+                        f"cudnn d{shape[3]}" + (" causal" if shape[4] else "")
+                    out.append(row(f"{name} (round {k}" + ("" if data == "exercise" else f", {data} data") + ")",
+                                   shape_name(shape), res, None, variant=run, stages=None, data=data,
+                                   lesson="rounds", round=k, rung=run, goal_shape=tag, sm_mhz=mhz,
+                                   clock_source=getattr(clock, "source", None)))
         del pool
         torch.cuda.empty_cache()
     return out
 
 
+def _rounds_of(ours: dict, cud: dict, tag: str) -> dict | None:
+    """One shape's and data's rounds ({round: row} of each side) summarised; None under two common rounds."""
+    ks = sorted(set(ours) & set(cud))
+    if len(ks) < 2:
+        return None
+    r = Ratio.of("overlap", "cudnn", [ours[k]["tflops"] / cud[k]["tflops"] for k in ks])
+    mhz = {n: statistics.mean([r["sm_mhz"] for r in side.values() if r.get("sm_mhz")] or [0]) or None
+           for n, side in (("overlap", ours), ("cudnn", cud))}
+    return {"rounds": len(ks), "median": r.median, "lo": r.lo, "hi": r.hi, "per_round": list(r.per_round),
+            "sm_mhz": mhz, "says": r.says(), "goal": GOALS.get(tag)}
+
+
 def rounds_summary(rows: list[dict]) -> dict:
-    """Per GOALS shape with rounds in `rows`: the overlap entry over cuDNN per round, the median, its bootstrap 95 %
-    interval and what it supports (kernels.compare), and the mean SM clock of each side. {} without rounds."""
+    """Per GOALS shape with rounds on the exercise's data in `rows`: the overlap entry over cuDNN per round, the
+    median, its bootstrap 95 % interval and what it supports (kernels.compare), and the mean SM clock of each side;
+    "by_data": the same per input distribution the rounds ran on ("exercise", "normal"). {} without rounds."""
     per: dict = {}
     for r in rows:
         if r.get("lesson") == "rounds" and r.get("tflops"):
-            per.setdefault(r["goal_shape"], {}).setdefault(r["rung"], {})[r["round"]] = r
+            per.setdefault(r["goal_shape"], {}).setdefault(_data(r), {}).setdefault(r["rung"], {})[r["round"]] = r
     out = {}
-    for tag, runs in per.items():
-        ours, cud = runs.get("overlap", {}), runs.get("cudnn", {})
-        ks = sorted(set(ours) & set(cud))
-        if len(ks) < 2:
-            continue
-        r = Ratio.of("overlap", "cudnn", [ours[k]["tflops"] / cud[k]["tflops"] for k in ks])
-        mhz = {n: statistics.mean([r["sm_mhz"] for r in side.values() if r.get("sm_mhz")] or [0]) or None
-               for n, side in (("overlap", ours), ("cudnn", cud))}
-        out[tag] = {"rounds": len(ks), "median": r.median, "lo": r.lo, "hi": r.hi, "per_round": list(r.per_round),
-                    "sm_mhz": mhz, "says": r.says(), "goal": GOALS.get(tag)}
+    for tag, datas in per.items():
+        by = {d: s for d, runs in datas.items() if (s := _rounds_of(runs.get("overlap", {}), runs.get("cudnn", {}),
+                                                                     tag))}
+        if "exercise" in by:
+            out[tag] = {**by["exercise"], "by_data": by}
     return out
 
 

@@ -8,8 +8,9 @@ timing (kernels.clock; None where it cannot be read).
 One lesson is about the data itself (data_effect): the best CUDA rung and cuBLAS at 8192^3, each timed on the
 exercise's inputs and on plain N(0, 1), rows tagged `data` "exercise" / "normal" and `lesson` "data_effect", with
 the mean SM clock of each timing. Another is rung 6 against cuBLAS (parity_rounds: rung 6, cuBLAS, Triton and rung 5
-timed in turn, PARITY_ROUNDS rounds on the same inputs, rows `lesson` "parity"; the parity goal is judged on the
-median of the rounds' ratios: parity_summary, parity_line). Claims, the goal and the model read only the
+timed in turn, PARITY_ROUNDS rounds, on the exercise's data in the ladder and on both data in make gpu-test's
+'claims rounds' step, rows `lesson` "parity"; the parity goal is judged on the median of the rounds' ratios:
+parity_summary, parity_line). Claims, the goal and the model read only the
 exercise-data rows (main_rows).
 
     python -m kernels.gemm.bench --out build/gpu [--quick]
@@ -26,7 +27,7 @@ from __future__ import annotations
 import statistics
 
 from .. import record
-from ..bench import bench, refill, rotating_inputs
+from ..bench import bench, kernel_names, refill, rotating_inputs
 from ..clock import timed
 from ..topic import Topic, answer_row, check_answers, check_kernels, exercise_of, row, shipped, time_answer
 from . import epilogue, exercise, model, story
@@ -66,8 +67,8 @@ def check_all(seed: int = 1) -> list[str]:
         + check_answers(SLUG, TIMED_ANSWERS, seed=seed + 200)
 
 
-def _time_rung(variant: str, stages, shape, data: str, pool, clock, reps: int, seed: int):
-    """(BenchResult, mean SM MHz while it ran) of one rung at one shape on `data`'s inputs."""
+def _launcher(variant: str, stages, shape):
+    """fn(inputs) that runs one rung at `shape` into an output of its own (allocated here, on the GPU)."""
     import torch
 
     out = torch.empty(shape[0], shape[1], dtype=torch.bfloat16, device="cuda")
@@ -75,6 +76,12 @@ def _time_rung(variant: str, stages, shape, data: str, pool, clock, reps: int, s
     def fn(inp):
         gemm(inp["a"], inp["b"], variant, out=out, stages=stages)
 
+    return fn
+
+
+def _time_rung(variant: str, stages, shape, data: str, pool, clock, reps: int, seed: int):
+    """(BenchResult, mean SM MHz while it ran) of one rung at one shape on `data`'s inputs."""
+    fn = _launcher(variant, stages, shape)
     slow = variant == "tiled" and shape[0] * shape[1] * shape[2] > 2048 ** 3
     args = rotating_inputs(pool, refill(inputs_for(data), shape, seed + 1000))  # fresh draws of `data` per repetition
     return timed(clock, lambda: bench(fn, args, flops=flops(shape),
@@ -113,7 +120,7 @@ def measure(reps: int = 10, seed: int = 0, quick: bool = False) -> list[dict]:
         torch.cuda.empty_cache()
         rows += data_effect(rows, clock, reps=reps, seed=seed)
         if not quick:
-            rows += parity_rounds(clock, reps=reps, seed=seed)
+            rows += parity_rounds(clock, reps=reps, seed=seed, datas=("exercise",))  # the ladder's: as before
         for name in shipped(SLUG, TIMED_ANSWERS):  # none in a notebook: the grader hands the known answers over
             ex_shape = tuple(exercise_bench_shape())
             res, mhz = timed(clock, lambda name=name: time_answer(SLUG, name, reps=reps, seed=seed))
@@ -154,42 +161,57 @@ def data_effect(rows: list[dict], clock=None, reps: int = 10, seed: int = 0, sha
 PARITY = ("store_warp", "cublas", "triton", "cluster")  # the rows of the parity rounds, in a round's forward order
 PARITY_ROUNDS = 18  # kernels.compare.ROUNDS: every run first and last equally often (the H100 record holds 6)
 PARITY_GOAL = 1.00  # issue of the capstone: rung 6 >= 1.00 x cuBLAS at 8192^3, same run, same data
+ROUND_DATA = ("normal", "exercise")  # a claim's two inputs (issue 40): plain N(0, 1) and the exercise's (workload.DATA)
+
+
+def parity_kernels(shape=SHAPES[0], runs=PARITY, seed: int = 0) -> dict:
+    """{run: the CUDA kernels one launch of it runs at `shape`, longest first} (kernels.bench.kernel_names, on the
+    exercise's inputs, after a warm-up): the kernel each side of the parity claim is — cuBLAS's heuristic pick, the
+    autotuned Triton kernel. Measured once, before the rounds; a rounds record carries it as "kernels"."""
+    import torch
+
+    inp = make_inputs(shape, seed)
+    out = {}
+    for v in runs:
+        fn = _launcher(v, None, shape)
+        out[v] = kernel_names(lambda: fn(inp))
+    del inp
+    torch.cuda.empty_cache()
+    return out
 
 
 def parity_rounds(clock=None, reps: int = 10, seed: int = 0, shape=SHAPES[0], rounds: int = PARITY_ROUNDS,
-                  runs=PARITY) -> list[dict]:
+                  runs=PARITY, datas=ROUND_DATA) -> list[dict]:
     """Rung 6 against cuBLAS (and Triton, rung 5) where one ladder pass is too coarse to tell: `rounds` rounds at
-    `shape` on the same inputs (the exercise's), each timing every run once with the course timer, the order reversed
-    every other round — a clock that drifts over the minute of a ladder (power, temperature) then weighs on both
-    sides alike. Rows `lesson` "parity", `round` k; parity_summary reads them. Rung 6 and cuBLAS are a few percent
-    apart at most, less than one ladder pass moves either of them (the record's per-round ratios show how much) —
-    the reason for the rounds; the parity goal is judged on their median (parity_line)."""
+    `shape`, each timing every run once per input distribution of `datas` with the course timer (fresh draws of that
+    data for every run of the pass: both sides of a ratio see the same data), the order rotated and reversed
+    (kernels.compare.round_orders) and the datas' order swapped every other round — a clock that drifts over the
+    minutes of the rounds (power, temperature) then weighs on both sides alike. Rows `lesson` "parity", `round` k,
+    `data`; parity_summary reads them. Rung 6 and cuBLAS are a few percent apart at most, less than one ladder pass
+    moves either of them — the reason for the rounds; the parity goal is judged on their median (parity_line)."""
     import torch
-
 
     pool = [make_inputs(shape, seed + k) for k in range(2)]
     out = []
     for k, order in enumerate(round_orders(list(runs), rounds)):  # rotated each pair of rounds, reversed every other
-        for variant in order:
-            res, mhz = _time_rung(variant, None, shape, "exercise", pool, clock, reps, seed + 700 + k)
-            out.append(row(f"{variant} (parity round {k})", shape_name(shape), res, None, variant=variant,
-                           stages=None, config_name=f"{variant} (parity round {k})", data="exercise",
-                           lesson="parity", round=k, rung=variant, sm_mhz=mhz,
-                           clock_source=getattr(clock, "source", None)))
+        for data in (datas if k % 2 == 0 else datas[::-1]):
+            for variant in order:
+                res, mhz = _time_rung(variant, None, shape, data, pool, clock, reps, seed + 700 + k)
+                name = f"{variant} (parity round {k}" + ("" if data == "exercise" else f", {data} data") + ")"
+                out.append(row(name, shape_name(shape), res, None, variant=variant, stages=None, config_name=name,
+                               data=data, lesson="parity", round=k, rung=variant, sm_mhz=mhz,
+                               clock_source=getattr(clock, "source", None)))
     del pool
     torch.cuda.empty_cache()
     return out
 
 
-def parity_summary(rows: list[dict]) -> dict:
-    """The parity rounds of a record: per run its TFLOPS per round; per run but cuBLAS its ratio to cuBLAS of the same
-    round (median, min, max, the bootstrap 95 % interval of the median and what it supports: kernels.compare); and
-    whether rung 6's median ratio reaches PARITY_GOAL; each run's mean SM clock over its rounds. {} for a record without
-    rounds."""
+def _parity_of(rows: list[dict], data: str) -> dict:
+    """The parity rounds of one input distribution (rows with no `data`: the exercise's): {} without cuBLAS rounds."""
     per: dict = {}
     mhz: dict = {}
     for r in rows:
-        if r.get("lesson") == "parity" and r.get("tflops"):
+        if r.get("lesson") == "parity" and r.get("tflops") and r.get("data", "exercise") == data:
             per.setdefault(r["rung"], {})[r["round"]] = r["tflops"]
             if r.get("sm_mhz"):
                 mhz.setdefault(r["rung"], []).append(r["sm_mhz"])
@@ -205,9 +227,24 @@ def parity_summary(rows: list[dict]) -> dict:
         r = Ratio.of(v, "cublas", ratios)
         out["over_cublas"][v] = {"median": r.median, "min": min(ratios), "max": max(ratios),
                                  "lo": r.lo, "hi": r.hi, "says": r.says(), "per_round": ratios}
-    r6 = out["over_cublas"].get("store_warp")
+    return out
+
+
+def parity_summary(rows: list[dict]) -> dict:
+    """The parity rounds of a record on the exercise's data: per run its TFLOPS per round; per run but cuBLAS its
+    ratio to cuBLAS of the same round (median, min, max, the bootstrap 95 % interval of the median and what it
+    supports: kernels.compare); whether rung 6's median ratio reaches PARITY_GOAL; each run's mean SM clock over its
+    rounds. "by_data": the same figures (goal aside) per input distribution the rounds ran on ("exercise", "normal").
+    {} for a record without rounds."""
+    datas = dict.fromkeys(r.get("data", "exercise") for r in rows if r.get("lesson") == "parity")
+    by = {d: s for d in datas if (s := _parity_of(rows, d))}
+    if not by:
+        return {}
+    out = dict(by.get("exercise", {}))
+    r6 = out.get("over_cublas", {}).get("store_warp")
     out["goal"] = PARITY_GOAL
     out["goal_met"] = None if r6 is None else r6["median"] >= PARITY_GOAL
+    out["by_data"] = by
     return out
 
 

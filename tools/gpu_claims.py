@@ -1,0 +1,104 @@
+"""make gpu-test's step 'claims rounds' (tools/gpu_check.py; `--skip claims` leaves it out): every claim against a
+vendor baseline measured the course's one way (kernels.compare) and written whole — GEMM rung 6, Triton and rung 5
+against cuBLAS at 8192^3 (kernels.gemm.bench.parity_rounds), the attention overlap rung against cuDNN at its goal
+shapes (kernels.attention.bench.overlap_rounds): interleaved rounds (18; GEMM's four runs 24, so that each run is first
+and last equally often) on both inputs (N(0, 1) and the exercise's), each side's kernels named by the profiler once
+before the rounds (kernels.bench.kernel_names), the SM clock sampled.
+
+Written to OUT/<slug>/rounds_<gpu>.json and, with COURSE_RECORD=1, to kernels/<slug>/rounds_<gpu>.json (what
+kernels.claims and the README's claims table read): {"device", "driver", "torch", "triton", "cuda_core", "date",
+"what" (the exact command that ran), "about", "rounds", "datas", "kernels", "rows"}.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.metadata as md
+import json
+import os
+import traceback
+from pathlib import Path
+
+from kernels.attention import bench as attention_bench
+from kernels.claims import doc_claims
+from kernels.clock import SmClock
+from kernels.compare import balanced_rounds
+from kernels.device import gpu
+from kernels.gemm import bench as gemm_bench
+from kernels.record import device_tag
+
+ROOT = Path(__file__).resolve().parent.parent
+SLUGS = ("gemm", "attention")  # the topics with a claim against a vendor library
+DATAS = ("normal", "exercise")
+ABOUT = {"gemm": "GEMM rung 6 (store_warp), Triton and rung 5 (cluster) against cuBLAS at 8192^3 (kernels.gemm.bench."
+                 "parity_rounds)",
+         "attention": "the attention overlap rung's default entry against cuDNN at the three goal shapes "
+                      "(kernels.attention.bench.overlap_rounds)"}
+
+
+def rounds_for(slug: str) -> int:
+    """The topic's rounds: at least kernels.compare.ROUNDS (18), each side first and last equally often (GEMM's four
+    runs: 24)."""
+    return balanced_rounds(gemm_bench.PARITY if slug == "gemm" else attention_bench.ROUND_RUNS)
+
+
+def measure_rounds(slug: str, rounds: int | None = None, datas=DATAS) -> dict:
+    """The GPU work of one topic: {"kernels": each side's kernels (profiled once, before the rounds), "rows": the
+    rounds on each data of `datas`, "rounds": how many (default rounds_for(slug))}."""
+    rounds = rounds or rounds_for(slug)
+    if slug == "gemm":
+        kernels = gemm_bench.parity_kernels()
+        with SmClock() as clock:
+            rows = gemm_bench.parity_rounds(clock, rounds=rounds, datas=datas)
+    elif slug == "attention":
+        kernels = attention_bench.rounds_kernels()
+        with SmClock() as clock:
+            rows = attention_bench.overlap_rounds(clock, rounds=rounds, datas=datas)
+    else:
+        raise ValueError(f"{slug}: no claim against a baseline (one of {SLUGS})")
+    return {"kernels": kernels, "rows": rows, "rounds": rounds}
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return md.version(dist)
+    except md.PackageNotFoundError:
+        return None
+
+
+def rounds_doc(slug: str, measured: dict, command: str, datas=DATAS) -> dict:
+    """The rounds record of one topic (measure_rounds' `measured`): this GPU, driver and versions, today's date, the
+    exact command, the rounds, the datas, each side's kernels and the rows."""
+    g, rounds = gpu() or {}, measured["rounds"]
+    return {"device": g.get("name"), "driver": g.get("driver"), "torch": _version("torch"),
+            "triton": _version("triton"), "cuda_core": _version("cuda-core"), "date": dt.date.today().isoformat(),
+            "what": command,
+            "about": f"{ABOUT[slug]}: {rounds} interleaved rounds on each of {', '.join(datas)} data, each side's "
+                     "kernels profiled once before them, written by make gpu-test's 'claims rounds' step",
+            "rounds": rounds, "datas": list(datas), "kernels": measured["kernels"], "rows": measured["rows"]}
+
+
+def claims_rounds(slugs, out: Path, command: str, rounds: int | None = None) -> dict:
+    """The step: for each topic of SLUGS in `slugs`, its rounds measured and written (module docstring), the claims
+    they support printed (kernels.claims.doc_claims). A topic that fails is reported; the others still run."""
+    res, ok = {}, True
+    for slug in (s for s in SLUGS if s in slugs):
+        try:
+            doc = rounds_doc(slug, measure_rounds(slug, rounds), command)
+        except Exception as exc:  # noqa: BLE001 - one topic's failure must not cost the other its rounds
+            traceback.print_exc()
+            res[slug], ok = {"error": repr(exc)}, False
+            continue
+        name = f"rounds_{device_tag(doc['device'])}.json"
+        files = [out / slug / name] + ([ROOT / "kernels" / slug / name] if os.environ.get("COURSE_RECORD") == "1"
+                                       else [])
+        for f in files:
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_text(json.dumps(doc, indent=1) + "\n")
+        claims = doc_claims(slug, doc)
+        for c in claims:
+            print(f"  {c['claim']:<38} {c['data']:<9} {c['rounds']:>3} rounds  {c['median']:.3f}x "
+                  f"({c['lo']:.3f}-{c['hi']:.3f}x, {c['says']})  " + "; ".join(f"{k} {n}" for k, n in
+                                                                            c["kernels"].items()))
+        res[slug] = {"files": [str(f) for f in files], "claims": claims}
+    return {"ok": ok, **res}
