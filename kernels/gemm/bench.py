@@ -167,7 +167,8 @@ ROUND_DATA = ("normal", "exercise")  # a claim's two inputs (issue 40): plain N(
 def parity_kernels(shape=SHAPES[0], runs=PARITY, seed: int = 0) -> dict:
     """{run: the CUDA kernels one launch of it runs at `shape`, longest first} (kernels.bench.kernel_names, on the
     exercise's inputs, after a warm-up): the kernel each side of the parity claim is — cuBLAS's heuristic pick, the
-    autotuned Triton kernel. Measured once, before the rounds; a rounds record carries it as "kernels"."""
+    course's Triton kernel (fixed blocks, not autotuned). Measured once, before the rounds; a rounds record carries it
+    as "kernels"."""
     import torch
 
     inp = make_inputs(shape, seed)
