@@ -25,8 +25,8 @@ Which kernels a call launches (`kernel_names`), the name each side of a claim ra
 heuristic and cuDNN by its plan (the course's Triton kernel has fixed blocks), and another pick is another baseline.
 The call is warmed up, then run once under torch.profiler (CUDA activity) after the L2 flush the timer runs before
 each repetition; the distinct CUDA kernels launched come back longest total device time first, memcpy / memset and
-the flush's own kernel (named by profiling the flush alone, once a process) left out. `device_kernels`, the ranking, is plain Python; tests give
-`kernel_names` a profiler of their own (`profile=`).
+the flush's own kernel (named by profiling the flush alone, once a process) left out. `device_kernels`, the ranking,
+is plain Python; tests give `kernel_names` a profiler of their own (`profile=`).
 """
 
 from __future__ import annotations
