@@ -16,7 +16,21 @@ from .release import ROOT
 
 
 STOP = threading.Event()
-_BORN = time.time()  # when this process imported the pool: a task started ahead (_spare_task) is older than its student
+
+
+def _process_born() -> float:
+    """When this process started (wall clock, to 10 ms: its start in the kernel's clock ticks against /proc/uptime),
+    not when it got here: a task started ahead (_spare_task) is older than its student even while its imports are
+    still running. Where /proc cannot say: now."""
+    try:
+        stat = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        up = float(Path("/proc/uptime").read_text().split()[0])
+        return time.time() - (up - int(stat[19]) / os.sysconf("SC_CLK_TCK"))  # stat[19]: field 22, starttime
+    except (OSError, ValueError, IndexError):
+        return time.time()
+
+
+_BORN = _process_born()
 
 _CHILDREN: set = set()
 _CHILDREN_LOCK = threading.Lock()

@@ -88,8 +88,6 @@ def test_cross_gpu_check_where_an_h200_record_exists():
         s, recs = summary(m), records(m.slug)
         if "h200" not in recs:
             assert "h200" not in s["errors"] and s["h200_note"] == "no H200 record"
-        elif m.check == "OVERLAP_CHECK":  # the H200 record predates the overlap rung
-            assert s["errors"]["h200"] == {} and s["h200_note"]
         else:
             assert set(s["errors"]["h200"]) <= set(check_of(m).fit_rows) | set(check_of(m).held_out)
             assert len(s["errors"]["h200"]) >= len(check_of(m).fit_rows), m.name

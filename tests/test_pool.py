@@ -656,3 +656,14 @@ def test_the_plan_reads_any_file_handed_in_as_a_notebook(tmp_path_factory, data)
     shutil.copy(ROOT / "solutions" / WEEK / week[1], folder / week[1])
     work = hand_in_work(folder, WEEK)
     assert work[week[0]] == 0.0 and work[week[1]] == 1.0, work
+
+
+def test_a_process_is_born_when_it_starts_not_when_it_imports_the_pool():
+    """children._BORN is the process's start (the kernel's record of it), not the moment its imports reach the pool: a
+    process that works half a second before importing it is still that much older."""
+    code = ("import time; t0 = time.time(); time.sleep(0.5); from autograder.children import _BORN; "
+            "print(t0 - _BORN, time.time() - _BORN)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    before_main, age = map(float, out.stdout.split())
+    assert -0.05 <= before_main < 5 and age >= 0.5, out.stdout + out.stderr
