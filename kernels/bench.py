@@ -24,7 +24,7 @@ a counted launch from a timed one.
 Which kernels a call launches (`kernel_names`), the name each side of a claim ran under: cuBLAS picks its kernel by
 heuristic and cuDNN by its plan (the course's Triton kernel has fixed blocks), and another pick is another baseline.
 The call is warmed up, then run once under torch.profiler (CUDA activity) after the L2 flush the timer runs before
-each repetition; the distinct CUDA kernels launched come back longest total device time first, memcpy / memset and
+each repetition; the distinct CUDA kernels launched come back longest total GPU time first, memcpy / memset and
 the flush's own kernel (named by profiling the flush alone, once a process) left out. `device_kernels`, the ranking,
 is plain Python; tests give `kernel_names` a profiler of their own (`profile=`).
 """
@@ -326,9 +326,9 @@ _flush_names: list[str] | None = None
 
 
 def device_kernels(events, exclude=()) -> list[str]:
-    """The distinct names of the CUDA kernels among profiled events (each with .name, .device_type and
-    .self_device_time_total: torch's FunctionEvent), ordered by total device time, longest first (ties: first
-    launched first); memcpy / memset and the names in `exclude` left out."""
+    """The distinct names of the CUDA kernels among profiled events (torch's FunctionEvent: a name, where it ran and
+    its own GPU time), ordered by total GPU time, longest first (ties: first launched first); memcpy / memset and the
+    names in `exclude` left out."""
     from torch.autograd import DeviceType  # noqa: the profiler's device kinds: only where events are read
 
     total: dict[str, float] = {}
@@ -342,7 +342,7 @@ def device_kernels(events, exclude=()) -> list[str]:
 
 def _profiled(fn: Callable[[], object], profile=None) -> list:
     """The events of one call of `fn` under the profiler (torch.profiler.profile with CUDA activity by default),
-    the device drained before and after."""
+    the GPU drained before and after."""
     import torch
 
     sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
@@ -369,7 +369,7 @@ def flush_kernel_names(profile=None) -> list[str]:
 
 
 def kernel_names(fn: Callable[[], object], *, warmup: int = 1, flush: bool = True, profile=None) -> list[str]:
-    """The CUDA kernels one call of `fn` launches, longest total device time first (module docstring): `warmup`
+    """The CUDA kernels one call of `fn` launches, longest total GPU time first (module docstring): `warmup`
     calls first, then the flush (where `flush`, as the timer runs it) and the call under the profiler; memcpy,
     memset and the flush's kernel left out. `profile`: a profiler context factory (default torch.profiler's)."""
     for _ in range(warmup):
