@@ -5,8 +5,8 @@
    against their references, timed, model beside them, the answers held to their bars); recorded_<gpu>.json per
    topic (copied next to the code when COURSE_RECORD=1)
    2b. claims rounds (tools/gpu_claims.py; `--skip claims`): GEMM and attention against cuBLAS / cuDNN in at least
-   18 interleaved rounds, each side first and last equally often (GEMM's four: 24), on N(0, 1) and the exercise's data, each side's kernels named by the profiler:
-   kernels/<slug>/rounds_<gpu>.json (COURSE_RECORD=1) and out/<slug>/
+   18 interleaved rounds, each side first and last equally often (GEMM's four: 24), on N(0, 1) and the exercise's
+   data, each side's kernels named by the profiler: kernels/<slug>/rounds_<gpu>.json (COURSE_RECORD=1) and out/<slug>/
 3. grader calibration of every spec for this GPU kind, from the records step 2 wrote (autograder.calibration)
 4. known answers graded on the GPU: every score and flag equal to its expected value
    4b. week 2's answers that hang or race, and the course solutions: the debug barrier build's stuck-warp lines and
