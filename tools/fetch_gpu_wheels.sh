@@ -27,6 +27,8 @@ EXTRA="jupytext==1.19.6 markdown-it-py==4.3.0 mdurl==0.1.2 mdit-py-plugins==0.7.
 # cupti-python and what it needs beyond the image (the grader's counters over the timed launches,
 # kernels/rangeprof.py); its CUPTI libraries come in nvidia-cuda-cupti (lib dir: /tmp/site/nvidia/cu13/lib).
 EXTRA="$EXTRA cupti-python==13.4.0 nvidia-cuda-cupti==13.4.92 pyelftools==0.32 cuda-pathfinder==1.9.1"
+# nvmath-python: cuBLASLt's heuristic candidates for the GEMM baseline (kernels/gemm/baselines.py); its cuBLAS is torch's.
+EXTRA="$EXTRA nvmath-python==1.0.0"
 
 [ -f "$REQS" ] || { echo "no requirements list at $REQS" >&2; exit 1; }
 list=$(mktemp)
