@@ -24,23 +24,23 @@ Everything here needs an sm_90 GPU except `claims()`, `best_cuda()`, `main_rows(
 
 from __future__ import annotations
 
-import statistics
 
 from .. import record
 from ..bench import bench, kernel_names, refill, rotating_inputs
 from ..clock import timed
 from ..topic import Topic, answer_row, check_answers, check_kernels, exercise_of, row, shipped, time_answer
-from . import epilogue, exercise, model, story
+from . import baselines, epilogue, exercise, model, story
 from .launch import CONFIG, CUDA_VARIANTS, RUNGS, VARIANTS, gemm
 from .workload import DATA, MEASURE_ORDER, SHAPES, TEST_SHAPES, flops, inputs_for, make_inputs, reference, shape_name
-from ..compare import Ratio, round_orders
+from ..compare import round_orders
+from .rounds import (CLAIM_PAIRS, GOAL, PARITY_GOAL, data_effect_line, data_effect_rounds,  # noqa: F401 - the day's
+                     data_effect_summary, goal_line, parity_line, parity_summary, pass_line, rounds_of)  # claim texts
 
 SLUG = "gemm"
 SOLUTION_STAGES = 4             # the course solution: `constexpr int STAGES = 4` (a test holds them equal)
 TIMED_ANSWERS = ("correct", "one_stage")
 SWEEP = (1, 2, 6)               # rung 3's other ring depths (4 is the rung itself)
 RTOL = exercise.CHECK["rtol"]
-GOAL = 0.90                     # the day's goal: the best CUDA rung >= 0.90 x cuBLAS at 8192^3, same run
 
 
 def configs(quick: bool = False) -> list[dict]:
@@ -68,8 +68,12 @@ def check_all(seed: int = 1) -> list[str]:
 
 
 def _launcher(variant: str, stages, shape):
-    """fn(inputs) that runs one rung at `shape` into an output of its own (allocated here, on the GPU)."""
+    """fn(inputs) that runs one rung (or a baseline of kernels.gemm.baselines) at `shape` into an output of its own
+    (allocated here, on the GPU)."""
     import torch
+
+    if variant in baselines.RUNS:
+        return baselines.launcher(variant, shape)
 
     out = torch.empty(shape[0], shape[1], dtype=torch.bfloat16, device="cuda")
 
@@ -159,8 +163,10 @@ def data_effect(rows: list[dict], clock=None, reps: int = 10, seed: int = 0, sha
 
 
 PARITY = ("store_warp", "cublas", "triton", "cluster")  # the rows of the parity rounds, in a round's forward order
+CLAIM_RUNS = PARITY + baselines.RUNS  # the claims step's rounds: with the vendor's best (cuBLASLt's, Triton autotuned)
+
 PARITY_ROUNDS = 18  # kernels.compare.ROUNDS: every run first and last equally often (the H100 record holds 6)
-PARITY_GOAL = 1.00  # issue of the capstone: rung 6 >= 1.00 x cuBLAS at 8192^3, same run, same data
+
 ROUND_DATA = ("normal", "exercise")  # a claim's two inputs (issue 40): plain N(0, 1) and the exercise's (workload.DATA)
 
 
@@ -207,66 +213,11 @@ def parity_rounds(clock=None, reps: int = 10, seed: int = 0, shape=SHAPES[0], ro
     return out
 
 
-def _parity_of(rows: list[dict], data: str) -> dict:
-    """The parity rounds of one input distribution (rows with no `data`: the exercise's): {} without cuBLAS rounds."""
-    per: dict = {}
-    mhz: dict = {}
-    for r in rows:
-        if r.get("lesson") == "parity" and r.get("tflops") and r.get("data", "exercise") == data:
-            per.setdefault(r["rung"], {})[r["round"]] = r["tflops"]
-            if r.get("sm_mhz"):
-                mhz.setdefault(r["rung"], []).append(r["sm_mhz"])
-    cub = per.get("cublas")
-    if not cub:
-        return {}
-    out = {"rounds": len(cub), "tflops": {v: [t[k] for k in sorted(t)] for v, t in per.items()}, "over_cublas": {},
-           "sm_mhz": {v: statistics.mean(m) for v, m in mhz.items()}}  # each run's mean SM clock over its rounds
-    for v, t in per.items():
-        if v == "cublas":
-            continue
-        ratios = [t[k] / cub[k] for k in sorted(t) if k in cub]
-        r = Ratio.of(v, "cublas", ratios)
-        out["over_cublas"][v] = {"median": r.median, "min": min(ratios), "max": max(ratios),
-                                 "lo": r.lo, "hi": r.hi, "says": r.says(), "per_round": ratios}
-    return out
-
-
-def parity_summary(rows: list[dict]) -> dict:
-    """The parity rounds of a record on the exercise's data: per run its TFLOPS per round; per run but cuBLAS its
-    ratio to cuBLAS of the same round (median, min, max, the bootstrap 95 % interval of the median and what it
-    supports: kernels.compare); whether rung 6's median ratio reaches PARITY_GOAL; each run's mean SM clock over its
-    rounds. "by_data": the same figures (goal aside) per input distribution the rounds ran on ("exercise", "normal").
-    {} for a record without rounds."""
-    datas = dict.fromkeys(r.get("data", "exercise") for r in rows if r.get("lesson") == "parity")
-    by = {d: s for d in datas if (s := _parity_of(rows, d))}
-    if not by:
-        return {}
-    out = dict(by.get("exercise", {}))
-    r6 = out.get("over_cublas", {}).get("store_warp")
-    out["goal"] = PARITY_GOAL
-    out["goal_met"] = None if r6 is None else r6["median"] >= PARITY_GOAL
-    out["by_data"] = by
-    return out
-
-
-def parity_line(doc: dict | None) -> str:
-    """Rung 6 against cuBLAS from a record's parity rounds, one line: the median ratio of the rounds (what the goal
-    is judged on), their min-max, the number of rounds, the shape and the device. A record without rounds says so."""
-    par = parity_summary((doc or {}).get("rows", []))
-    r6 = par.get("over_cublas", {}).get("store_warp") if par else None
-    if not r6:
-        return ("no parity rounds of rung 6 and cuBLAS in this record (the full benchmark, "
-                "`python -m kernels.gemm.bench`, writes them)")
-    return (f"rung 6 (store_warp) / cuBLAS at {shape_name(SHAPES[0])}, {par['rounds']} interleaved rounds on "
-            f"{doc['device']} ({doc['date']}): median {r6['median']:.3f}x (95 % interval {r6['lo']:.3f}-"
-            f"{r6['hi']:.3f}x: {r6['says'].split(':')[0]}; min {r6['min']:.3f}x, max {r6['max']:.3f}x; goal: the "
-            f"median >= {PARITY_GOAL:.2f}x: {'reached' if r6['median'] >= PARITY_GOAL else 'not reached'})")
-
-
 def rung6_lines(doc: dict | None) -> str:
     """Why rung 6 gains on rung 5, for the notebook: the model's per-tile epilogue and tensor-core busy share of each
     (epilogue.rung6_gain, with the record's copy ceiling), the tensor-pipe share ncu measured on the record's GPU
-    (story.measured_tensor_pipe), and the record's single-pass rows of rung 5, rung 6 and cuBLAS at 8192^3."""
+    (story.measured_tensor_pipe), and rung 6 against cuBLAS from the interleaved rounds of the record's GPU
+    (parity_line)."""
     dram = ((doc or {}).get("ceilings") or {}).get("copy_tbps")
     gain = epilogue.rung6_gain(SHAPES[0], dram)
     names = {"cluster": "rung 5 (cluster)", "store_warp": "rung 6 (store_warp)"}
@@ -281,29 +232,8 @@ def rung6_lines(doc: dict | None) -> str:
     else:
         lines.append("no tensor-pipe counter for this record's GPU (make gpu-test writes kernels/gemm/counters_<gpu>"
                      ".json)")
-    rows = (doc or {}).get("rows", [])
-    one = {v: _tf(rows, v) for v in ("cluster", "store_warp", "cublas")}
-    if doc and one["store_warp"] and one["cublas"]:
-        lines.append(f"one ladder pass on {doc['device']}: " + ", ".join(
-            f"{v} {t:.1f}" for v, t in one.items() if t) + f" TFLOPS (rung 6 / cuBLAS "
-            f"{one['store_warp'] / one['cublas']:.3f}x in this pass)")
+    lines.append(parity_line(doc))  # rung 6 against cuBLAS: the rounds of the record's GPU, never one pass
     return "\n".join(lines)
-
-
-def data_effect_summary(rows: list[dict]) -> dict:
-    """{rung: {"exercise": TFLOPS, "normal": TFLOPS, "normal_over_exercise", "sm_mhz": {data: MHz or None}}} from
-    the data-effect rows (older records, whose rows all used N(0, 1), have none: {})."""
-    out: dict = {}
-    for r in rows:
-        if r.get("lesson") != "data_effect" or not r.get("tflops"):
-            continue
-        d = out.setdefault(r.get("rung") or r["kernel"].split(" (")[0], {"sm_mhz": {}})
-        d[r["data"]] = r["tflops"]
-        d["sm_mhz"][r["data"]] = r.get("sm_mhz")
-    for d in out.values():
-        if d.get("exercise") and d.get("normal"):
-            d["normal_over_exercise"] = d["normal"] / d["exercise"]
-    return out
 
 
 def main_rows(rows: list[dict]) -> list[dict]:
@@ -432,37 +362,6 @@ def plot_ladder(rows: list[dict], ceilings: dict | None = None):
     axes[0].set_ylabel("TFLOPS (2 M N K)")
     fig.suptitle("GEMM ladder: measured (bars), model (diamonds), cuBLAS (dashed)", fontsize="medium")
     return fig
-
-
-def goal_line(doc: dict | None) -> str:
-    """The day's goal against a record: the best CUDA rung over cuBLAS of the same run at 8192^3, both on the same
-    data (the cuBLAS row; a record without one: its cuBLAS ceiling)."""
-    if not doc or not doc.get("best_cuda_tflops"):
-        return "no recorded run yet"
-    cub = doc.get("cublas_same_shape_tflops")
-    what = "cuBLAS on the same inputs"
-    if not cub:
-        cub, what = doc["ceilings"]["cublas_bf16_tflops"], "the cuBLAS ceiling"
-    frac = doc["best_cuda_tflops"] / cub
-    return (f"best CUDA rung at 8192^3: {doc['best_cuda_rung']} {doc['best_cuda_tflops']:.1f} TFLOPS = {frac:.3f} x "
-            f"{what} ({cub:.1f}) of the same run on {doc['device']} (goal >= {GOAL:.2f}x: "
-            f"{'reached' if frac >= GOAL else 'not reached'})")
-
-
-def data_effect_line(doc: dict | None) -> str:
-    """The data-effect lesson of a record, one line per timed kernel (records before the lesson: a note)."""
-    eff = data_effect_summary((doc or {}).get("rows", []))
-    if not eff:
-        return ("no data-effect rows in this record (its rows were all timed on one distribution): the benchmark "
-                "writes them")
-    out = []
-    for name, d in eff.items():
-        mhz = d["sm_mhz"]
-        clk = ", ".join(f"{k} {v:.0f} MHz" for k, v in mhz.items() if v) or "SM clock not read"
-        ratio = f"{d['normal_over_exercise']:.3f}x" if d.get("normal_over_exercise") else "?"
-        out.append(f"{name:<14} exercise data {d.get('exercise', float('nan')):6.1f}  N(0,1) "
-                   f"{d.get('normal', float('nan')):6.1f} TFLOPS  (N(0,1) / exercise {ratio}; {clk})")
-    return f"on {doc['device']}:\n" + "\n".join(out)
 
 
 def load_record(tag: str | None = None) -> dict | None:

@@ -46,18 +46,20 @@ matmul_tma_kernel = triton.jit(_matmul_tma)
 LAST_COMPILED: dict = {}
 
 
-def matmul_tma(a, b, c, *, num_stages: int = NUM_STAGES, num_warps: int = NUM_WARPS):
-    """c = a @ b.T with a persistent grid of one program per SM."""
+def matmul_tma(a, b, c, *, num_stages: int = NUM_STAGES, num_warps: int = NUM_WARPS, bm: int = BM, bn: int = BN,
+               bk: int = BK, group_m: int = GROUP_M):
+    """c = a @ b.T with a persistent grid of one program per SM; the tile (bm, bn, bk), ring depth and warps are the
+    day's fixed choice unless given (kernels/gemm/baselines.py times other choices)."""
     import torch
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     m, k = a.shape
     n = b.shape[0]
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count
-    grid = (min(sms, triton.cdiv(m, BM) * triton.cdiv(n, BN)),)
-    kern = matmul_tma_kernel[grid](TensorDescriptor.from_tensor(a, [BM, BK]), TensorDescriptor.from_tensor(b, [BN, BK]),
-                                   TensorDescriptor.from_tensor(c, [BM, BN]), m, n, k, BM=BM, BN=BN, BK=BK,
-                                   GROUP_M=GROUP_M, NUM_SMS=sms, num_stages=num_stages, num_warps=num_warps)
+    grid = (min(sms, triton.cdiv(m, bm) * triton.cdiv(n, bn)),)
+    kern = matmul_tma_kernel[grid](TensorDescriptor.from_tensor(a, [bm, bk]), TensorDescriptor.from_tensor(b, [bn, bk]),
+                                   TensorDescriptor.from_tensor(c, [bm, bn]), m, n, k, BM=bm, BN=bn, BK=bk,
+                                   GROUP_M=group_m, NUM_SMS=sms, num_stages=num_stages, num_warps=num_warps)
     if hasattr(kern, "asm"):
         LAST_COMPILED["matmul"] = kern
     return c
