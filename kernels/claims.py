@@ -1,9 +1,9 @@
 """Every claim against a baseline the records support, in one table: the GEMM's parity rounds (rung 6, Triton and
-rung 5 against cuBLAS) and the attention overlap rung's rounds against cuDNN, each read with its topic's own summary
-(so the table, the notebooks and the README agree), each with its GPU, driver and date, one row per claim and input
-distribution the rounds ran on (the exercise's data; N(0, 1) where the record has it), and each side's kernel — the
-longest-running one the profiler saw — where the record names them ("kernels", written by make gpu-test's 'claims
-rounds' step).
+rung 5 against cuBLAS), the attention overlap rung's rounds against cuDNN and week 2 days 1-3's rounds against the D2D
+copy of the same bytes (kernels.copy_rounds.copy_summary), each read with its topic's own summary (so the table, the
+notebooks and the README agree), each with its GPU, driver and date, one row per claim and input distribution the
+rounds ran on (the exercise's data; N(0, 1) where the record has it), and each side's kernel — the longest-running
+one the profiler saw — where the record names them ("kernels", written by make gpu-test's 'claims rounds' step).
 
     python -m kernels.claims [--markdown]      # the README's table is the --markdown output (a test holds it)
 
@@ -16,10 +16,13 @@ from __future__ import annotations
 from .attention.bench import rounds_summary
 from .gemm.bench import parity_summary
 from .bench import top
+from .copy_rounds import COPY, copy_summary
 from .record import rounds_records
 
 DATA_ORDER = ("exercise", "normal")  # the exercise's data first: the rows of records before N(0, 1) rounds
 DATA_LABEL = {"exercise": "exercise's", "normal": "N(0,1)"}
+COPY_DAYS = ("swizzle", "warp_specialization", "multicast")  # week 2 days 1-3: claims against the D2D copy
+BASELINE = {"cublaslt": "cuBLASLt's best candidate", "triton_tuned": "Triton autotuned"}  # kernels.gemm.baselines
 
 
 def _datas(by_data: dict) -> list[str]:
@@ -48,6 +51,13 @@ def doc_claims(slug: str, doc: dict) -> list[dict]:
                 out.append(_row(where, slug, f"{v} / cuBLAS, {shape}", data, s["over_cublas"][v], s["rounds"],
                                 {k: s["sm_mhz"][k] for k in (v, "cublas") if k in s["sm_mhz"]},
                                 {k: top(kern.get(k)) for k in (v, "cublas")}))
+        for pair in dict.fromkeys(p for d in _datas(by) for p in by[d].get("vs", {})):  # against the vendor's best
+            a, b = pair.split("/")
+            for data in (d for d in _datas(by) if pair in by[d].get("vs", {})):
+                s = by[data]
+                out.append(_row(where, slug, f"{a} / {BASELINE.get(b, b)}, {shape}", data, s["vs"][pair], s["rounds"],
+                                {k: s["sm_mhz"][k] for k in (a, b) if k in s["sm_mhz"]},
+                                {k: top(kern.get(k)) for k in (a, b)}))
     elif slug == "attention":
         for shape, x in rounds_summary(doc["rows"]).items():
             for data in _datas(x["by_data"]):
@@ -55,13 +65,22 @@ def doc_claims(slug: str, doc: dict) -> list[dict]:
                 out.append(_row(where, slug, f"overlap rung / cuDNN, {shape}", data, d, d["rounds"],
                                 {k: v for k, v in d["sm_mhz"].items() if v},
                                 {k: top(kern.get(shape, {}).get(k)) for k in ("overlap", "cudnn")}))
+    elif slug in COPY_DAYS:
+        for claim, x in copy_summary(doc["rows"]).items():
+            by = x["by_data"]
+            for rung in dict.fromkeys(v for d in _datas(by) for v in by[d]):
+                for data in (d for d in _datas(by) if rung in by[d]):
+                    d = by[data][rung]
+                    out.append(_row(where, slug, f"{rung} / D2D copy, {x['shape']}", data, d, d["rounds"],
+                                    {k: v for k, v in d["sm_mhz"].items() if v},
+                                    {k: top(kern.get(claim, {}).get(k)) for k in (rung, COPY)}))
     return out
 
 
 def claims_table(slug: str | None = None) -> list[dict]:
     """Every claim against a baseline that recorded rounds support (kernels/<slug>/rounds_<gpu>.json), one row each
-    (doc_claims). Read with the topic's own summary (the GEMM's parity_summary, attention's rounds_summary), so the
-    table and the notebooks agree."""
+    (doc_claims). Read with the topic's own summary (the GEMM's parity_summary, attention's rounds_summary, the copy
+    days' kernels.copy_rounds.copy_summary), so the table and the notebooks agree."""
     return [r for s, _, doc in rounds_records() if slug is None or s == slug for r in doc_claims(s, doc)]
 
 

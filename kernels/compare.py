@@ -13,7 +13,8 @@ often over a multiple of 2 x candidates rounds), and the ratio is taken within a
 clock), then summarised over rounds by its median with a percentile bootstrap interval.
 
 `measure` callables return milliseconds of one measurement (e.g. kernels.bench.bench(...).ms); they are called in
-the round's order. Nothing here needs a GPU: tests drive it with timers of their own.
+the round's order. A topic that times its rounds itself (rows of TFLOPS or TB/s per round) summarises each run
+against its baseline with speed_ratios. Nothing here needs a GPU: tests drive it with timers of their own.
 """
 
 from __future__ import annotations
@@ -90,6 +91,35 @@ class Ratio:
     def to_dict(self) -> dict:
         return {"a": self.a, "b": self.b, "median": self.median, "lo": self.lo, "hi": self.hi, "level": self.level,
                 "rounds": len(self.per_round), "per_round": list(self.per_round), "says": self.says()}
+
+
+def speed_ratios(per: dict[str, dict[int, float]], baseline: str, mhz: dict[str, list] | None = None, *,
+                 min_rounds: int = 2, level: float = LEVEL) -> dict[str, dict]:
+    """The rounds of a claim against `baseline` summarised, one entry per other run: `per` holds each run's speed
+    (TB/s or TFLOPS: higher is faster) by round, `mhz` each run's SM clock samples (one per timing, None where none
+    was read). For each run, its speed over the baseline's of the same round (the rounds both timed), summarised by
+    Ratio.of: {"rounds", "median", "lo", "hi", "min", "max", "says", "per_round", "sm_mhz": {run: mean MHz or None,
+    baseline: mean MHz or None}}. A run with fewer than `min_rounds` rounds in common with the baseline is left out;
+    {} without the baseline."""
+    base = per.get(baseline) or {}
+    if not base:
+        return {}
+
+    def mean_mhz(run: str) -> float | None:
+        xs = [m for m in (mhz or {}).get(run, []) if m]
+        return statistics.mean(xs) if xs else None
+
+    out = {}
+    for run, speed in per.items():
+        ks = sorted(set(speed) & set(base))
+        if run == baseline or len(ks) < min_rounds:
+            continue
+        ratios = [speed[k] / base[k] for k in ks]
+        r = Ratio.of(run, baseline, ratios, level=level)
+        out[run] = {"rounds": len(ks), "median": r.median, "lo": r.lo, "hi": r.hi, "min": min(ratios),
+                    "max": max(ratios), "says": r.says(), "per_round": ratios,
+                    "sm_mhz": {run: mean_mhz(run), baseline: mean_mhz(baseline)}}
+    return out
 
 
 def bootstrap_interval(xs: list[float], *, level: float = LEVEL, resamples: int = BOOTSTRAP,

@@ -3,7 +3,10 @@ vendor baseline measured the course's one way (kernels.compare) and written whol
 against cuBLAS at 8192^3 (kernels.gemm.bench.parity_rounds), the attention overlap rung against cuDNN at its goal
 shapes (kernels.attention.bench.overlap_rounds): interleaved rounds (18; GEMM's four runs 24, so that each run is first
 and last equally often) on both inputs (N(0, 1) and the exercise's), each side's kernels named by the profiler once
-before the rounds (kernels.bench.kernel_names), the SM clock sampled.
+before the rounds (kernels.bench.kernel_names), the SM clock sampled. Week 2 days 1-3 (swizzle, warp_specialization,
+multicast: COPY_DAYS) state fractions of the copy ceiling: their claims (each day's COPY_CLAIMS) run against the D2D
+copy of the same bytes the same way (kernels.copy_rounds, the day's claim_rounds; 18 or 24 rounds), on their one data
+label "exercise", the exercise's course solution among the rungs (its known answers handed in).
 
 Written to OUT/<slug>/rounds_<gpu>.json and, with COURSE_RECORD=1, to kernels/<slug>/rounds_<gpu>.json (what
 kernels.claims and the README's claims table read): {"device", "driver", "torch", "triton", "cuda_core", "date",
@@ -19,41 +22,72 @@ import os
 import traceback
 from pathlib import Path
 
+from autograder.benchmarks import answers as known_answers
 from kernels.attention import bench as attention_bench
-from kernels.claims import doc_claims
+from kernels.claims import COPY_DAYS, doc_claims
 from kernels.clock import SmClock
 from kernels.compare import balanced_rounds
+from kernels.copy_rounds import CLOCK_MS as COPY_CLOCK_MS, DATAS as COPY_DATAS
 from kernels.device import gpu
+from kernels.gemm import baselines as gemm_baselines
 from kernels.gemm import bench as gemm_bench
+from kernels.multicast import bench as multicast_bench
 from kernels.record import device_tag
+from kernels.swizzle import bench as swizzle_bench
+from kernels.topic import provided
+from kernels.warp_specialization import bench as ws_bench
 
 ROOT = Path(__file__).resolve().parent.parent
-SLUGS = ("gemm", "attention")  # the topics with a claim against a vendor library
+# the topics with a claim against a vendor library, then week 2 days 1-3 (claims against the D2D copy of the same bytes)
+SLUGS = ("gemm", "attention", *COPY_DAYS)
+COPY_BENCH = {"swizzle": swizzle_bench, "warp_specialization": ws_bench, "multicast": multicast_bench}
 DATAS = ("normal", "exercise")
 ABOUT = {"gemm": "GEMM rung 6 (store_warp), Triton and rung 5 (cluster) against cuBLAS at 8192^3 (kernels.gemm.bench."
                  "parity_rounds)",
          "attention": "the attention overlap rung's default entry against cuDNN at the three goal shapes "
-                      "(kernels.attention.bench.overlap_rounds)"}
+                      "(kernels.attention.bench.overlap_rounds)",
+         "swizzle": "colsum at 1 pass (128B swizzle, and the 8-way conflicted layout) and the exercise's course "
+                    "solution (the transpose) against the D2D copy of the same bytes (kernels.swizzle.bench."
+                    "claim_rounds)",
+         "warp_specialization": "the row-sum ring at 4 stages (warp-specialized, and uniform) and the exercise's "
+                                "course solution (ws_axpy) against the D2D copy of the same bytes "
+                                "(kernels.warp_specialization.bench.claim_rounds)",
+         "multicast": "broadcast_sum at clusters 1, 2 and 4 (multicast from 2) and the exercise's multicast course "
+                      "solution and per-CTA answer against the D2D copy of the same bytes (kernels.multicast.bench."
+                      "claim_rounds)"}
 
 
 def rounds_for(slug: str) -> int:
     """The topic's rounds: at least kernels.compare.ROUNDS (18), each side first and last equally often (GEMM's four
-    runs: 24)."""
-    return balanced_rounds(gemm_bench.PARITY if slug == "gemm" else attention_bench.ROUND_RUNS)
+    runs: 24; a copy day's: its CLAIM_ROUNDS, balanced for each of its claims)."""
+    if slug in COPY_BENCH:
+        return COPY_BENCH[slug].CLAIM_ROUNDS
+    return balanced_rounds(gemm_bench.CLAIM_RUNS if slug == "gemm" else attention_bench.ROUND_RUNS)
 
 
 def measure_rounds(slug: str, rounds: int | None = None, datas=DATAS) -> dict:
     """The GPU work of one topic: {"kernels": each side's kernels (profiled once, before the rounds), "rows": the
-    rounds on each data of `datas`, "rounds": how many (default rounds_for(slug))}."""
+    rounds on each data of `datas`, "rounds": how many (default rounds_for(slug)); GEMM's also "baselines": what
+    cuBLASLt's candidates and Triton's autotuning kept (kernels.gemm.baselines.choices); a copy day's also "datas",
+    its one data label (kernels.copy_rounds.DATAS, whatever `datas` says), its claims timed with the exercise's known
+    answers handed in (autograder.benchmarks.answers: the course solution is one of the rungs)}."""
     rounds = rounds or rounds_for(slug)
     if slug == "gemm":
-        kernels = gemm_bench.parity_kernels()
+        kernels = gemm_bench.parity_kernels(runs=gemm_bench.CLAIM_RUNS)
         with SmClock() as clock:
-            rows = gemm_bench.parity_rounds(clock, rounds=rounds, datas=datas)
+            rows = gemm_bench.parity_rounds(clock, rounds=rounds, runs=gemm_bench.CLAIM_RUNS, datas=datas)
+        return {"kernels": kernels, "rows": rows, "rounds": rounds, "baselines": gemm_baselines.choices()}
     elif slug == "attention":
         kernels = attention_bench.rounds_kernels()
         with SmClock() as clock:
             rows = attention_bench.overlap_rounds(clock, rounds=rounds, datas=datas)
+    elif slug in COPY_BENCH:  # its one data label (kernels.copy_rounds.DATAS), its known answers handed in
+        day = COPY_BENCH[slug]
+        with provided(slug, known_answers(slug)):
+            kernels = day.claim_kernels()
+            with SmClock(period_ms=COPY_CLOCK_MS) as clock:
+                rows = day.claim_rounds(clock, rounds=rounds, datas=COPY_DATAS)
+        return {"kernels": kernels, "rows": rows, "rounds": rounds, "datas": list(COPY_DATAS)}
     else:
         raise ValueError(f"{slug}: no claim against a baseline (one of {SLUGS})")
     return {"kernels": kernels, "rows": rows, "rounds": rounds}
@@ -69,13 +103,14 @@ def _version(dist: str) -> str | None:
 def rounds_doc(slug: str, measured: dict, command: str, datas=DATAS) -> dict:
     """The rounds record of one topic (measure_rounds' `measured`): this GPU, driver and versions, today's date, the
     exact command, the rounds, the datas, each side's kernels and the rows."""
-    g, rounds = gpu() or {}, measured["rounds"]
+    g, rounds, datas = gpu() or {}, measured["rounds"], measured.get("datas", datas)
     return {"device": g.get("name"), "driver": g.get("driver"), "torch": _version("torch"),
             "triton": _version("triton"), "cuda_core": _version("cuda-core"), "date": dt.date.today().isoformat(),
             "what": command,
             "about": f"{ABOUT[slug]}: {rounds} interleaved rounds on each of {', '.join(datas)} data, each side's "
                      "kernels profiled once before them, written by make gpu-test's 'claims rounds' step",
-            "rounds": rounds, "datas": list(datas), "kernels": measured["kernels"], "rows": measured["rows"]}
+            "rounds": rounds, "datas": list(datas), "kernels": measured["kernels"],
+            **({"baselines": measured["baselines"]} if "baselines" in measured else {}), "rows": measured["rows"]}
 
 
 def claims_rounds(slugs, out: Path, command: str, rounds: int | None = None) -> dict:

@@ -4,7 +4,8 @@ each row, and fit the model (kernels/multicast/model.py: FIT_ROWS fitted, HELD_O
 
     python -m kernels.multicast.bench --out build/gpu     # kernels.topic's scaffold (run = TOPIC.run)
 
-Everything here needs an sm_90 GPU except `plot_traffic()` and `claims()`.
+`claim_rounds()` times COPY_CLAIMS against the D2D copy of the same bytes in interleaved rounds (kernels.copy_rounds:
+make gpu-test's 'claims rounds' step). Everything here needs an sm_90 GPU except `plot_traffic()` and `claims()`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from functools import partial
 
 from ..bench import bench, rotating_inputs
 from ..check import compare, poison
+from ..copy_rounds import DATAS, REPS, claim_names, claims_kernels, common_rounds, run_claims, rung_runs
 from ..topic import (Topic, answer_cubin, answer_row, check_answers, check_kernels, exercise_of, row, shipped,
                      time_answer)
 from . import exercise, model
@@ -109,6 +111,70 @@ def measure(reps: int = 20, seed: int = 0) -> list[dict]:
                                traffic=model.exercise_traffic(c, mc)))
     torch.cuda.empty_cache()
     return rows
+
+
+# The day's claims against the D2D copy of the same bytes, in interleaved rounds (kernels.copy_rounds; make gpu-test's
+# 'claims rounds' step): claim -> (its rungs, named as the ladder's rows, and their shape). broadcast_sum without
+# multicast (cluster 1) and with it (clusters 2 and 4), SUM_TILES tiles into every CTA (the bytes delivered); the
+# exercise's course solution (multicast) and its per-CTA answer, whose bar is a fraction of the copy ceiling, timed
+# only where the grader hands the known answers in (ANSWER_RUNGS: rung -> answer).
+BROADCAST = {f"broadcast_sum c{c}": c for c in CLUSTERS}
+EXERCISE_SHAPE = (8192, 8192)  # the exercise's bench shape (the spec's bench_shape: a test holds them equal)
+COPY_CLAIMS = {"broadcast_sum": (tuple(BROADCAST), SUM_TILES),
+               "bcast_add": (("bcast_add correct c2", "bcast_add per_cta c2"), EXERCISE_SHAPE)}
+ANSWER_RUNGS = {name: a for name, (a, c, _) in EXERCISE_ROWS.items() if c == exercise.CLUSTER}
+CLAIM_ROUNDS = common_rounds(claim_names(rungs) for rungs, _ in COPY_CLAIMS.values())
+
+
+def _claim_ctas() -> int:
+    """broadcast_sum's CTAs in the claim rounds: 2 per SM in whole clusters of the largest cluster, one count for
+    every cluster (the bytes each delivers must be the copy's); on 132 SMs the ladder's count for each."""
+    import torch
+
+    return sum_ctas(torch.cuda.get_device_properties(0).multi_processor_count, max(CLUSTERS))
+
+
+def _broadcast_run(name: str, reps: int, seed: int):
+    """(timer, launch) of broadcast_sum at the cluster of `name` (BROADCAST), _claim_ctas() CTAs, a fresh table each
+    repetition, WARM_S of untimed launches first (the ladder's timing)."""
+    import torch
+
+    c, n = BROADCAST[name], _claim_ctas()
+    table = [make_table(SUM_TILES, seed + k) for k in range(2)]
+    out = torch.empty(n, 64, 64, dtype=torch.float32, device="cuda")
+
+    def fn(t):
+        broadcast_sum(t, c, ctas=n, out=out)
+
+    def timer(data: str, k: int):
+        return bench(fn, rotating_inputs(table), bytes=sum_delivered_bytes(SUM_TILES, n), reps=reps, warm_s=WARM_S)
+
+    return timer, lambda: fn(table[0])
+
+
+def _claim_runs(claim: str, reps: int = REPS, seed: int = 0) -> tuple[dict, int, str]:
+    """One claim of COPY_CLAIMS: ({rung: (timer, launch)}, the bytes each moves, the shape's name)."""
+    rungs, shape = COPY_CLAIMS[claim]
+    runs = rung_runs(SLUG, rungs, lambda name: _broadcast_run(name, reps, seed), answers=ANSWER_RUNGS, shape=shape,
+                     reps=reps, seed=seed)
+    if claim == "broadcast_sum":
+        n = _claim_ctas()
+        return runs, sum_delivered_bytes(SUM_TILES, n), f"{SUM_TILES} tiles x {n} CTAs"
+    return runs, exercise.bytes_moved(shape), "x".join(map(str, shape))
+
+
+def claim_kernels(seed: int = 0) -> dict:
+    """{claim: {rung: its kernels, longest first; "copy": the copy's}} (kernels.copy_rounds.claims_kernels), profiled
+    once before the rounds."""
+    return claims_kernels(COPY_CLAIMS, lambda claim: _claim_runs(claim, 1, seed))
+
+
+def claim_rounds(clock=None, rounds: int | None = None, datas=DATAS, reps: int = REPS, seed: int = 0) -> list[dict]:
+    """COPY_CLAIMS against the D2D copy of the same bytes in interleaved rounds (kernels.copy_rounds.copy_rounds:
+    CLAIM_ROUNDS rounds unless given, the SM clock sampled on `clock`), on the one data label "exercise" (the day's
+    make_table draws one kind of data: small integers); kernels.copy_rounds.copy_summary reads the rows."""
+    return run_claims(COPY_CLAIMS, lambda claim: _claim_runs(claim, reps, seed), clock=clock,
+                      rounds=rounds or CLAIM_ROUNDS, datas=datas, reps=reps)
 
 
 def claims(rows: list[dict], ceilings: dict) -> list[str]:

@@ -4,8 +4,10 @@ swizzle layout back (swizzle_probe), and time the exercise's known answers with 
 
     python -m kernels.swizzle.bench --out build/gpu     # the GPU script calls run() (kernels.topic's scaffold)
 
-`check_all()` and `measure()` serve the notebook's Explore section; `run()` also writes the record and the plots.
-Everything here needs an sm_90 GPU except `sweep_configs()`, `claims()` and the plots.
+`check_all()` and `measure()` serve the notebook's Explore section; `run()` also writes the record and the plots;
+`claim_rounds()` times COPY_CLAIMS against the D2D copy of the same bytes in interleaved rounds (kernels.copy_rounds:
+make gpu-test's 'claims rounds' step). Everything here needs an sm_90 GPU except `sweep_configs()`, `claims()` and
+the plots.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import subprocess
 import sys
 
 from ..bench import bench, ceilings, rotating_inputs
+from ..copy_rounds import DATAS, REPS, claim_names, claims_kernels, common_rounds, run_claims, rung_runs
 from ..topic import Topic, answer_row, check_answers, check_kernels, row, shipped, time_answer
 from . import exercise, model
 from .launch import colsum, probe
@@ -115,6 +118,14 @@ def check_all(seed: int = 1, quick: bool = False) -> list[str]:
     return failures
 
 
+def _fresh_integers(x) -> None:
+    """A rotating_inputs refresh: fresh integers in place (the kernels' exactness needs small integers, not
+    normal_())."""
+    import torch
+
+    x.copy_(torch.randint_like(x, -4, 5))
+
+
 def measure(shape=BENCH_SHAPE, reps: int = 20, seed: int = 0, configs=None, with_exercise: bool = True) -> list[dict]:
     """Time each configuration (fresh inputs each repetition, L2 flushed), the model's prediction beside it; with
     `with_exercise`, the exercise's known answers, timed by the grader's own function at the spec's shape."""
@@ -126,14 +137,11 @@ def measure(shape=BENCH_SHAPE, reps: int = 20, seed: int = 0, configs=None, with
     out = torch.empty(shape[1], dtype=torch.float32, device="cuda")
     rows = []
 
-    def refresh(x):  # fresh integers in place (the kernels' exactness needs small integers, not normal_())
-        x.copy_(torch.randint_like(x, -4, 5))
-
     for cfg in configs:
         def fn(x, cfg=cfg):
             colsum(x, cfg["swizzle"], span=cfg["span"], passes=cfg["passes"], out=out)
 
-        res = bench(fn, rotating_inputs(pool, refresh), bytes=bytes_moved(shape), reps=reps)
+        res = bench(fn, rotating_inputs(pool, _fresh_integers), bytes=bytes_moved(shape), reps=reps)
         pred = model.predict_config(model.Config(**cfg["config"]), ceil)
         rows.append(row(cfg["name"], _shape(shape), res, pred, config=cfg["config"],
                         smem_wavefronts_per_tile=model.tile_wavefronts(cfg["swizzle"], cfg["span"], cfg["passes"]),
@@ -148,6 +156,57 @@ def measure(shape=BENCH_SHAPE, reps: int = 20, seed: int = 0, configs=None, with
                                    config=cfg if pred is not None else None))
         torch.cuda.empty_cache()
     return rows
+
+
+# The day's claims against the D2D copy of the same bytes, in interleaved rounds (kernels.copy_rounds; make gpu-test's
+# 'claims rounds' step): claim -> (its rungs, named as the ladder's rows, and their shape). At 1 pass the 128B swizzle
+# and the 8-way conflicted layout, both memory-bound (claims()); the exercise's course solution, whose bar is a
+# fraction of the copy ceiling, timed only where the grader hands the known answers in (ANSWER_RUNGS: rung -> answer).
+EXERCISE_SHAPE = (8192, 8192)  # the exercise's bench shape (the spec's bench_shape: a test holds them equal)
+COPY_CLAIMS = {"colsum 1 pass": (("colsum swz128 p1", "colsum none128 p1"), BENCH_SHAPE),
+               "transpose": ((f"{exercise.NAME} correct",), EXERCISE_SHAPE)}
+ANSWER_RUNGS = {f"{exercise.NAME} correct": "correct"}
+CLAIM_ROUNDS = common_rounds(claim_names(rungs) for rungs, _ in COPY_CLAIMS.values())
+
+
+def _colsum_run(name: str, shape, reps: int, seed: int):
+    """(timer, launch) of the colsum rung `name` (a sweep_configs row) at `shape`: fresh integers each repetition."""
+    import torch
+
+    cfg = next(c for c in sweep_configs(shape=shape) if c["name"] == name)
+    pool = [make_inputs(shape, seed + k) for k in range(2)]
+    out = torch.empty(shape[1], dtype=torch.float32, device="cuda")
+
+    def fn(x):
+        colsum(x, cfg["swizzle"], span=cfg["span"], passes=cfg["passes"], out=out)
+
+    def timer(data: str, k: int):
+        return bench(fn, rotating_inputs(pool, _fresh_integers), bytes=bytes_moved(shape), reps=reps)
+
+    return timer, lambda: fn(pool[0])
+
+
+def _claim_runs(claim: str, reps: int = REPS, seed: int = 0) -> tuple[dict, int, str]:
+    """One claim of COPY_CLAIMS: ({rung: (timer, launch)}, the bytes each moves, the shape's name)."""
+    rungs, shape = COPY_CLAIMS[claim]
+    runs = rung_runs(SLUG, rungs, lambda name: _colsum_run(name, shape, reps, seed), answers=ANSWER_RUNGS,
+                     shape=shape, reps=reps, seed=seed)
+    nbytes = exercise.bytes_moved(shape) if set(rungs) <= set(ANSWER_RUNGS) else bytes_moved(shape)
+    return runs, nbytes, _shape(shape)
+
+
+def claim_kernels(seed: int = 0) -> dict:
+    """{claim: {rung: its kernels, longest first; "copy": the copy's}} (kernels.copy_rounds.claims_kernels), profiled
+    once before the rounds."""
+    return claims_kernels(COPY_CLAIMS, lambda claim: _claim_runs(claim, 1, seed))
+
+
+def claim_rounds(clock=None, rounds: int | None = None, datas=DATAS, reps: int = REPS, seed: int = 0) -> list[dict]:
+    """COPY_CLAIMS against the D2D copy of the same bytes in interleaved rounds (kernels.copy_rounds.copy_rounds:
+    CLAIM_ROUNDS rounds unless given, the SM clock sampled on `clock`), on the one data label "exercise" (the day's
+    make_inputs draws one kind of data: small integers); kernels.copy_rounds.copy_summary reads the rows."""
+    return run_claims(COPY_CLAIMS, lambda claim: _claim_runs(claim, reps, seed), clock=clock,
+                      rounds=rounds or CLAIM_ROUNDS, datas=datas, reps=reps)
 
 
 def _by(rows: list[dict]) -> dict:

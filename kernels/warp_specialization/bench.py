@@ -4,8 +4,10 @@ copy ceiling of the same run.
 
     python -m kernels.warp_specialization.bench --out build/gpu [--quick]
 
-`check_all()` and `measure()` serve the notebook's Explore section; `run()` also writes the record and the plots.
-Everything here needs an sm_90 GPU except `sweep_configs()`, `claims()`, `littles_law()` and `plot*()`.
+`check_all()` and `measure()` serve the notebook's Explore section; `run()` also writes the record and the plots;
+`claim_rounds()` times COPY_CLAIMS against the D2D copy of the same bytes in interleaved rounds (kernels.copy_rounds:
+make gpu-test's 'claims rounds' step). Everything here needs an sm_90 GPU except `sweep_configs()`, `claims()`,
+`littles_law()` and `plot*()`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 from ..bench import bench, ceilings, rotating_inputs
 from .. import record
+from ..copy_rounds import DATAS, REPS, claim_names, claims_kernels, common_rounds, run_claims, rung_runs
 from ..topic import Topic, answer_row, check_answers, check_kernels, finish_sweep, row, shipped, time_answer
 from . import exercise, model
 from .launch import rowsum
@@ -95,6 +98,57 @@ def measure(shape=BENCH_SHAPE, reps: int = 20, seed: int = 0, stages=SWEEP_STAGE
                                    kernel=f"{exercise.NAME} {name}", config=cfgs[name]))
         torch.cuda.empty_cache()
     return rows
+
+
+# The day's claims against the D2D copy of the same bytes, in interleaved rounds (kernels.copy_rounds; make gpu-test's
+# 'claims rounds' step): claim -> (its rungs, named as the ladder's rows, and their shape). The best ring depth of the
+# warp-specialized rung and of the uniform one beside it (the notebook: specialization buys little on a streaming
+# kernel); the exercise's course solution, whose bar is a fraction of the copy ceiling, timed only where the grader
+# hands the known answers in (ANSWER_RUNGS: rung -> answer).
+COPY_CLAIMS = {"rowsum s4": (("rowsum ws s4", "rowsum uniform s4"), BENCH_SHAPE),
+               "ws_axpy": ((f"{exercise.NAME} correct",), exercise.BENCH_SHAPE)}
+ANSWER_RUNGS = {f"{exercise.NAME} correct": "correct"}
+CLAIM_ROUNDS = common_rounds(claim_names(rungs) for rungs, _ in COPY_CLAIMS.values())
+
+
+def _rowsum_run(name: str, shape, reps: int, seed: int):
+    """(timer, launch) of the rowsum rung `name` (a sweep_configs row) at `shape`: fresh N(0, 1) each repetition."""
+    import torch
+
+    cfg = next(c for c in sweep_configs(sms=_sms(), shape=shape) if c["name"] == name)
+    pool = [make_inputs(shape, seed + k) for k in range(2)]
+    out = torch.empty(shape[0], dtype=torch.float32, device="cuda")
+
+    def fn(x):
+        rowsum(x, cfg["variant"], stages=cfg["stages"], out=out)
+
+    def timer(data: str, k: int):
+        return bench(fn, rotating_inputs(pool), bytes=bytes_moved(shape), reps=reps)
+
+    return timer, lambda: fn(pool[0])
+
+
+def _claim_runs(claim: str, reps: int = REPS, seed: int = 0) -> tuple[dict, int, str]:
+    """One claim of COPY_CLAIMS: ({rung: (timer, launch)}, the bytes each moves, the shape's name)."""
+    rungs, shape = COPY_CLAIMS[claim]
+    runs = rung_runs(SLUG, rungs, lambda name: _rowsum_run(name, shape, reps, seed), answers=ANSWER_RUNGS,
+                     shape=shape, reps=reps, seed=seed)
+    nbytes = exercise.bytes_moved(shape) if set(rungs) <= set(ANSWER_RUNGS) else bytes_moved(shape)
+    return runs, nbytes, "x".join(map(str, shape))
+
+
+def claim_kernels(seed: int = 0) -> dict:
+    """{claim: {rung: its kernels, longest first; "copy": the copy's}} (kernels.copy_rounds.claims_kernels), profiled
+    once before the rounds."""
+    return claims_kernels(COPY_CLAIMS, lambda claim: _claim_runs(claim, 1, seed))
+
+
+def claim_rounds(clock=None, rounds: int | None = None, datas=DATAS, reps: int = REPS, seed: int = 0) -> list[dict]:
+    """COPY_CLAIMS against the D2D copy of the same bytes in interleaved rounds (kernels.copy_rounds.copy_rounds:
+    CLAIM_ROUNDS rounds unless given, the SM clock sampled on `clock`), on the one data label "exercise" (the day's
+    make_inputs draws one kind of data: N(0, 1)); kernels.copy_rounds.copy_summary reads the rows."""
+    return run_claims(COPY_CLAIMS, lambda claim: _claim_runs(claim, reps, seed), clock=clock,
+                      rounds=rounds or CLAIM_ROUNDS, datas=datas, reps=reps)
 
 
 def _answer(rows, name):
