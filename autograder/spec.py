@@ -193,14 +193,17 @@ class Exercise:
         tp = self.parts["throughput"]
         unit = "TB/s" if self.metric == "tbps" else "TFLOPS"
         what = "D2D copy ceiling" if tp.baseline_kind == "copy" else self.workload().VENDOR
-        head = f"exercise bar: {tp.fraction:g} x the {what} measured in the grading run"
         tag = device_tag((doc or {}).get("device"))
         fraction, cal, how = tp.fraction_for(tag)
+        # the fraction the record's GPU is graded with (its calibration's, else the H100's, else the spec's): the
+        # spec's own fraction is the bar only where no GPU is calibrated
+        head = f"exercise bar: {fraction:g} x the {what} measured in the grading run"
         if cal is None:
             return None, head + " (not calibrated on any GPU yet)"
         if cal.gpu != tag:
             return None, head + f"; {how}"
-        lowered = "" if fraction == tp.fraction else f", lowered from {tp.fraction:g} so the course solution clears it"
+        lowered = ("" if fraction == tp.fraction else
+                   f", lowered from the spec's {tp.fraction:g} so the course solution clears it")
         where = cal.source.split(": ", 1)[-1]
         src = "" if where == what else f" ({where})"
         return cal.bar, (f"{head}; on the {cal.device} ({cal.date}): {fraction:g} x {cal.baseline:.4g}{src} = "

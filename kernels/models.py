@@ -15,7 +15,8 @@ What each model declares, in its own model.py (its FIT dict, the one its HeldOut
 The rule (`rule_holds`, held by tests/test_models.py): a model fits at most one constant per two rows it fits them on
 (constants fitted on its own rows <= half of those rows). The cross-GPU check predicts the H200 record's rows with the
 H100's fitted constants and the H200 run's own measured figures (its copy ceiling); the H200 is the same GH100 die as
-the H100 (132 SMs, the same clocks and tensor peak), so DRAM is the one physics term that differs (`Model.gpu_terms`).
+the H100 (132 SMs, the same datasheet clock and tensor peak), so DRAM is the one physics term that differs
+(`Model.gpu_terms`), with the SM clock a run measured where a model reads it (the GEMM's tensor peak).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ MODELS = (
     Model("swizzle", "swizzle", "copy ceiling of the run"),
     Model("warp_specialization", "warp_specialization", "copy ceiling of the run"),
     Model("multicast", "multicast", "copy ceiling of the run"),
-    Model("gemm", "gemm", "copy ceiling and cuBLAS of the run"),
+    Model("gemm", "gemm", "copy ceiling and SM clock of the run"),
     Model("attention (serial)", "attention", "none (no term reads DRAM)"),
     Model("attention (overlap)", "attention", "none (no term reads DRAM)", check="OVERLAP_CHECK"),
 )

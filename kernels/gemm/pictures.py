@@ -10,7 +10,8 @@
 
 2. `drain_timeline` / `plot_drain_timeline`: the consumers of rung 3 (one warpgroup, wgmma_wait<0>), rung 4 (two
    warpgroups, wgmma_wait<1>, the previous stage released) and the exercise (two warpgroups, wgmma_wait<0>) over a
-   few k-tiles, with the durations of the GEMM model (kernels/gemm/model.py: W from PEAK_TFLOPS, B = BUBBLE_NS).
+   few k-tiles, with the durations of the GEMM model (kernels/gemm/model.py: W at TC_EFF of the tensor cores'
+   clock-adjusted peak, B = BUBBLE_NS).
 
 3. Lines from a record (kernels/gemm/recorded_<gpu>.json), every figure named with the GPU it came from:
    `challenge_line` (rung 2 against the same run's cuBLAS row), `cublas_note` (the table's "of ceil." column
@@ -241,7 +242,8 @@ def consumer_schedule(consumers: int, group_ns: float, bubble_ns: float, wait: i
 
 def drain_timeline(ktiles: int = 4, **constants) -> dict:
     """Rung 3, rung 4 and the exercise's consumers over `ktiles` k-tiles with the GEMM model's durations
-    (model.ktile_times: W of the CTA's tile from PEAK_TFLOPS, B = BUBBLE_NS; `constants` override
+    (model.ktile_times: W of the CTA's tile at TC_EFF of the clock-adjusted tensor peak at the fit run's clock,
+    B = BUBBLE_NS; `constants` override
     model.CONSTANTS): {name: {"what", "consumers", "wait", "W", "group_ns", "B", "schedule", "period_ns",
     "busy"}}. A group is one consumer's share of a k-tile: rung 3's one warpgroup issues the whole (128, 128)
     k-tile (8 wgmma m64n128k16), rung 4's and the exercise's two issue 64 rows each of the (128, 256) tile (4 wgmma
@@ -323,8 +325,11 @@ def plot_drain_timeline(ktiles: int = 4, **constants):
                  "consumer warpgroup:\nblocked in its wgmma_wait (light, the colour of the group it just issued) and "
                  "its hand-over B (dark: release, next full wait, fence)", fontsize="medium")
     hidden = all(v["load_hidden"] for v in tl.values())
-    caption = (f"Drawn from kernels/gemm/model.py CONSTANTS (fit on {model.FIT['device']}): PEAK_TFLOPS "
-               f"{consts['PEAK_TFLOPS']:g} -> W = 2 BM BN 64 / (PEAK / {model.SMS} SMs) = {w3:.0f} ns per (128, 128) "
+    peak = model.tensor_peak_tflops()
+    caption = (f"Drawn from kernels/gemm/model.py CONSTANTS (fit on {model.FIT['device']}): TC_EFF "
+               f"{consts['TC_EFF']:g} of the tensor cores' clock-adjusted peak ({model.TC_FLOP_PER_CLK_SM} FLOP/clk/SM "
+               f"x {model.SMS} SMs x the fit run's {model.SM_MHZ:.0f} MHz = {peak:.1f} TFLOPS) -> "
+               f"W = 2 BM BN 64 / (TC_EFF x PEAK / {model.SMS} SMs) = {w3:.0f} ns per (128, 128) "
                f"k-tile (rung 3), {w4:.0f} ns per (128, 256) k-tile (rung 4 and the exercise: {w4 / 2:.0f} ns per "
                f"consumer's 64 rows); BUBBLE_NS {consts['BUBBLE_NS']:g} = B; LATENCY_NS {consts['LATENCY_NS']:g}: "
                f"(L + W) / stages "
@@ -333,6 +338,52 @@ def plot_drain_timeline(ktiles: int = 4, **constants):
                   + ": the loads are not drawn."))
     fig.supxlabel(textwrap.fill(caption, 170), fontsize=7.5, ha="left", x=0.01)
     return fig
+
+
+# ------------------------------------------------------------------------------------------ the day's targets
+def targets(record: dict | None, exercise) -> list[dict]:
+    """Day 4's three targets, each against cuBLAS at 8192^3 in the same run and each from where it is set: the day's
+    goal (bench.GOAL: the best CUDA rung over the cuBLAS row), parity (bench.PARITY_GOAL: rung 6 over cuBLAS, the
+    median of interleaved rounds) and the exercise's bar (`exercise`: the grader's gemm_epilogue, its spec's fraction
+    for the record's GPU — that GPU's calibration, else the H100's, else the spec's). Each with the record's figure
+    where it holds one: {"target", "measured", "at_least", "set_in", "recorded", "met"}. `exercise` is passed in
+    (autograder.spec's Exercise): the library imports nothing of the grader."""
+    from ..record import device_tag
+    from . import bench
+
+    doc = record or {}
+    frac_goal = (doc["best_cuda_tflops"] / doc["cublas_same_shape_tflops"]
+                 if doc.get("best_cuda_tflops") and doc.get("cublas_same_shape_tflops") else None)
+    par = bench.parity_summary(doc.get("rows", [])) if doc else {}
+    r6 = (par or {}).get("over_cublas", {}).get("store_warp")
+    fraction, cal, how = exercise.parts["throughput"].fraction_for(device_tag(doc.get("device")))
+    sol = ((doc.get("exercise_margins") or {}).get(exercise.name) or {}).get("solution_fraction")
+    return [
+        {"target": "the day's goal", "measured": "best CUDA rung / cuBLAS row", "at_least": bench.GOAL,
+         "set_in": "bench.GOAL", "recorded": frac_goal, "what": doc.get("best_cuda_rung"),
+         "met": None if frac_goal is None else frac_goal >= bench.GOAL},
+        {"target": "parity", "measured": "rung 6 / cuBLAS, median of the rounds", "at_least": bench.PARITY_GOAL,
+         "set_in": "bench.PARITY_GOAL", "recorded": r6["median"] if r6 else None,
+         "what": f"{par['rounds']} rounds" if r6 else None,
+         "met": None if not r6 else r6["median"] >= bench.PARITY_GOAL},
+        {"target": "the exercise's bar", "measured": f"{exercise.name} / cuBLAS, grading run", "at_least": fraction,
+         "set_in": f"spec: {how}", "recorded": sol, "what": "course solution" if sol is not None else None,
+         "met": None if sol is None or fraction is None else sol >= fraction}]
+
+
+def targets_table(record: dict | None, exercise) -> str:
+    """targets() as the one table the notebook prints: each target's fraction of cuBLAS, where it is set, and the
+    record's figure (its GPU and date in the head)."""
+    doc = record or {}
+    head = (f"the day's targets, each x cuBLAS at 8192^3 in the same run; recorded: {doc['device']} ({doc['date']})"
+            if doc else "the day's targets, each x cuBLAS at 8192^3 in the same run; no record")
+    lines = [head, f"{'target':<20} {'measured':<40} {'at least':>8}  {'recorded':<26} {'met':<4} set in"]
+    for t in targets(record, exercise):
+        rec = "-" if t["recorded"] is None else f"{t['recorded']:.3f}x ({t['what']})"
+        met = "-" if t["met"] is None else "yes" if t["met"] else "no"
+        at = "-" if t["at_least"] is None else f"{t['at_least']:.2f}x"
+        lines.append(f"{t['target']:<20} {t['measured']:<40} {at:>8}  {rec:<26} {met:<4} {t['set_in']}")
+    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------------------ record lines

@@ -9,7 +9,7 @@
 // setmaxnreg 40 / 232, a persistent grid, wait_group 1, cluster-2 multicast of B when GEMM_CLUSTER = 2). New:
 // - New: the epilogue by TMA store through a store stage. Rung 5's consumers store C with 64 plain STG.E per thread
 //   and tile (the SASS of gemm_cluster: one bf16x2 per 4-byte store) while the tensor core idles (the model's fitted
-//   EPILOGUE_NS, 4.38 us a tile: kernels/gemm/model.py rung6_gain, "cluster"). Here each consumer converts
+//   EPILOGUE_NS, 5.73 us a tile: kernels/gemm/model.py rung6_gain, "cluster"). Here each consumer converts
 //   its m64n256 accumulator to bf16 and writes it, one (64, 64) piece at a time, with stmatrix into a 128B-swizzled
 //   slot of shared memory, then arrives on the slot's c_full barrier and moves on. A store thread of the producer
 //   warpgroup (not the TMA-load thread) waits on c_full, issues the TMA store, waits for the store's shared-memory
