@@ -609,9 +609,10 @@ def test_tile_timeline_is_the_models_period_and_the_picture_draws_it():
 
 def test_goals_and_goal_line_from_the_records():
     """The overlap rung over cuDNN in the ladder's one pass (default entry / cuDNN, same run), reported as one pass
-    and never as a goal met (the record holds no rounds); a record without the rung says so; extra() carries them,
-    no verdict on the goals, and the overlap model's held-out facts (the same keys as extra["model"])."""
-    from kernels.attention import bench
+    and never as a goal met where the record's GPU has no rounds (the record's device renamed to a GPU without
+    any); a record without the rung says so; extra() carries them, no verdict on the goals, and the overlap model's
+    held-out facts (the same keys as extra["model"])."""
+    from kernels.attention import bench, ratios
 
     rec = _record("h100")
     g = bench.goals(rec["rows"])
@@ -623,18 +624,22 @@ def test_goals_and_goal_line_from_the_records():
     assert g["d64"]["goal"] is None and g["d64"]["met"] is None
     for tag in ("d128", "d128 causal"):
         assert g[tag]["met"] == (g[tag]["over_cudnn"] >= bench.GOALS[tag])
-    line = bench.goal_line(rec)
-    assert rec["device"] in line and "\n" not in line
+    line = ratios.goal_line(dict(rec, device="NVIDIA A100-SXM4-80GB"))  # a GPU with no rounds recorded
+    assert "NVIDIA A100-SXM4-80GB" in line and "\n" not in line
     for tag, v in g.items():
         assert f"{tag} {v['overlap_tflops']:.1f} / {v['cudnn_tflops']:.1f} = {v['over_cudnn']:.3f}x" in line
-    # one pass of the ladder is no claim: the line says so and claims no goal reached (the record has no rounds)
-    assert "ONE pass" in line and "one pass is no claim" in line and "reached" not in line
+    # one pass of the ladder is no claim: the line says so and claims no goal reached (no rounds on that GPU)
+    assert "ONE pass" in line and "not a claim" in line and "none are recorded on this GPU" in line
+    assert "reached" not in line and "clears" not in line
+    assert "interleaved rounds on NVIDIA H100" in ratios.goal_line(rec)  # the H100's own: its rounds record
     worse = [dict(r, tflops=r["tflops"] * 0.9) if r["kernel"] == "attn_overlap d128 n128 k3v2 causal" else r
              for r in rec["rows"]]
     assert bench.goals(worse)["d128 causal"]["met"] is False
     h200 = _record("h200")
     bare = dict(h200, rows=[r for r in h200["rows"] if r.get("variant") != "overlap"])  # a record without the rung
-    assert "not in the record" in bench.goal_line(bare) and h200["device"] in bench.goal_line(bare)
+    assert ratios.goal_line(bare).startswith(f"overlap rung over cuDNN, interleaved rounds on {h200['device']}")
+    elsewhere = dict(bare, device="NVIDIA A100-SXM4-80GB")  # neither the rung's rows nor rounds of its GPU
+    assert "not in the record" in ratios.goal_line(elsewhere) and "A100" in ratios.goal_line(elsewhere)
     ext = bench._extra(rec["rows"], rec["ceilings"])
     assert ext["overlap_goals"] == g and ext["overlap_rounds"] == {} and ext["overlap_goals_met"] is None
     assert set(ext["overlap_model"]) == set(model.HELD_OUT_CHECK.facts(rec))
@@ -649,7 +654,7 @@ def test_the_goals_are_judged_on_interleaved_rounds_with_an_interval():
 
     from types import SimpleNamespace
 
-    from kernels.attention import bench
+    from kernels.attention import bench, ratios
 
     true = {"d128": 1.01, "d128 causal": 1.04, "d64": 0.92}
     calls, rng = [0], random.Random(3)
@@ -671,11 +676,161 @@ def test_the_goals_are_judged_on_interleaved_rounds_with_an_interval():
     for tag, v in s.items():
         assert v["lo"] - 0.005 <= true[tag] <= v["hi"] + 0.005, (tag, v)
     assert s["d128 causal"]["says"].startswith("ahead") and s["d64"]["says"].startswith("behind")
-    line = bench.goal_line({"rows": rows, "device": "GPU", "date": "today"})
+    line = ratios.goal_line({"rows": rows, "device": "GPU", "date": "today"})
     assert "interleaved rounds on GPU (today)" in line and "ONE pass" not in line
     assert "d128 causal: ahead" in line and "goal >= 1.00x: the interval clears it" in line
     ext = bench._extra(rows, {})
     assert ext["overlap_rounds"] == s and ext["overlap_goals_met"] is True  # 1.01 >= 0.95 and 1.04 >= 1.00
+
+
+# ----------------------------------------------------------------- ratios to cuDNN: the rounds' interval, not a pass
+RATIO = re.compile(r"(\d+\.\d+)x")
+NO_ROUNDS_GPU = "NVIDIA A100-SXM4-80GB"  # a GPU of which no rounds are recorded (no kernels/*/rounds_a100.json)
+
+
+def _rounds_doc(tag: str) -> dict:
+    return json.loads((ROOT / "kernels" / "attention" / f"rounds_{tag}.json").read_text())
+
+
+def _unclaimed(text: str, says=()) -> list[str]:
+    """The lines of `text` that present a ratio figure ("<n>x") as a claim without an interval: once the rounds' own
+    sentences (`says`: median, 95 % interval, what it supports) and the goals ("goal >= <n>x") are taken out, every
+    figure left must read "one pass: <n>x" / "this pass <n>x" on a line that says it is no claim or gives the rounds'
+    interval, or stand in a line of ONE pass of the ladder that says it is not a claim."""
+    bad = []
+    for line in text.splitlines():
+        rest = line
+        for s in says:
+            rest = rest.replace(s, "")
+        rest = re.sub(r"goal >= \d\.\d+x", "", rest)
+        for m in RATIO.finditer(rest):
+            labelled = rest[:m.start()].endswith(("one pass: ", "this pass "))
+            if not ((labelled and ("not a claim" in line or "95 % interval" in line))
+                    or ("ONE pass of the ladder" in line and "not a claim" in line)):
+                bad.append(line)
+    return bad
+
+
+def test_the_unclaimed_check_catches_a_pass_presented_as_a_claim():
+    assert _unclaimed("attn_overlap d128 n128 k3v2: 1.005x cuDNN") and _unclaimed("  triton d64  0.754 x cuDNN 1.2x")
+    assert _unclaimed("this pass 1.005x")  # labelled, but not said to be no claim
+    assert not _unclaimed("  triton d64  one pass: 0.754x; no rounds of it against cuDNN — not a claim")
+
+
+@pytest.mark.parametrize("tag", ["h100", "h200"])
+def test_ratios_to_cudnn_print_the_rounds_interval_of_the_gpu_shown(tag):
+    """vs_cudnn_report and ladder_table on the recorded ladder of each GPU: the claim against cuDNN is the median,
+    95 % interval and verdict of that GPU's rounds record (rounds_summary of kernels/attention/rounds_<gpu>.json),
+    its GPU, driver and date named; every one-pass ratio is labelled one pass / this pass and no claim; no "x cuDNN"
+    column or figure is left."""
+    from kernels.attention import bench, ratios
+
+    rec, rounds = _record(tag), _rounds_doc(tag)
+    expected = bench.rounds_summary(rounds["rows"])
+    assert set(expected) == set(bench.GOALS)
+    rr = ratios.rounds_record(rec)  # the rounds of the record's GPU, by its device tag
+    assert rr is not None and (rr["device"], rr["date"]) == (rec["device"], rounds["date"])
+    where = f"{rounds['device']} (driver {rounds['driver']}, {rounds['date']})"
+    says = [v["says"] for v in expected.values()]
+    report, ladder = ratios.vs_cudnn_report(rec), ratios.ladder_table(rec)
+    for out in (report, ladder):
+        assert f"interleaved rounds on {where}" in out
+        for v in expected.values():
+            assert v["says"].split(":")[0] in ("ahead", "behind") or v["says"].startswith("within")
+            assert f"{v['median']:.3f}x (95 % interval {v['lo']:.3f}-{v['hi']:.3f}, {v['rounds']} rounds)" in out
+        assert "x cuDNN" not in out and not _unclaimed(out, says), _unclaimed(out, says)
+    claimed = {(bench.overlap_name(s[3], bench.DEFAULT_OVERLAP[s[3]], s[4]), workload.shape_name(s)): t
+               for t, s in bench.SHAPES.items()}
+    lines = report.splitlines()
+    for key, x in bench.vs_cudnn(rec["rows"]).items():
+        kernel, shape = key.split(" | ")
+        line = next(ln for ln in lines if ln.strip().startswith(kernel + "  "))
+        if (kernel, shape) in claimed:
+            assert f"this pass {x:.3f}x; the rounds: {expected[claimed[kernel, shape]]['says']}" in line
+        else:
+            assert f"one pass: {x:.3f}x;" in line and line.endswith("not a claim")
+    head, last = ladder.splitlines()[1], ladder.splitlines()[-1]
+    assert "this pass" in head and "x cuDNN" not in head
+    for t, v in expected.items():
+        if v["goal"] is not None:
+            assert f"{t}: {v['says']} (goal >= {v['goal']:.2f}x: the interval " + \
+                ("clears" if v["lo"] >= v["goal"] else "does not clear") in last
+
+
+def test_a_gpu_without_rounds_gets_one_pass_and_no_claim():
+    """A record of a GPU with no rounds recorded (the H100's ladder under another GPU's name): every ratio to cuDNN
+    is one pass and says it is not a claim, no interval or verdict is printed, the goals are not judged."""
+    from kernels.attention import bench, ratios
+
+    rec = dict(_record("h100"), device=NO_ROUNDS_GPU)
+    assert ratios.rounds_record(rec) is None
+    report, ladder = ratios.vs_cudnn_report(rec), ratios.ladder_table(rec)
+    for out in (report, ladder):
+        assert NO_ROUNDS_GPU in out and "not a claim" in out and not _unclaimed(out), _unclaimed(out)
+        assert not re.search(r"95 % interval|ahead|behind|within|clears", out)
+    assert "no interleaved rounds recorded on this GPU: no claim against cuDNN" in report.splitlines()[0]
+    for key, x in bench.vs_cudnn(rec["rows"]).items():
+        assert f"{key.split(' | ')[0]}" in report
+        assert f"one pass: {x:.3f}x; no rounds recorded on this GPU — not a claim" in report
+    assert "none are recorded on this GPU" in ladder.splitlines()[-1]
+
+
+def test_compare_overlap_prints_its_own_rounds_not_its_pass(monkeypatch, capsys):
+    """compare_overlap with the GPU faked (the H200's recorded pass and rounds as its timings): one table of the
+    pass — "this pass" over cuDNN, no round rows, no "x cuDNN" figure — and under it the claims of this run's own
+    rounds, as rounds_summary of those rows has them."""
+    from contextlib import nullcontext
+    from types import SimpleNamespace
+
+    from kernels.attention import bench, overlap
+
+    rec, rounds = _record("h200"), _rounds_doc("h200")
+    by = {(r.get("variant"), r.get("stages"), r["shape"], r.get("entry")): r for r in bench.main_rows(rec["rows"])}
+
+    def fake_time(variant, stages, shape, data, pool, clock, reps, seed, entry=None):
+        r = by[(variant, stages, workload.shape_name(shape), entry)]
+        return SimpleNamespace(ms=r["ms"], p20_ms=r["p20_ms"], p80_ms=r["p80_ms"], tbps=None, tflops=r["tflops"],
+                               fraction_of_matmul=r["fraction_of_ceiling"]), r.get("sm_mhz")
+
+    monkeypatch.setattr(overlap, "overlap_available", lambda: True)
+    monkeypatch.setattr(overlap, "check_rungs", lambda seed=1: [])
+    monkeypatch.setattr(overlap, "SmClock", lambda: nullcontext(SimpleNamespace(source="test")))
+    monkeypatch.setattr(overlap, "_pool", lambda shape, seed: None)
+    monkeypatch.setattr(overlap, "_time", fake_time)
+    monkeypatch.setattr(overlap, "overlap_rounds", lambda clock, reps, seed: [dict(r) for r in rounds["rows"]])
+    monkeypatch.setattr(model, "fit_overlap", lambda rows: {"fitted": False})
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: rounds["device"])
+    rows = overlap.compare_overlap(reps=1, out=None)
+    out = capsys.readouterr().out
+    expected = bench.rounds_summary(rows)
+    assert expected == bench.rounds_summary(rounds["rows"]) and set(expected) == set(bench.GOALS)
+    assert f"interleaved rounds on {rounds['device']} (" in out and "this run)" in out
+    for v in expected.values():
+        assert v["says"] in out
+    assert "(round " not in out and "x cuDNN" not in out
+    assert not _unclaimed(out, [v["says"] for v in expected.values()]), _unclaimed(out)
+    assert f"{'this pass':>10}" in out and "attn_overlap d128 n128 k3v2 " in out
+
+
+def test_notebook_types_no_ratio_to_cudnn():
+    """Day 5's prose types no ratio figure ("1.0x cuDNN", "0.95×") and no verdict against a library ("ahead of
+    cuDNN"): they are printed, from the records, by vs_cudnn_report / ladder_table / print_claims; no code cell
+    formats a one-pass ratio as "x cuDNN" itself."""
+    import nbformat
+
+    typed = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s*[x×](?!\s*\d)(?!\w)")
+    verdict = re.compile(r"\b(?:ahead of|behind|faster than|slower than|on par with|beats?|matches|within)\s+"
+                         r"(?:cuDNN|FlashAttention|FA2|Triton)", re.I)
+    for wrong in ("at 1.0x cuDNN", "at least 0.95× at D = 128", "at least 1× causal", "the rung is ahead of cuDNN"):
+        assert typed.search(wrong) or verdict.search(wrong), wrong
+    assert not typed.search("2 × 128 keys") and not typed.search("(`K_STAGES` + `V_STAGES`) × 32 KiB")
+    cells = nbformat.read(str(NOTEBOOK), as_version=4).cells
+    md = [(c.id, c.source) for c in cells if c.cell_type == "markdown"]
+    hits = [(cid, m.group(0)) for cid, text in md for rx in (typed, verdict) for m in rx.finditer(text)]
+    assert not hits, hits
+    code = [c.source for c in cells if c.cell_type == "code"]
+    assert not [s for s in code if re.search(r"[x×] cuDNN", s) or "bench.vs_cudnn(" in s]
+    assert sum("ratios.vs_cudnn_report(" in s for s in code) == 2
 
 
 # ------------------------------------------------------------------------------------- the notebook's fit table
@@ -888,19 +1043,19 @@ def test_notebook_explores_the_overlap_rung_from_records(monkeypatch, capsys):
     import kernels.device
     import kernels.topic
     from kernels import sass
-    from kernels.attention import bench, launch, overlap, pictures
+    from kernels.attention import bench, launch, overlap, pictures, ratios
 
     cells = [s for s, _ in _code_cells(NOTEBOOK)]
     explore = cells[next(i for i, s in enumerate(cells) if "pictures.plot_tile_timeline(" in s):]
     assert "kernels.topic.fit_table(model.OVERLAP_FIT" in explore[0] and "model.overlap_report(" in explore[0]
     assert "launch.OVERLAP_MISSING" in explore[1] and "overlap.compare_overlap(" in explore[2]
-    assert "bench.ladder_table(bench.overlap_record())" in explore[2]
+    assert "ratios.ladder_table(bench.overlap_record())" in explore[2]
     for s in explore[:3]:
         assert not re.search(r"H100|H200|h100|h200|\d{3}\.\d", s), s
     assert sum("ATTN_KV_CU" in s for s in cells) >= 4  # the exercise's cells are still there
     monkeypatch.setattr(launch, "OVERLAP_FILE", ROOT / "kernels" / "attention" / "absent.cu")
     ns = {"sass": sass, "kernels": kernels, "bench": bench, "model": model, "overlap": overlap, "pictures": pictures,
-          "display": lambda *a: None}
+          "ratios": ratios, "display": lambda *a: None}
     out = io.StringIO()
     with redirect_stdout(out):
         for s in explore[1:3]:
@@ -909,7 +1064,7 @@ def test_notebook_explores_the_overlap_rung_from_records(monkeypatch, capsys):
     assert lines[0].startswith("r2_overlap.cu is not in this copy of the course")
     rec = bench.overlap_record()
     assert any(r.get("variant") == "overlap" for r in rec["rows"])
-    ladder = bench.ladder_table(rec).splitlines()
+    ladder = ratios.ladder_table(rec).splitlines()
     assert lines[1:1 + len(ladder)] == ladder
     from kernels.claims import claims_table
 

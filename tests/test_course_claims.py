@@ -159,6 +159,37 @@ def test_attention_overlap_softmax_runs_under_the_previous_tiles_pv():
     assert all(sign in "−-" for _, sign in claims), claims
 
 
+# The softmax of tile j put under (or beside) a GEMM of tile j + 1 / the next tile, or a GEMM of tile j + 1 put
+# under the softmax: what r2_overlap.cu does not do (its round j runs softmax(S_j) under PV_{j-1}).
+SOFTMAX_UNDER_NEXT = (
+    re.compile(r"softmax\b[^.;:]{0,80}?\b(?:under|beside|overlapp?(?:ed|ing|s)?|while)\b[^.;:]{0,60}?"
+               r"(?:\bj\s*\+\s*1\b|j₊₁|\bnext (?:K/V )?tile\b)", re.I),
+    re.compile(r"(?:GEMMs?|QK\^?T|QKᵀ|\bPV\b|\bP V\b)[^.;:]{0,30}?\b(?:tile|round)\s*j\s*\+\s*1\b[^.;:]{0,40}?"
+               r"\b(?:under|overlap\w*|beside|while)\b[^.;:]{0,30}?softmax", re.I))
+
+
+def _softmax_under_next(text: str) -> list[str]:
+    flat = _flat(re.sub(r"`|^\s*(?://|#)", "", text, flags=re.M))
+    return [m.group(0) for rx in SOFTMAX_UNDER_NEXT for m in rx.finditer(flat)]
+
+
+def test_no_text_of_the_day_puts_the_softmax_under_the_next_tiles_gemms():
+    """Day 5's notebook (every cell), the README and the attention sources (kernels/attention/*.py, *.cu and the
+    shared softmax.cuh): no sentence puts the softmax of tile j under the GEMMs of tile j + 1 (the issue's wording)."""
+    for wrong in ("the softmax of tile j runs under the GEMMs of tile j+1",
+                  "the softmax of tile `j` under the `P V` GEMM of tile `j + 1`",
+                  "// its softmax overlaps the QK^T of the next tile", "the QK^T of tile j + 1 runs under its softmax"):
+        assert _softmax_under_next(wrong), wrong
+    assert not _softmax_under_next("the softmax of tile `j` under the `P V` GEMM of tile `j − 1` inside one warpgroup")
+    texts = {"README.md": (ROOT / "README.md").read_text(),
+             ATTN_NB: "\n".join(c.source for c in _cells(ATTN_NB).values())}
+    attn = ROOT / "kernels" / "attention"
+    for f in [*attn.glob("*.py"), *attn.glob("*.cu"), ROOT / "kernels" / "include" / "softmax.cuh"]:
+        texts[str(f.relative_to(ROOT))] = f.read_text()
+    bad = {k: hits for k, t in texts.items() if (hits := _softmax_under_next(t))}
+    assert not bad, bad
+
+
 # ------------------------------------------------------------------------------ 5. the multicast quiz's q2 reason
 def test_multicast_q2_reason_names_the_choices_it_means():
     """q2's choices are byte counts; the key is what lands in one CTA (its x tile and both W slices). The reason
@@ -215,6 +246,21 @@ def test_no_bar_typed_in_prose_against_its_calibration(spec):
     assert typed_bars_off_calibration(text, spec) == []
 
 
+@pytest.mark.parametrize("spec", all_specs(), ids=lambda s: s.slug)
+def test_no_bar_typed_in_prose_at_all(spec):
+    """Stricter: a notebook types no bar fraction, not even a calibrated one (a typed 0.85× names no GPU; the
+    record shown may be another GPU's, calibrated to another fraction): its prose says "printed" and a code cell
+    prints the spec's line for the record's GPU (Exercise.bar_of_record)."""
+    rel = f"{spec.assignment}/{spec.notebook}"
+    assert [m[0] for m in BAR_TYPED.finditer(_flat(_markdown(rel)))] == []
+    code = "\n".join(c.source for c in _cells(rel).values() if c.cell_type == "code")
+    assert "bar_of_record(recorded)" in code, spec.slug
+    # the old texts of day 1 and week 2 day 1 (calibrated fractions, typed): caught
+    for old in ("Today's bar for the graded exercise is **0.85× the copy ceiling**",
+                "**Bar:** ≥ 0.75× the D2D copy ceiling"):
+        assert BAR_TYPED.search(old), old
+
+
 def test_the_bar_check_catches_the_old_tma_and_multicast_text():
     tma, mc = load("tma"), load("multicast")
     assert typed_bars_off_calibration("Today's bar for the graded exercise is **0.90× the copy ceiling**", tma) == ["0.90"]
@@ -229,16 +275,34 @@ def test_the_bar_check_catches_the_old_tma_and_multicast_text():
 
 # ------------------------------------------------------------------------------ 8. day 4's targets
 def test_gemm_targets_are_one_table_printed_from_their_sources():
-    """Day 4's three targets (the day's goal, rung 6's parity, the exercise's bar) in one table, no fraction of
-    cuBLAS typed in its prose; the cell under the table prints each from where it is set."""
+    """Day 4's three targets (the day's goal, rung 6's parity, the exercise's bar) in one printed table
+    (pictures.targets_table), each fraction from where it is set (bench.GOAL, bench.PARITY_GOAL, the spec's
+    calibration for the record's GPU); the prose types none of them (no fraction of cuBLAS, no target figure)."""
+    from kernels.gemm import bench, pictures
+
     md = _flat(_markdown(GEMM_NB))
     assert not re.search(r"\d\.\d+\s*×\s*(?:of )?cuBLAS", md) and "at or above cuBLAS" not in md
-    for row in ("| the day's goal |", "| parity |", "| the exercise's bar |"):
-        assert row in md, row
+    ex = load("gemm").exercises["gemm_epilogue"]
+    fractions = {bench.GOAL, bench.PARITY_GOAL, ex.parts["throughput"].fraction,
+                 *(c.fraction for c in ex.parts["throughput"].calibration)}
+    typed = [m for m in re.findall(r"(\d+\.\d+)\s*(?:×|x\b)", md) if float(m) in fractions]
+    assert typed == [], typed
+    assert "| the day's goal |" not in md and "pictures.targets_table" in md  # the table is printed, not typed
     code = _cells(GEMM_NB)["4c4e5778"].source
-    for printed in ("bench.GOAL", "bench.goal_line(recorded)", "bench.PARITY_GOAL", "bench.parity_line(recorded)",
+    for printed in ('pictures.targets_table(recorded, autograder.spec.load("gemm").exercises["gemm_epilogue"])',
+                    "bench.goal_line(recorded)", "bench.parity_line(recorded)",
                     'exercises["gemm_epilogue"].bar_of_record(recorded)[1]'):
         assert printed in code, printed
+    for tag, doc in record.load_all("gemm").items():
+        rows = {t["target"]: t for t in pictures.targets(doc, ex)}
+        assert list(rows) == ["the day's goal", "parity", "the exercise's bar"]
+        frac = ex.parts["throughput"].fraction_for(record.device_tag(doc["device"]))[0]
+        assert (rows["the day's goal"]["at_least"], rows["parity"]["at_least"],
+                rows["the exercise's bar"]["at_least"]) == (bench.GOAL, bench.PARITY_GOAL, frac)
+        assert rows["the day's goal"]["recorded"] == pytest.approx(
+            doc["best_cuda_tflops"] / doc["cublas_same_shape_tflops"])
+        text = pictures.targets_table(doc, ex)
+        assert doc["device"] in text and all(f"{t['at_least']:.2f}x" in text for t in rows.values())
 
 
 # ------------------------------------------------------------------------------ 9. day 2's model gain

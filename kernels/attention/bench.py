@@ -13,20 +13,22 @@ with the mean SM clock of each timing. Claims, vs_cudnn and the model read only 
 
 `check_all()` and `measure()` serve the notebook's Explore section; `run()` also writes the record and the plots.
 Everything here needs an sm_90 GPU except `configs()`, `claims()`, `main_rows()`, `vs_cudnn()`,
-`data_effect_summary()`, `data_effect_line()` and the plots.
+`data_effect_summary()`, `data_effect_line()`, the summaries and tables of a record and the plots.
+
+A ratio to cuDNN from one pass of the ladder (`vs_cudnn`, `goals`) is a measurement, never a claim; the claims are
+interleaved rounds (`overlap_rounds`, `rounds_summary`). kernels/attention/ratios.py prints both as what they are.
 """
 
 from __future__ import annotations
-import statistics
 
 from .. import record
 from ..bench import bench, ceilings, kernel_names, refill, rotating_inputs
 from ..clock import timed
 from ..topic import Topic, answer_row, check_answers, check_kernels, finish_sweep, row, shipped, time_answer
 from . import exercise, model
-from .launch import DEFAULT_OVERLAP, OVERLAP, STAGES, attention, overlap_available
+from .launch import DEFAULT_OVERLAP, LIBRARIES, OVERLAP, STAGES, attention, overlap_available
 from .workload import BENCH_SHAPE, DATA, TEST_SHAPES, flops, inputs_for, make_inputs, reference, shape_name
-from ..compare import Ratio, round_orders, ROUNDS
+from ..compare import ROUNDS, round_orders, speed_ratios
 
 SLUG = "attention"
 # The exercise's answers timed beside the rungs: the course solution (K ring of 3, V ring of 2, K released after QK^T)
@@ -40,7 +42,8 @@ LIBS = ("cudnn", "flash", "triton")
 # the default and its two neighbours (ping-pong off, 176-key tiles) causal.
 OVERLAP_CAUSAL = ("n128 k3v2", "n128 k3v2 nopp", "n176 k2v2")
 # The overlap rung's goals (course issue 27): its default entry (launch.DEFAULT_OVERLAP, what attention(...,
-# variant="overlap") runs) over cuDNN of the same shape, same run, same inputs; D 64 is reported, not held to a goal.
+# variant="overlap") runs) over cuDNN of the same shape and inputs, judged on interleaved rounds (overlap_rounds,
+# rounds_summary: the interval's low end against the goal), never on one pass; D 64 is reported, not held to a goal.
 GOALS = {"d128": 0.95, "d128 causal": 1.00, "d64": None}
 
 
@@ -122,7 +125,9 @@ def _time(variant: str, stages, shape, data: str, pool, clock, reps: int, seed: 
     overlap rung's OVERLAP entry)."""
     import torch
 
-    out = torch.empty_like(pool[0]["q"])
+    # A library (cuDNN, FlashAttention-2 through SDPA) writes an output of its own: handing it `out` would time a
+    # copy of that output too (launch.attention copies into `out`), which no course kernel pays.
+    out = None if variant in LIBRARIES else torch.empty_like(pool[0]["q"])
 
     def fn(inp):
         attention(inp["q"], inp["k"], inp["v"], bool(inp["causal"]), variant, stages=stages, config=entry, out=out)
@@ -264,7 +269,9 @@ def claims(rows: list[dict], ceilings: dict) -> list[str]:
 
 
 def vs_cudnn(rows: list[dict]) -> dict:
-    """Each non-library row's TFLOPS over cuDNN's at the same shape, both on the exercise's data (main rows)."""
+    """Each non-library row's TFLOPS over cuDNN's at the same shape, both on the exercise's data (main rows): one
+    pass each, a measurement and no claim — ratios.vs_cudnn_report prints them so, beside the claim interleaved
+    rounds support where the GPU has them."""
     out = {}
     rows = main_rows(rows)
     for r in rows:
@@ -311,7 +318,8 @@ def rounds_kernels(seed: int = 0) -> dict:
         for run in ROUND_RUNS:
             entry = DEFAULT_OVERLAP[shape[3]] if run == "overlap" else None
             out.setdefault(tag, {})[run] = kernel_names(lambda: attention(
-                inp["q"], inp["k"], inp["v"], bool(inp["causal"]), run, config=entry, out=o))
+                inp["q"], inp["k"], inp["v"], bool(inp["causal"]), run, config=entry,
+                out=None if run in LIBRARIES else o))
         del inp, o
         torch.cuda.empty_cache()
     return out
@@ -346,15 +354,15 @@ def overlap_rounds(clock=None, reps: int = 10, seed: int = 0, rounds: int | None
 
 
 def _rounds_of(ours: dict, cud: dict, tag: str) -> dict | None:
-    """One shape's and data's rounds ({round: row} of each side) summarised; None under two common rounds."""
-    ks = sorted(set(ours) & set(cud))
-    if len(ks) < 2:
+    """One shape's and data's rounds ({round: row} of each side) summarised (kernels.compare.speed_ratios); None
+    under two common rounds."""
+    sides = {"overlap": ours, "cudnn": cud}
+    s = speed_ratios({n: {k: r["tflops"] for k, r in side.items()} for n, side in sides.items()}, "cudnn",
+                     {n: [r.get("sm_mhz") for r in side.values()] for n, side in sides.items()}).get("overlap")
+    if s is None:
         return None
-    r = Ratio.of("overlap", "cudnn", [ours[k]["tflops"] / cud[k]["tflops"] for k in ks])
-    mhz = {n: statistics.mean([r["sm_mhz"] for r in side.values() if r.get("sm_mhz")] or [0]) or None
-           for n, side in (("overlap", ours), ("cudnn", cud))}
-    return {"rounds": len(ks), "median": r.median, "lo": r.lo, "hi": r.hi, "per_round": list(r.per_round),
-            "sm_mhz": mhz, "says": r.says(), "goal": GOALS.get(tag)}
+    return {**{k: s[k] for k in ("rounds", "median", "lo", "hi", "per_round", "sm_mhz", "says")},
+            "goal": GOALS.get(tag)}
 
 
 def rounds_summary(rows: list[dict]) -> dict:
@@ -374,62 +382,12 @@ def rounds_summary(rows: list[dict]) -> dict:
     return out
 
 
-def goal_line(doc: dict | None) -> str:
-    """The overlap rung's goals against a record, one line: per shape its default entry over cuDNN — from the
-    record's interleaved rounds where it has them (median, 95 % interval, what it supports), else the one pass of
-    the ladder, said to be one pass (no claim) — the GPU named."""
-    if not doc or not doc.get("rows"):
-        return "no recorded run yet"
-    rs = rounds_summary(doc["rows"])
-    if rs:
-        parts = [f"{tag}: {v['says']}" + ("" if v["goal"] is None else
-                                           f" (goal >= {v['goal']:.2f}x: the interval {'clears' if v['lo'] >= v['goal'] else 'does not clear'} it)")
-                 for tag, v in rs.items()]
-        return f"overlap rung over cuDNN, interleaved rounds on {doc['device']} ({doc['date']}): " + "; ".join(parts)
-    g = goals(doc["rows"])
-    if all(v["over_cudnn"] is None for v in g.values()):
-        return f"the overlap rung is not in the record of {doc['device']} ({doc['date']}): no goal to check"
-    parts = []
-    for tag, v in g.items():
-        if v["over_cudnn"] is None:
-            parts.append(f"{tag}: not measured")
-            continue
-        parts.append(f"{tag} {v['overlap_tflops']:.1f} / {v['cudnn_tflops']:.1f} = {v['over_cudnn']:.3f}x")
-    return (f"overlap rung ({', '.join(sorted({DEFAULT_OVERLAP[d] for d in DEFAULT_OVERLAP}))}) over cuDNN in ONE "
-            f"pass of the ladder on {doc['device']} ({doc['date']}): " + "; ".join(parts) + " — one pass is no claim "
-            "(runs move by more than these differences): the goals are judged on interleaved rounds, which this "
-            "record does not hold (python -m kernels.attention.overlap writes them)")
-
-
-LADDER = ("cuda", "overlap", "cudnn", "flash", "triton")
-
-
 def overlap_record() -> dict | None:
     """The record that shows the overlap rung: this GPU's (else the H100's, load_record) where it holds the rung's
     rows, else the first recorded GPU's that does; else load_record()'s."""
     first = load_record()
     docs = [first] + list(record.load_all(SLUG).values())
     return next((d for d in docs if d and any(r.get("variant") == "overlap" for r in d["rows"])), first)
-
-
-def ladder_table(doc: dict | None, variants=LADDER) -> str:
-    """The rungs of a record side by side, per shape: TFLOPS, x cuDNN of the same shape and run, the model's figure
-    (the serial chain for r1_attention.cu, the overlap model for r2_overlap.cu, the current constants), the GPU
-    and date named; the overlap rung's goals last (goal_line)."""
-    if not doc or not doc.get("rows"):
-        return "no recorded run yet"
-    rows = [r for r in main_rows(doc["rows"]) if r.get("variant") in variants and r.get("tflops")]
-    ratio = vs_cudnn(doc["rows"])
-    lines = [f"{doc['device']} ({doc['date']}), TFLOPS = 4 B H S^2 D (halved causal); x cuDNN: same shape, same run",
-             f"{'kernel':<42}{'TFLOPS':>8}{'x cuDNN':>9}{'model':>8}"]
-    for shape in dict.fromkeys(r["shape"] for r in rows):
-        lines.append(f"-- {shape}")
-        for r in sorted((r for r in rows if r["shape"] == shape), key=lambda r: variants.index(r["variant"])):
-            x = ratio.get(f"{r['kernel']} | {r['shape']}")
-            pred = model.predict_row(r)
-            lines.append(f"{r['kernel']:<42}{r['tflops']:8.1f}" + (f"{x:9.3f}" if x else f"{'1':>9}" if
-                         r["variant"] == "cudnn" else " " * 9) + (f"{pred:8.1f}" if pred else ""))
-    return "\n".join(lines + [goal_line(doc)])
 
 
 def _extra(rows: list[dict], ceilings: dict, checked: dict | None = None) -> dict:

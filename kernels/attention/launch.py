@@ -26,6 +26,7 @@ from ..tensormap import cached_tensor_map, validate_tensor
 from .workload import BM, BN, DIMS
 
 VARIANTS = ("cuda", "overlap", "triton", "cudnn", "flash")
+LIBRARIES = ("cudnn", "flash")  # torch SDPA's backends: each writes an output of its own (`out` is a copy into it)
 THREADS = 384                    # warpgroup 0 produces, 1 and 2 consume
 STAGES = {128: (1, 2, 3), 64: (1, 2, 4)}   # the entries r1_attention.cu defines: attn_fwd_d{D}_s{STAGES}
 DEFAULT_STAGES = {128: 2, 64: 2}

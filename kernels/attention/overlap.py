@@ -12,12 +12,13 @@ import os
 import sys
 from pathlib import Path
 
-from .. import ncu
+from .. import ncu, record
 from ..clock import SmClock
 from ..compile import SourceLeftOut
 from ..topic import row
 from . import model
-from .bench import SHAPES, _pool, _time, check_rungs, configs, goal_line, overlap_rounds, vs_cudnn
+from .bench import SHAPES, _pool, _time, check_rungs, configs, overlap_rounds
+from .ratios import ladder_table
 from .launch import OVERLAP_MISSING, kernel_name, overlap_available, overlap_kernel_name
 from .workload import TEST_SHAPES, shape_name
 
@@ -60,10 +61,12 @@ def pipes(workdir, runs=PIPE_RUNS) -> dict:
 def compare_overlap(reps: int = 10, seed: int = 0, out: str | None = "build/gpu/attention_overlap.json",
                     check: bool = True) -> list[dict]:
     """One process, one GPU: r2_overlap.cu's entries checked against torch's fp32 math SDPA on the awkward
-    test shapes (with r1_attention.cu's depths beside them), then timed at the bench's three shapes beside r1_attention.cu
-    ("cuda"), cuDNN and FlashAttention-2 on the same inputs (the exercise's, fresh each repetition) with
-    kernels.bench; prints one table (TFLOPS, x cuDNN of the same shape, the models' figures, SM MHz) and the overlap
-    model's fit on these rows; writes the rows to `out` (JSON) for the record.
+    test shapes (with r1_attention.cu's depths beside them), then timed at the bench's three shapes beside
+    r1_attention.cu ("cuda"), cuDNN and FlashAttention-2 on the same inputs (the exercise's, fresh each repetition)
+    with kernels.bench, then the overlap rung against cuDNN in interleaved rounds (bench.overlap_rounds). Prints one
+    table (ratios.ladder_table: TFLOPS, "this pass" over cuDNN of the same shape — one pass, no claim — the models'
+    figures, SM MHz) with the claims of this run's rounds under it (median, 95 % interval, what it supports), and
+    the overlap model's fit on these rows; writes the rows to `out` (JSON) for the record.
 
         python -m kernels.attention.overlap [--out build/gpu]
     """
@@ -93,15 +96,8 @@ def compare_overlap(reps: int = 10, seed: int = 0, out: str | None = "build/gpu/
     with SmClock() as clock:  # the goals' evidence: interleaved rounds, not the pass above
         rows += overlap_rounds(clock, reps=reps, seed=seed)
     dev = torch.cuda.get_device_name()
-    ratio = vs_cudnn(rows)
-    print(f"\n{dev}, B4 H32 S4096, TFLOPS = 4 B H S^2 D (halved causal); x cuDNN = same shape, same run")
-    print(f"{'kernel':<34}{'TFLOPS':>8}{'x cuDNN':>9}{'model':>8}{'SM MHz':>8}")
-    for r in rows:
-        x = ratio.get(f"{r['kernel']} | {r['shape']}")
-        pred, mhz = r.get("model_prediction"), r.get("sm_mhz")
-        print(f"{r['kernel']:<34}{r['tflops']:8.1f}" + (f"{x:9.3f}" if x else " " * 9)
-              + (f"{pred:8.1f}" if pred else " " * 8) + (f"{mhz:8.0f}" if mhz else ""))
-    print(goal_line({"rows": rows, "device": dev, "date": "this run"}))
+    # the pass's TFLOPS, "this pass" over cuDNN (no claim) and the models, then the claims: this run's rounds
+    print("\n" + ladder_table({**record.this_run(rows, {}), "device": dev}))
     fit = model.fit_overlap(rows)
     print("overlap model fit on these rows:", json.dumps(fit, default=str))
     if fit.get("fitted"):
