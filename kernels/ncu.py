@@ -12,6 +12,9 @@ launch: ncu replays it, with memory saved and restored, to collect every counter
   level), address space and access size. From it: which opcodes ran, and how many global-load and -store bytes
   moved in 128-bit instructions (an `LDG.E.128` in a branch no launch takes executes 0 times).
 
+`launches(cmd, names, kernel="regex:a|b", workdir=tmp)` measures every launch of the matching kernels instead, one
+dict of `names` per launch (kernels.cycles: SM cycles and duration of each side of a comparison, launch by launch).
+
 `available()` says whether ncu can read counters here (it needs an NVIDIA GPU and permission to profile: root, or
 the driver's `NVreg_RestrictProfilingToAdminUsers=0`). Needs no Python package beyond the standard library; the
 report is parsed from ncu's own CSV export.
@@ -121,18 +124,22 @@ class Profile:
 
 
 def _record(cmd: list[str], *, kernel: str, launch_skip: int, workdir: Path, timeout_s: float, measure: list[str],
-            env: dict | None = None, stdin_text: str | None = None, cwd: str | None = None) -> tuple[str, Path]:
-    """Run `cmd` under ncu, measuring the (launch_skip + 1)-th launch of `kernel` with `measure` (ncu's section /
-    metric options) into a report in `workdir`. Returns (ncu, the report). The command's own output goes to files in
-    `workdir` (never parsed)."""
+            env: dict | None = None, stdin_text: str | None = None, cwd: str | None = None,
+            launch_count: int | None = 1, from_start: bool = True) -> tuple[str, Path]:
+    """Run `cmd` under ncu, measuring `launch_count` launches of `kernel` (None: every one) from the
+    (launch_skip + 1)-th on with `measure` (ncu's section / metric options) into a report in `workdir`; with
+    `from_start` False only the launches between the command's cudaProfilerStart and cudaProfilerStop count. Returns
+    (ncu, the report). The command's own output goes to files in `workdir` (never parsed)."""
     ncu = find_ncu()
     if ncu is None:
         raise ProfilerUnavailable("Nsight Compute (ncu) is not installed on this machine")
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     report = workdir / "probe"
+    count = ["--launch-count", str(int(launch_count))] if launch_count else []
     args = [ncu, "--clock-control", "none", "--target-processes", "all", "--kernel-name", kernel,
-            "--launch-skip", str(int(launch_skip)), "--launch-count", "1", *measure,
+            "--launch-skip", str(int(launch_skip)), *count, *([] if from_start else ["--profile-from-start", "off"]),
+            *measure,
             "--export", str(report), "--force-overwrite", *cmd]
     with open(workdir / "probe_stdout.txt", "wb") as out, open(workdir / "probe_stderr.txt", "wb") as err:
         proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=out, stderr=err, env=env, cwd=cwd,
@@ -176,6 +183,21 @@ def metrics(cmd: list[str], names: list[str], *, kernel: str, launch_skip: int =
     ncu, rep = _record(cmd, kernel=kernel, launch_skip=launch_skip, workdir=workdir, timeout_s=timeout_s,
                        measure=["--metrics", ",".join(names)], env=env, cwd=cwd)
     return parse_raw(_import(ncu, rep, ["--page", "raw", "--csv", "--print-units", "base"]), names)
+
+
+def launches(cmd: list[str], names: list[str], *, kernel: str, workdir: Path, launch_count: int | None = None,
+             launch_skip: int = 0, from_start: bool = True, timeout_s: float = 600, env: dict | None = None,
+             cwd: str | None = None) -> list[dict]:
+    """Every launch of `kernel` (a name, or "regex:a|b") in `cmd` that ncu measured — `launch_count` of them from the
+    (launch_skip + 1)-th on (None: all; `from_start` False: only those between the command's cudaProfilerStart and
+    cudaProfilerStop) — in launch order, each {"kernel": its function name, "id": ncu's launch index, name: value for
+    each of `names`} in base units, times in ns and rates per second (parse_launches)."""
+    ncu, rep = _record(cmd, kernel=kernel, launch_skip=launch_skip, workdir=workdir, timeout_s=timeout_s,
+                       measure=["--metrics", ",".join(names)], env=env, cwd=cwd, launch_count=launch_count,
+                       from_start=from_start)
+    raw = _import(ncu, rep, ["--page", "raw", "--csv", "--print-units", "base", "--print-kernel-base", "function"])
+    (Path(workdir) / "launches.csv").write_text(raw)  # kept beside the report: what was parsed
+    return parse_launches(raw, names)
 
 
 # The tensor pipe's active share; ncu versions name the Hopper metric one way or the other (the first known is used).
@@ -241,6 +263,39 @@ def parse_raw(text: str, wanted=None) -> dict[str, float]:
     header, values = rows[0], rows[2]  # row 1: units
     wanted = set(wanted) if wanted is not None else {m for ms in METRICS.values() for m in ms}
     return {h: _number(v) for h, v in zip(header, values) if h in wanted}
+
+
+# A unit of ncu's raw page -> the factor to the units parse_launches returns: times in ns, rates per second.
+UNIT_SCALE = {"ns": 1.0, "nsecond": 1.0, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6, "second": 1e9,
+              "cycle/second": 1.0, "cycle/nsecond": 1e9, "cycle/usecond": 1e6, "cycle/msecond": 1e3,
+              "hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9}
+
+
+def parse_launches(text: str, wanted) -> list[dict]:
+    """ncu --page raw --csv --print-units base of a report holding several launches: rows[0] the header ("ID",
+    "Kernel Name", ..., metric names), rows[1] the units, then one row per launch. One dict per launch, in the
+    report's order: {"kernel", "id", metric: value} for each metric of `wanted` (thousands separators dropped; a
+    time in ns and a rate per second whatever unit the row names: UNIT_SCALE; a value ncu left empty or "n/a" is
+    None). Raises ProfileError where the page holds no launch or lacks a wanted metric."""
+    rows = [r for r in csv.reader(io.StringIO(text)) if r and not r[0].startswith("==")]
+    if len(rows) < 3:
+        raise ProfileError("ncu's report holds no profiled launch")
+    header, units = rows[0], rows[1]
+    col = {h: i for i, h in enumerate(header)}
+    missing = [m for m in wanted if m not in col]
+    if missing or "Kernel Name" not in col:
+        raise ProfileError(f"ncu's raw page has no column {missing or ['Kernel Name']}")
+    out = []
+    for r in rows[2:]:
+        if len(r) < len(header):
+            continue
+        got = {"kernel": r[col["Kernel Name"]], "id": int(_number(r[col["ID"]])) if "ID" in col else len(out)}
+        for m in wanted:
+            v = r[col[m]].strip()
+            scale = UNIT_SCALE.get(units[col[m]].strip().lower(), 1.0)
+            got[m] = None if v.lower() in ("", "n/a") else _number(v) * scale
+        out.append(got)
+    return out
 
 
 def parse_source(text: str) -> list[Instr]:

@@ -5,6 +5,7 @@ written as not measured, and each topic's file rewritten after every answer (a s
 from __future__ import annotations
 
 import json
+import re
 import sys
 import threading
 import time
@@ -12,8 +13,11 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
 import gpu_mutants  # noqa: E402
+
+from kernels import cycles as kernel_cycles  # noqa: E402
 
 
 @pytest.mark.parametrize("visible", ["0,1,2", "4,6"])
@@ -99,3 +103,17 @@ def test_the_practice_cells_output_is_read_from_an_executed_notebook():
     assert got.startswith("Your kernel, 7 changes, each measured on this GPU") and "<" not in got
     assert "hangs & waits" in got  # entities decoded
     assert gpu_check.practice_output({"cells": nb["cells"][:1]}) is None
+
+
+def test_the_step_list_and_gpu_args_that_run_the_cycles_step_alone():
+    """Every step tools/gpu_check.py's main() can skip is named in its SKIPPABLE (the cycles step among them), and
+    kernels.cycles.GPU_ARGS (the README's command) skips every one of them but 'cycles'."""
+    import gpu_check
+
+    src = (ROOT / "tools" / "gpu_check.py").read_text()
+    named = set(re.findall(r'"(\w+)" (?:not )?in args\.skip', src))
+    assert named == set(gpu_check.SKIPPABLE)
+    skip = kernel_cycles.GPU_ARGS.split("--slugs")[0].split()[1:]
+    assert set(skip) == set(gpu_check.SKIPPABLE) - {"cycles"}
+    assert kernel_cycles.GPU_ARGS.split("--slugs")[1].split() == list(kernel_cycles.SLUGS)
+    assert "kernels/*/cycles_*.json" in (ROOT / "tools" / "gpu_test.sh").read_text()  # packed with the records

@@ -6,7 +6,10 @@
    topic (copied next to the code when COURSE_RECORD=1)
    2b. claims rounds (tools/gpu_claims.py; `--skip claims`): GEMM and attention against cuBLAS / cuDNN in at least
    18 interleaved rounds, each side first and last equally often (GEMM's four: 24), on N(0, 1) and the exercise's
-   data, each side's kernels named by the profiler: kernels/<slug>/rounds_<gpu>.json (COURSE_RECORD=1) and out/<slug>/
+   data, each side's kernels named by the profiler; week 2 days 1-3 against the D2D copy of the same bytes the same
+   way (kernels.copy_rounds): kernels/<slug>/rounds_<gpu>.json (COURSE_RECORD=1) and out/<slug>/
+   2c. the capstones in SM cycles (tools/gpu_cycles.py; `--skip cycles`): each side's launches under ncu, clocks left
+   alone, the vendor's cycles over the course's per round: kernels/<slug>/cycles_<gpu>.json and out/<slug>/
 3. grader calibration of every spec for this GPU kind, from the records step 2 wrote (autograder.calibration)
 4. known answers graded on the GPU: every score and flag equal to its expected value
    4b. week 2's answers that hang or race, and the course solutions: the debug barrier build's stuck-warp lines and
@@ -37,6 +40,7 @@ import traceback
 from pathlib import Path
 
 from gpu_claims import SLUGS as CLAIM_SLUGS, claims_rounds
+from gpu_cycles import cycles_step
 from gpu_cohort import autograde_cohort, class_scale, compare_scale
 from gpu_mutants import understanding_checks, understanding_cohort
 from gpu_residue import residue
@@ -378,12 +382,17 @@ def execute_notebooks(out: Path, slugs=None):
     return {"ok": all(v["ok"] for v in done.values()), "notebooks": done}
 
 
+# The step names --skip takes, in the order the steps run (kernels.cycles.GPU_ARGS skips all but 'cycles').
+SKIPPABLE = ("traps", "ranges", "bench", "claims", "cycles", "counters", "calibrate", "known", "sanitizer", "notebooks",
+             "autograde", "residue")
+
+
 def _parser() -> argparse.ArgumentParser:
     """make gpu-test's options (GPU_ARGS)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "build/gpu"))
     ap.add_argument("--slugs", nargs="*")
-    ap.add_argument("--skip", nargs="*", default=[])
+    ap.add_argument("--skip", nargs="*", default=[], help=f"steps left out, of {' '.join(SKIPPABLE)}")
     ap.add_argument("--known-slugs", nargs="*", help="topics whose known answers are graded (default: all)")
     ap.add_argument("--known-names", nargs="*", help="only these known answers (slug.answer)")
     ap.add_argument("--cohort", choices=("gpu20", "gpu9", "rest", "integrity", "all"), default="gpu20",
@@ -428,9 +437,11 @@ def main() -> int:
     for slug in slugs:
         if (ROOT / "kernels" / slug / "bench.py").exists() and "bench" not in args.skip:
             step(f"bench {slug}", topic_bench, summary, slug, out)
+    command = shlex.join([Path(sys.executable).name, "tools/gpu_check.py", *sys.argv[1:]])  # the exact command
     if "claims" not in args.skip and set(CLAIM_SLUGS) & set(slugs):
-        command = shlex.join([Path(sys.executable).name, "tools/gpu_check.py", *sys.argv[1:]])  # the exact command
         step("claims rounds", claims_rounds, summary, slugs, out, command)
+    if "cycles" not in args.skip and {"gemm", "attention"} & set(slugs):
+        step("capstones in SM cycles (ncu)", cycles_step, summary, slugs, out, command)
     graded = [s for s in slugs if s in specs]
     if "gemm" in slugs and "counters" not in args.skip:
         step("gemm ring depth and DRAM (ncu)", gemm_ring_dram, summary, out)

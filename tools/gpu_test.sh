@@ -32,6 +32,6 @@ rc=${PIPESTATUS[0]}
 tar -czf "$OUT/results.tar.gz" -C "$OUT" --exclude results.tar.gz --exclude gpu_check.log . kernels 2>/dev/null || \
   tar -czf "$OUT/results.tar.gz" -C "$OUT" --exclude results.tar.gz --exclude gpu_check.log .
 # autograder/recorded_cohort_<gpu>.json: written by the cohort step (COURSE_RECORD=1) when it ran.
-tar -czf "$OUT/recorded.tar.gz" kernels/*/recorded_*.json $(ls kernels/*/counters_*.json kernels/*/sanitizer_*.json kernels/*/mutants_*.json kernels/*/rounds_*.json 2>/dev/null) kernels/*/spec.toml \
+tar -czf "$OUT/recorded.tar.gz" kernels/*/recorded_*.json $(ls kernels/*/counters_*.json kernels/*/sanitizer_*.json kernels/*/mutants_*.json kernels/*/rounds_*.json kernels/*/cycles_*.json 2>/dev/null) kernels/*/spec.toml \
   $(ls autograder/recorded_cohort_*.json autograder/recorded_understanding_*.json autograder/recorded_practice_*.json autograder/recorded_residue_*.json 2>/dev/null) 2>/dev/null || true
 exit $rc
