@@ -16,7 +16,8 @@ ceiling (the grader's).
     copy_summary(rows)["colsum 1 pass"]["by_data"]["exercise"]["colsum swz128 p1"]["says"]
 
 A day declares its claims as data in its bench.py (COPY_CLAIMS: claim -> the rungs, the ladder's row names, and
-their shape) and runs them with its claim_rounds(clock, rounds, datas); make gpu-test's 'claims rounds' step
+their shape) and its rungs' timers (_claim_runs, through claim_runs), and binds its claim_kernels and
+claim_rounds(clock, rounds, datas) with claim_entry_points; make gpu-test's 'claims rounds' step
 (tools/gpu_claims.py) writes the rows to kernels/<slug>/rounds_<gpu>.json and kernels.claims reads them with
 copy_summary. The days' make_inputs draw one kind of data each (small integers or N(0, 1), no exercise / N(0, 1)
 pair as the GEMM and attention days have), so their rounds run on one data label, "exercise" (DATAS).
@@ -175,6 +176,35 @@ def claims_kernels(claims, runs_of: Callable[[str], tuple]) -> dict:
         del runs
         torch.cuda.empty_cache()
     return out
+
+
+def claim_runs(slug: str, rungs, shape, own: Callable[[str], tuple], nbytes: int, *, answers: dict,
+               reps: int = REPS, seed: int = 0, shape_name: str | None = None) -> tuple[dict, int, str]:
+    """One claim as run_claims' runs_of gives it: (rung_runs of `rungs` at `shape`, the `nbytes` each moves, the
+    shape's name: `shape_name`, else the shape's sizes joined by "x")."""
+    runs = rung_runs(slug, rungs, own, answers=answers, shape=shape, reps=reps, seed=seed)
+    return runs, nbytes, shape_name or "x".join(map(str, shape))
+
+
+def claim_entry_points(claims: dict, runs_of: Callable[[str, int, int], tuple], *, rounds: int) -> tuple:
+    """A day's (claim_kernels, claim_rounds) over its COPY_CLAIMS (`claims`): runs_of(claim, reps, seed) -> the
+    claim's claim_runs (the day's _claim_runs); `rounds`: the day's CLAIM_ROUNDS, the rounds unless given."""
+    day_rounds = rounds
+
+    def claim_kernels(seed: int = 0) -> dict:
+        """{claim: {rung: its kernels, longest first; "copy": the copy's}} (kernels.copy_rounds.claims_kernels),
+        profiled once before the rounds."""
+        return claims_kernels(claims, lambda claim: runs_of(claim, 1, seed))
+
+    def claim_rounds(clock=None, rounds: int | None = None, datas=DATAS, reps: int = REPS,
+                     seed: int = 0) -> list[dict]:
+        """The day's COPY_CLAIMS against the D2D copy of the same bytes in interleaved rounds (kernels.copy_rounds:
+        CLAIM_ROUNDS rounds unless given, the SM clock sampled on `clock`), on the one data label "exercise"; the
+        rows are copy_summary's."""
+        return run_claims(claims, lambda claim: runs_of(claim, reps, seed), clock=clock, rounds=rounds or day_rounds,
+                          datas=datas, reps=reps)
+
+    return claim_kernels, claim_rounds
 
 
 def common_rounds(groups, at_least: int = ROUNDS) -> int:

@@ -144,3 +144,28 @@ def graded_class(tmp_path_factory):
                         "none"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert (grading / f"batch_{week}.json").exists(), r.stdout[-3000:] + r.stderr[-3000:]
     return {"grading": grading, "run": r, "seed_file": seed_file, "seed": seed, "week": week}
+
+
+@pytest.fixture
+def fake_claims_step(monkeypatch, tmp_path):
+    """make gpu-test's 'claims rounds' step (tools/gpu_claims.py) with its GPU work faked, writing under tmp_path
+    (tests/test_claims_rounds.py, tests/test_copy_rounds.py): fake_claims_step(measured, device) -> (asked, fake),
+    fake the step's measure_rounds (measured[slug], each slug asked for appended to asked), on a GPU named `device`,
+    with COURSE_RECORD set."""
+    monkeypatch.syspath_prepend(str(ROOT / "tools"))
+    import gpu_claims  # tools/ is not a package: importable only once on sys.path
+
+    def setup(measured: dict, device: str):
+        asked: list = []
+
+        def fake(slug, rounds=None, datas=gpu_claims.DATAS):
+            asked.append(slug)
+            return measured[slug]
+
+        monkeypatch.setattr(gpu_claims, "measure_rounds", fake)
+        monkeypatch.setattr(gpu_claims, "gpu", lambda: {"name": device, "driver": "580.test"})
+        monkeypatch.setattr(gpu_claims, "ROOT", tmp_path)
+        monkeypatch.setenv("COURSE_RECORD", "1")
+        return asked, fake
+
+    return setup

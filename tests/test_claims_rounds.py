@@ -204,20 +204,11 @@ def test_kernel_names_ranks_the_profiled_kernels_without_copies_and_the_flush(mo
     assert timer.top([]) is None and timer.top(["a", "b"]) == "a"
 
 
-def test_the_claims_step_writes_each_record_whole(tmp_path, monkeypatch):
+def test_the_claims_step_writes_each_record_whole(tmp_path, monkeypatch, fake_claims_step):
     gemm, attention = _record(monkeypatch)
     measured = {"gemm": {"kernels": gemm["kernels"], "rows": gemm["rows"], "rounds": 24},
                 "attention": {"kernels": attention["kernels"], "rows": attention["rows"], "rounds": 18}}
-    asked = []
-
-    def fake(slug, rounds=None, datas=gpu_claims.DATAS):
-        asked.append(slug)
-        return measured[slug]
-
-    monkeypatch.setattr(gpu_claims, "measure_rounds", fake)
-    monkeypatch.setattr(gpu_claims, "gpu", lambda: {"name": "NVIDIA H200", "driver": "580.test"})
-    monkeypatch.setattr(gpu_claims, "ROOT", tmp_path)
-    monkeypatch.setenv("COURSE_RECORD", "1")
+    asked, fake = fake_claims_step(measured, "NVIDIA H200")
     cmd = "python3 tools/gpu_check.py --skip traps --slugs gemm attention tma"
     res = gpu_claims.claims_rounds(["tma", "attention", "gemm"], tmp_path / "out", cmd)
     assert res["ok"] and asked == ["gemm", "attention"]

@@ -302,18 +302,9 @@ def _copy_day_docs():
     return docs
 
 
-def test_the_claims_step_writes_each_copy_days_record(tmp_path, monkeypatch):
+def test_the_claims_step_writes_each_copy_days_record(tmp_path, fake_claims_step):
     measured = _copy_day_docs()
-    asked = []
-
-    def fake(slug, rounds=None, datas=gpu_claims.DATAS):
-        asked.append(slug)
-        return measured[slug]
-
-    monkeypatch.setattr(gpu_claims, "measure_rounds", fake)
-    monkeypatch.setattr(gpu_claims, "gpu", lambda: {"name": "NVIDIA H100 80GB HBM3", "driver": "580.test"})
-    monkeypatch.setattr(gpu_claims, "ROOT", tmp_path)
-    monkeypatch.setenv("COURSE_RECORD", "1")
+    asked, _ = fake_claims_step(measured, "NVIDIA H100 80GB HBM3")
     cmd = "python3 tools/gpu_check.py --slugs swizzle warp_specialization multicast"
     res = gpu_claims.claims_rounds(["multicast", "tma", "swizzle", "warp_specialization"], tmp_path / "out", cmd)
     assert res["ok"] and asked == ["swizzle", "warp_specialization", "multicast"]

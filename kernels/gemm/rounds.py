@@ -16,7 +16,7 @@ from __future__ import annotations
 import statistics
 
 from .. import record
-from ..compare import Ratio
+from ..compare import Ratio, speed_ratios
 from .workload import SHAPES, shape_name
 
 CLAIM_PAIRS = (("store_warp", "cublaslt"), ("store_warp", "triton_tuned"))  # claims beside those over
@@ -37,22 +37,20 @@ def _parity_of(rows: list[dict], data: str) -> dict:
     cub = per.get("cublas")
     if not cub:
         return {}
-    out = {"rounds": len(cub), "tflops": {v: [t[k] for k in sorted(t)] for v, t in per.items()}, "over_cublas": {},
-           "sm_mhz": {v: statistics.mean(m) for v, m in mhz.items()}}  # each run's mean SM clock over its rounds
-    for v, t in per.items():
-        if v == "cublas":
-            continue
-        ratios = [t[k] / cub[k] for k in sorted(t) if k in cub]
-        r = Ratio.of(v, "cublas", ratios)
-        out["over_cublas"][v] = _summary(r)
-    out["vs"] = {f"{a}/{b}": _summary(Ratio.of(a, b, [per[a][k] / per[b][k] for k in sorted(per[a]) if k in per[b]]))
-                 for a, b in CLAIM_PAIRS if a in per and b in per}
-    return out
+    vs = {f"{a}/{b}": _over({a: per[a], b: per[b]}, b).get(a) for a, b in CLAIM_PAIRS if a in per and b in per}
+    return {"rounds": len(cub), "tflops": {v: [t[k] for k in sorted(t)] for v, t in per.items()},
+            "over_cublas": _over(per, "cublas"),
+            "sm_mhz": {v: statistics.mean(m) for v, m in mhz.items()},  # each run's mean SM clock over its rounds
+            "vs": {k: s for k, s in vs.items() if s is not None}}
 
 
-def _summary(r: Ratio) -> dict:
-    return {"median": r.median, "min": min(r.per_round), "max": max(r.per_round), "lo": r.lo, "hi": r.hi,
-            "says": r.says(), "per_round": list(r.per_round)}
+SUMMARY_KEYS = ("median", "min", "max", "lo", "hi", "says", "per_round")  # a ratio's figures in the parity summary
+
+
+def _over(per: dict, baseline: str) -> dict:
+    """{run: its speed over `baseline`'s of the same round, SUMMARY_KEYS of kernels.compare.speed_ratios} for every
+    other run of `per` sharing a round with it (one suffices); the rounds and clocks are the summary's, once."""
+    return {v: {k: s[k] for k in SUMMARY_KEYS} for v, s in speed_ratios(per, baseline, min_rounds=1).items()}
 
 
 def parity_summary(rows: list[dict]) -> dict:

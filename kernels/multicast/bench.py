@@ -15,7 +15,7 @@ from functools import partial
 
 from ..bench import bench, rotating_inputs
 from ..check import compare, poison
-from ..copy_rounds import DATAS, REPS, claim_names, claims_kernels, common_rounds, run_claims, rung_runs
+from ..copy_rounds import REPS, claim_entry_points, claim_names, claim_runs, common_rounds
 from ..topic import (Topic, answer_cubin, answer_row, check_answers, check_kernels, exercise_of, row, shipped,
                      time_answer)
 from . import exercise, model
@@ -155,26 +155,17 @@ def _broadcast_run(name: str, reps: int, seed: int):
 def _claim_runs(claim: str, reps: int = REPS, seed: int = 0) -> tuple[dict, int, str]:
     """One claim of COPY_CLAIMS: ({rung: (timer, launch)}, the bytes each moves, the shape's name)."""
     rungs, shape = COPY_CLAIMS[claim]
-    runs = rung_runs(SLUG, rungs, lambda name: _broadcast_run(name, reps, seed), answers=ANSWER_RUNGS, shape=shape,
-                     reps=reps, seed=seed)
     if claim == "broadcast_sum":
         n = _claim_ctas()
-        return runs, sum_delivered_bytes(SUM_TILES, n), f"{SUM_TILES} tiles x {n} CTAs"
-    return runs, exercise.bytes_moved(shape), "x".join(map(str, shape))
+        nbytes, shape_name = sum_delivered_bytes(SUM_TILES, n), f"{SUM_TILES} tiles x {n} CTAs"
+    else:
+        nbytes, shape_name = exercise.bytes_moved(shape), None
+    return claim_runs(SLUG, rungs, shape, lambda name: _broadcast_run(name, reps, seed), nbytes,
+                      answers=ANSWER_RUNGS, reps=reps, seed=seed, shape_name=shape_name)
 
 
-def claim_kernels(seed: int = 0) -> dict:
-    """{claim: {rung: its kernels, longest first; "copy": the copy's}} (kernels.copy_rounds.claims_kernels), profiled
-    once before the rounds."""
-    return claims_kernels(COPY_CLAIMS, lambda claim: _claim_runs(claim, 1, seed))
-
-
-def claim_rounds(clock=None, rounds: int | None = None, datas=DATAS, reps: int = REPS, seed: int = 0) -> list[dict]:
-    """COPY_CLAIMS against the D2D copy of the same bytes in interleaved rounds (kernels.copy_rounds.copy_rounds:
-    CLAIM_ROUNDS rounds unless given, the SM clock sampled on `clock`), on the one data label "exercise" (the day's
-    make_table draws one kind of data: small integers); kernels.copy_rounds.copy_summary reads the rows."""
-    return run_claims(COPY_CLAIMS, lambda claim: _claim_runs(claim, reps, seed), clock=clock,
-                      rounds=rounds or CLAIM_ROUNDS, datas=datas, reps=reps)
+# _claim_runs looked up at each call (the lambda), so that a test's replacement of it is what runs
+claim_kernels, claim_rounds = claim_entry_points(COPY_CLAIMS, lambda *a: _claim_runs(*a), rounds=CLAIM_ROUNDS)
 
 
 def claims(rows: list[dict], ceilings: dict) -> list[str]:

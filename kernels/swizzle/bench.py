@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 from ..bench import bench, ceilings, rotating_inputs
-from ..copy_rounds import DATAS, REPS, claim_names, claims_kernels, common_rounds, run_claims, rung_runs
+from ..copy_rounds import REPS, claim_entry_points, claim_names, claim_runs, common_rounds
 from ..topic import Topic, answer_row, check_answers, check_kernels, row, shipped, time_answer
 from . import exercise, model
 from .launch import colsum, probe
@@ -189,24 +189,13 @@ def _colsum_run(name: str, shape, reps: int, seed: int):
 def _claim_runs(claim: str, reps: int = REPS, seed: int = 0) -> tuple[dict, int, str]:
     """One claim of COPY_CLAIMS: ({rung: (timer, launch)}, the bytes each moves, the shape's name)."""
     rungs, shape = COPY_CLAIMS[claim]
-    runs = rung_runs(SLUG, rungs, lambda name: _colsum_run(name, shape, reps, seed), answers=ANSWER_RUNGS,
-                     shape=shape, reps=reps, seed=seed)
     nbytes = exercise.bytes_moved(shape) if set(rungs) <= set(ANSWER_RUNGS) else bytes_moved(shape)
-    return runs, nbytes, _shape(shape)
+    return claim_runs(SLUG, rungs, shape, lambda name: _colsum_run(name, shape, reps, seed), nbytes,
+                      answers=ANSWER_RUNGS, reps=reps, seed=seed)
 
 
-def claim_kernels(seed: int = 0) -> dict:
-    """{claim: {rung: its kernels, longest first; "copy": the copy's}} (kernels.copy_rounds.claims_kernels), profiled
-    once before the rounds."""
-    return claims_kernels(COPY_CLAIMS, lambda claim: _claim_runs(claim, 1, seed))
-
-
-def claim_rounds(clock=None, rounds: int | None = None, datas=DATAS, reps: int = REPS, seed: int = 0) -> list[dict]:
-    """COPY_CLAIMS against the D2D copy of the same bytes in interleaved rounds (kernels.copy_rounds.copy_rounds:
-    CLAIM_ROUNDS rounds unless given, the SM clock sampled on `clock`), on the one data label "exercise" (the day's
-    make_inputs draws one kind of data: small integers); kernels.copy_rounds.copy_summary reads the rows."""
-    return run_claims(COPY_CLAIMS, lambda claim: _claim_runs(claim, reps, seed), clock=clock,
-                      rounds=rounds or CLAIM_ROUNDS, datas=datas, reps=reps)
+# _claim_runs looked up at each call (the lambda), so that a test's replacement of it is what runs
+claim_kernels, claim_rounds = claim_entry_points(COPY_CLAIMS, lambda *a: _claim_runs(*a), rounds=CLAIM_ROUNDS)
 
 
 def _by(rows: list[dict]) -> dict:
