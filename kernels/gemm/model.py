@@ -153,11 +153,11 @@ FIT = {"source": "kernels/gemm/recorded_h100.json: NVIDIA H100 80GB HBM3, driver
            "h100": {"pipelined 2048x2048x2048": -0.136, "triton 2048x2048x2048": -0.122,
                     "tiled 128x8192x8192": +0.147, "wgmma 128x8192x8192": -0.123,
                     "pipelined s6 8192x8192x8192": +0.332},
-           "h200": {"pipelined 2048x2048x2048": -0.165, "triton 2048x2048x2048": -0.167,
-                    "tiled 128x8192x8192": +0.152, "wgmma 128x8192x8192": -0.108,
-                    "persistent 128x8192x8192": -0.157, "cluster 128x8192x8192": -0.137,
-                    "triton 128x8192x8192": -0.123, "pipelined s6 128x8192x8192": -0.155,
-                    "pipelined s6 2048x2048x2048": -0.149}}}
+           "h200": {"pipelined 2048x2048x2048": -0.168, "triton 2048x2048x2048": -0.165,
+                    "tiled 128x8192x8192": +0.143, "wgmma 128x8192x8192": -0.120, "persistent 128x8192x8192": -0.154,
+                    "cluster 128x8192x8192": -0.134, "triton 128x8192x8192": -0.126,
+                    "pipelined s6 128x8192x8192": -0.153, "pipelined s6 2048x2048x2048": -0.162,
+                    "store_warp 128x8192x8192": -0.119}}}
 _SKINNY_WHY = ("the skinny shape: 64 tiles on 132 SMs, one tile a CTA and nothing to overlap its fill and epilogue "
                "with; the model charges each CTA the whole serial sum (its one skinny fit row is rung 3)")
 _ROUNDS_WHY = ("256 tiles on 132 SMs: two rounds of one CTA per SM, each paying the whole epilogue and fill in the "
@@ -193,16 +193,13 @@ FIT.update(constants={
                      "triton 2048x2048x2048": _TRITON_WHY, "tiled 128x8192x8192": _TILED_WHY,
                      "wgmma 128x8192x8192": _SKINNY_WHY, "persistent 128x8192x8192": _SKINNY_WHY,
                      "cluster 128x8192x8192": _SKINNY_WHY, "triton 128x8192x8192": _SKINNY_WHY,
-                     "pipelined s6 128x8192x8192": _SKINNY_WHY,
+                     "pipelined s6 128x8192x8192": _SKINNY_WHY, "store_warp 128x8192x8192": _SKINNY_WHY,
                      "pipelined s6 2048x2048x2048": "six stages leave one CTA per SM at 2048^3: " + _ROUNDS_WHY,
                      "pipelined s2 2048x2048x2048": "a fit row on the H100: the H200 ran it faster than the H100 on "
                                                     "the same SM, at a shape that reads no DRAM (no term of the model "
                                                     "differs between them there but the SM clock, which the H200's "
-                                                    "record did not sample: the datasheet's, below the H100 run's)",
-                     "triton 8192x8192x8192": "a fit row on the H100: Triton's kernel ran faster on the H200 than on "
-                                              "the H100 (the records' rows), where the model's tensor term binds; "
-                                              "the H200's record sampled no SM clock, so its tensor peak is the "
-                                              "datasheet clock's, below the H100 run's"}})
+                                                    "record did not sample for this row: the datasheet's, below the "
+                                                    "H100 run's)"}})
 DRAM_TBPS = FIT["copy_tbps"]  # the DRAM of the fit run (its copy ceiling); a prediction for another run passes its own
 SM_MHZ = FIT["sm_mhz"]  # the fit run's mean SM clock (record_sm_mhz); a prediction for another run passes its own
 # The one row outside the hard band, and why (stage_depth_story computes it from a record).
