@@ -22,6 +22,7 @@ the H100 (132 SMs, the same datasheet clock and tensor peak), so DRAM is the one
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -151,6 +152,11 @@ def table(models=MODELS) -> str:
     return "\n".join(lines + [""] + notes + [""] + uncovered())
 
 
+def summary_table(models=MODELS) -> str:
+    """The table's first block alone (one line per model), as the README shows it between its markers."""
+    return table(models).split("\n\n", 1)[0]
+
+
 def uncovered(models=MODELS) -> list[str]:
     """The day's models this table does not check row by row, and why: their records' rows carry no `config` the model
     reads (it predicts from the benchmark's own call), so no held-out check declares them."""
@@ -168,4 +174,4 @@ def uncovered(models=MODELS) -> list[str]:
 
 
 if __name__ == "__main__":
-    print(table())
+    print(summary_table() if "--summary" in sys.argv[1:] else table())
