@@ -237,7 +237,9 @@ def test_each_days_claims_run_in_rounds_and_give_the_claims_tables_rows(monkeypa
         rung = r["claim"].split(" / ")[0]
         assert r["slug"] == slug and r["data"] == "exercise" and r["rounds"] == day.CLAIM_ROUNDS
         assert r["lo"] - 0.02 <= fractions[rung] <= r["hi"] + 0.02 and r["lo"] <= r["median"] <= r["hi"]
-        assert r["says"] in ("ahead", "behind", "within") and r["sm_mhz"] == {rung: 1800.0, COPY: 1800.0}
+        word = "ahead" if r["lo"] > 1 else "behind" if r["hi"] < 1 else \
+            f"within +-{100 * max(abs(r['lo'] - 1), abs(r['hi'] - 1)):.1f} %"  # kernels.compare's Ratio.says
+        assert r["says"] == word and r["sm_mhz"] == {rung: 1800.0, COPY: 1800.0}
         assert r["kernels"] == {rung: f"{rung.split()[0]}_kernel"}  # the copy's memcpy names no kernel
     # without the known answers (a notebook, a student release): the answers' rungs are left out, a claim of answers
     # alone is not run at all

@@ -276,9 +276,9 @@ def test_the_bar_check_catches_the_old_tma_and_multicast_text():
 # ------------------------------------------------------------------------------ 8. day 4's targets
 def test_gemm_targets_are_one_table_printed_from_their_sources():
     """Day 4's three targets (the day's goal, rung 6's parity, the exercise's bar) in one printed table
-    (pictures.targets_table), each fraction from where it is set (bench.GOAL, bench.PARITY_GOAL, the spec's
+    (statements.targets_table), each fraction from where it is set (bench.GOAL, bench.PARITY_GOAL, the spec's
     calibration for the record's GPU); the prose types none of them (no fraction of cuBLAS, no target figure)."""
-    from kernels.gemm import bench, pictures
+    from kernels.gemm import bench, statements
 
     md = _flat(_markdown(GEMM_NB))
     assert not re.search(r"\d\.\d+\s*×\s*(?:of )?cuBLAS", md) and "at or above cuBLAS" not in md
@@ -287,21 +287,21 @@ def test_gemm_targets_are_one_table_printed_from_their_sources():
                  *(c.fraction for c in ex.parts["throughput"].calibration)}
     typed = [m for m in re.findall(r"(\d+\.\d+)\s*(?:×|x\b)", md) if float(m) in fractions]
     assert typed == [], typed
-    assert "| the day's goal |" not in md and "pictures.targets_table" in md  # the table is printed, not typed
+    assert "| the day's goal |" not in md and "statements.targets_table" in md  # the table is printed, not typed
     code = _cells(GEMM_NB)["4c4e5778"].source
-    for printed in ('pictures.targets_table(recorded, autograder.spec.load("gemm").exercises["gemm_epilogue"])',
+    for printed in ('statements.targets_table(recorded, autograder.spec.load("gemm").exercises["gemm_epilogue"])',
                     "bench.goal_line(recorded)", "bench.parity_line(recorded)",
                     'exercises["gemm_epilogue"].bar_of_record(recorded)[1]'):
         assert printed in code, printed
     for tag, doc in record.load_all("gemm").items():
-        rows = {t["target"]: t for t in pictures.targets(doc, ex)}
+        rows = {t["target"]: t for t in statements.targets(doc, ex)}
         assert list(rows) == ["the day's goal", "parity", "the exercise's bar"]
         frac = ex.parts["throughput"].fraction_for(record.device_tag(doc["device"]))[0]
         assert (rows["the day's goal"]["at_least"], rows["parity"]["at_least"],
                 rows["the exercise's bar"]["at_least"]) == (bench.GOAL, bench.PARITY_GOAL, frac)
         assert rows["the day's goal"]["recorded"] == pytest.approx(
             doc["best_cuda_tflops"] / doc["cublas_same_shape_tflops"])
-        text = pictures.targets_table(doc, ex)
+        text = statements.targets_table(doc, ex)
         assert doc["device"] in text and all(f"{t['at_least']:.2f}x" in text for t in rows.values())
 
 

@@ -55,9 +55,9 @@ def test_the_raw_page_of_several_launches_is_read_row_by_row_in_base_units():
 
 
 def test_a_real_raw_page_is_read_and_its_launches_give_the_recorded_gemm_comparisons():
-    """tests/data/ncu_raw_launches_gemm.csv: ncu 2025.3's raw page of the GEMM child (H200, make gpu-test's step
+    """kernels/gemm/ncu_raw_launches_h200.csv: ncu 2025.3's raw page of the GEMM child (H200, make gpu-test's step
     'cycles'), trimmed to the launch columns and the three metrics; its units row says "cycle", "ns", "hz"."""
-    got = ncu.parse_launches((ROOT / "tests" / "data" / "ncu_raw_launches_gemm.csv").read_text(), list(cycles.METRICS))
+    got = ncu.parse_launches((ROOT / "kernels" / "gemm" / "ncu_raw_launches_h200.csv").read_text(), list(cycles.METRICS))
     comps = cycles.plan("gemm")
     assert len(got) == len(comps) * (1 + 2 * cycles.ROUNDS) and [g["id"] for g in got] == list(range(len(got)))
     assert got[0]["kernel"] == cycles.MARK and got[1] == {"kernel": "gemm_store_warp", "id": 1, C: 2_188_212,

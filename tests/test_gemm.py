@@ -12,15 +12,20 @@ generator per exercise) and kernels.clock's sampler work without a GPU."""
 from __future__ import annotations
 
 import json
+import random
 import re
+import sys
+import types
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from kernels.compile import COURSE_INCLUDE, compile_cuda, kernel_file
-from kernels.gemm import epilogue, exercise, model, occupancy, story, workload
+from kernels.gemm import (baselines, bench, epilogue, exercise, model, occupancy, statements, story, triton_matmul,
+                          workload)
 from autograder.known import kernel_source, known_answers, known_dir, release_cell, solution_kernel, solution_literal
 from kernels.sass import disassemble, opcodes
 
@@ -572,7 +577,6 @@ def _recorded_part(recorded: dict, now: dict) -> bool:
 def test_rung6_claim_and_extra(tmp_path):
     """The bench claims rung 6 beats rung 5 at 8192^3 once a record has it (a record without rung 6: no claim), and
     reports rung 6 over cuBLAS and over rung 5; without ncu the tensor-pipe step names why it has no number."""
-    from kernels.gemm import bench
 
     doc = _record("h100")
     # the record's own rows: rung 6 timed, the claim holds
@@ -608,7 +612,6 @@ def test_rung6_claim_and_extra(tmp_path):
 
 
 def bench_row_of(doc, name):
-    from kernels.gemm import bench
 
     return bench.row_of(doc["rows"], name)
 
@@ -629,7 +632,6 @@ def test_parity_summary_judges_the_median_of_the_rounds():
     """parity_summary: per round rung 6 over cuBLAS of the same round; the goal on the median — a run whose mean
     ratio reaches the goal but whose median does not fails it, one whose median reaches it passes with rounds below
     it; rows of other lessons and main rows are not read; no rounds, no summary. parity_line says the same."""
-    from kernels.gemm import bench
 
     doc = _record("h100")
     base = {"device": "GPU-X", "date": "2026-01-01"}
@@ -802,7 +804,6 @@ def test_wave_traffic():
 
 @pytest.mark.parametrize("tag", sorted(RECORDS))
 def test_claims_hold_on_every_record(tag):
-    from kernels.gemm import bench
 
     doc = _record(tag)
     assert bench.claims(doc["rows"], doc["ceilings"]) == []
@@ -813,7 +814,6 @@ def test_claims_hold_on_every_record(tag):
 def test_old_stage_claim_failed_on_the_h100():
     """Known bad: "one stage is rung 3's slowest depth at 8192^3" held on the H200 and failed on the H100 (six stages
     ran slower than one there): the claim it was replaced by holds on both."""
-    from kernels.gemm import bench
 
     def old_claim_holds(rows):
         tf = {st: v[0] for st, v in bench.ring_depths(rows).items()}
@@ -951,7 +951,6 @@ def test_record_goal_and_margin(tag):
     extra() and goal_line() must say honestly whether the record's run met it (the H100 run of 2026-11-25 did not:
     0.893x); the exercise's margin over its bar is required on every record that timed the exercise (a record taken
     before its redesign timed the former one: no calibration of the new one may claim it)."""
-    from kernels.gemm import bench
 
     rec = _record(tag)
     rows = rec["rows"]
@@ -981,7 +980,6 @@ def test_record_goal_and_margin(tag):
 def test_one_input_generator_and_the_data_effect_lesson():
     """Every timed row draws its inputs from the exercise's make_inputs; the lesson's other side is N(0, 1); the
     lesson's rows never enter claims, ratios or the model."""
-    from kernels.gemm import bench
 
     shape = (256, 128, 4096)
     ex, nrm = (workload.inputs_for(d)(shape, 3, device="cpu") for d in workload.DATA)
@@ -1294,7 +1292,6 @@ def test_drain_timeline_picture():
 
 
 def _cublas_row(rec):
-    from kernels.gemm import bench
 
     return bench._tf(rec["rows"], "cublas")
 
@@ -1304,8 +1301,6 @@ def test_printed_cublas_ratios_use_the_same_runs_row(tag):
     """Every ratio to cuBLAS the notebook prints from a record divides by the cuBLAS row of the same run and prints
     that row's figure beside it (not the N(0, 1) ceiling under a row of another value); the ceiling is printed as
     the ceiling."""
-    from kernels.gemm import bench
-    from kernels.gemm import pictures as P
 
     rec = _record(tag)
     row, ceil = _cublas_row(rec), rec["ceilings"]["cublas_bf16_tflops"]
@@ -1313,12 +1308,12 @@ def test_printed_cublas_ratios_use_the_same_runs_row(tag):
     goal = bench.pass_line(rec)
     m = re.search(r"(\d+\.\d) TFLOPS = (\d\.\d{3}) x cuBLAS on the same inputs \((\d+\.\d)\)", goal)
     assert m and float(m[3]) == round(row, 1) and float(m[2]) == round(best / row, 3) and float(m[1]) == round(best, 1)
-    note = P.cublas_note(rec)
+    note = statements.cublas_note(rec)
     m = re.search(r"cuBLAS ceiling of the same run \((\d+\.\d) TFLOPS.*cuBLAS row at 8192x8192x8192 \((\d+\.\d), "
                   r".*: (\S+) (\d+\.\d) = (\d\.\d{3}) x that row \((\d\.\d{3}) x the ceiling\)", note)
     assert m and float(m[1]) == round(ceil, 1) and float(m[2]) == round(row, 1) and m[3] == name
     assert float(m[5]) == round(best / row, 3) and float(m[6]) == round(best / ceil, 3) and rec["device"] in note
-    line = P.challenge_line(rec)
+    line = statements.challenge_line(rec)
     m = re.search(r"(\d+\.\d) TFLOPS = (\d\.\d\d) x cuBLAS of the same run \((\d+\.\d), its row", line)
     w = bench._tf(rec["rows"], "wgmma")
     assert m and float(m[1]) == round(w, 1) and float(m[3]) == round(row, 1) and float(m[2]) == round(w / row, 2)
@@ -1338,20 +1333,19 @@ def _notebook_text() -> str:
 @pytest.mark.parametrize("tag", sorted(RECORDS))
 def test_notebook_statements_hold_on_every_record(tag):
     """What day 4's prose says about the records, checked on each: rung 2 "stops well short of cuBLAS" (below
-    pictures.WELL_SHORT of the same run's cuBLAS row); the exercise's wait<0> kernel ran faster than rung 4 and
+    statements.WELL_SHORT of the same run's cuBLAS row); the exercise's wait<0> kernel ran faster than rung 4 and
     rung 5 (wait<1>) and than rung 4's lesson row, by "a few percent" (< 10 %); rung 4 beats rung 3; the model
     predicts rung 4 and the exercise alike."""
-    from kernels.gemm import pictures as P
 
     rec = _record(tag)
-    f = P.first_tensor_core_fraction(rec)
-    assert f["fraction"] < P.WELL_SHORT and f["cublas"] == _cublas_row(rec)
-    w = P.wait_rows(rec)
+    f = statements.first_tensor_core_fraction(rec)
+    assert f["fraction"] < statements.WELL_SHORT and f["cublas"] == _cublas_row(rec)
+    w = statements.wait_rows(rec)
     assert {"rung 3", "rung 4", "rung 5", "exercise"} <= set(w)
     wait1 = [v for k, v in w.items() if k.startswith(("rung 4", "rung 5"))]
     assert all(1.0 < w["exercise"] / v < 1.15 for v in wait1)
     assert w["rung 4"] > w["rung 3"]
-    story = P.wait_story({tag: rec})
+    story = statements.wait_story({tag: rec})
     assert rec["device"] in story and f"exercise {w['exercise']:.1f}" in story
     # the model draws the two mainloops alike (wait<0> or wait<1>) and puts the gap in the exercise's epilogue
     from dataclasses import replace
@@ -1381,8 +1375,8 @@ def test_notebook_text_states_what_the_records_show():
     assert not re.findall(r"(\d+\.\d+)\s*×\s*of cuBLAS", text) and "bench.GOAL" in text
     assert "kernels.topic.fit_table(model.FIT, model.CONSTANTS, fit_rows=model.FIT_ROWS, held_out=model.HELD_OUT)" \
         in text and 'print("constants:", model.CONSTANTS)' not in text
-    for call in ("pictures.plot_sw128_tile()", "pictures.plot_drain_timeline()", "pictures.challenge_line(recorded)",
-                 "pictures.cublas_note(recorded)", 'pictures.wait_story(kernels.record.load_all("gemm"))',
+    for call in ("pictures.plot_sw128_tile()", "pictures.plot_drain_timeline()", "statements.challenge_line(recorded)",
+                 "statements.cublas_note(recorded)", 'statements.wait_story(kernels.record.load_all("gemm"))',
                  "bench.parity_line(recorded)", "bench.rung6_lines(recorded)", "pictures.plot_parity(recorded)"):
         assert call in text, call
 
@@ -1393,7 +1387,6 @@ def test_measure_runs_where_no_known_answers_were_handed(monkeypatch):
     H100 run of the notebook once failed here with LookupError). The GPU parts are faked: every row is timed once."""
     import kernels.clock
     from kernels import bench as kbench
-    from kernels.gemm import bench
 
     timed_variants = []
 
@@ -1422,3 +1415,144 @@ def test_measure_runs_where_no_known_answers_were_handed(monkeypatch):
     assert not [r for r in rows if r.get("answer")]  # no exercise rows without the grader's answers
     assert {r["lesson"] for r in rows if r.get("lesson")} == {"data_effect", "parity"}
     assert timed_variants.count("store_warp") >= bench.PARITY_ROUNDS
+
+
+# ---- the vendor baselines (kernels/gemm/baselines.py), with no GPU: cuBLASLt's best candidate is the one the course
+# timer found fastest (not the heuristic's first), Triton's autotune configs fit shared memory and start from the
+# course's fixed tile, and the claims rounds carry rung 6 against both with their intervals.
+def test_triton_choices_fit_shared_memory_and_begin_with_the_course_tile():
+    assert baselines.TRITON_CHOICES, "no config fits"
+    assert baselines.TRITON_CHOICES[0] == {"bm": triton_matmul.BM, "bn": triton_matmul.BN, "bk": triton_matmul.BK,
+                                           "num_stages": triton_matmul.NUM_STAGES,
+                                           "num_warps": triton_matmul.NUM_WARPS}
+    for c in baselines.TRITON_CHOICES:
+        assert baselines.smem_bytes(c["bm"], c["bn"], c["bk"], c["num_stages"]) <= baselines.SMEM_LIMIT
+    # a tile that cannot fit is left out, not handed to Triton to fail on the GPU
+    assert baselines.smem_bytes(128, 256, 64, 4) > baselines.SMEM_LIMIT
+    assert len(baselines.TRITON_CHOICES) == sum(baselines.smem_bytes(*t[:4]) <= baselines.SMEM_LIMIT
+                                                for t in baselines.TRITON_TILES)
+
+
+def test_every_triton_choice_compiles_for_sm90a():
+    """Each candidate tile is a kernel Triton can build for the GPU (ahead of time, no GPU): none fails at pick time."""
+    import inspect
+
+    from kernels.compile import compile_triton
+    from triton.runtime.jit import JITFunction
+
+    for c in baselines.TRITON_CHOICES:
+        sig = {"a_desc": f"tensordesc<bf16[{c['bm']}, {c['bk']}]>", "b_desc": f"tensordesc<bf16[{c['bn']}, {c['bk']}]>",
+               "c_desc": f"tensordesc<bf16[{c['bm']}, {c['bn']}]>", "M": "i32", "N": "i32", "K": "i32",
+               "BM": "constexpr", "BN": "constexpr", "BK": "constexpr", "GROUP_M": "constexpr", "NUM_SMS": "constexpr"}
+        art = compile_triton(JITFunction(triton_matmul._matmul_tma), sig,
+                             {"BM": c["bm"], "BN": c["bn"], "BK": c["bk"], "GROUP_M": 8, "NUM_SMS": 132},
+                             num_warps=c["num_warps"], num_stages=c["num_stages"], capability=90)
+        assert art["cubin"] and art["shared"] <= baselines.SMEM_LIMIT, c
+    assert "bm" in inspect.signature(triton_matmul.matmul_tma).parameters
+
+
+class _FakeTensor:
+    def __init__(self, ptr):
+        self.ptr, self.shape = ptr, (256, 128)
+        self.T = self
+
+    def data_ptr(self):
+        return self.ptr
+
+
+def _fake_nvmath(monkeypatch, times_ms):
+    """A Matmul whose plan returns one algorithm per entry of `times_ms`; `executed` logs (algorithm, operands)."""
+    log = {"executed": [], "reset": 0}
+
+    class Algo:
+        def __init__(self, i):
+            self.algorithm_id, self.tile, self.stages, self.split_k = 66, (128 + 8 * i, 128), (64, "AUTO"), 1
+
+    class Matmul:
+        def __init__(self, a, b):
+            self.a = a
+
+        def plan(self, preferences=None):
+            assert preferences.limit == baselines.LT_CANDIDATES
+            return [Algo(i) for i in range(len(times_ms))]
+
+        def reset_operands(self, a, b):
+            log["reset"] += 1
+            self.a = a
+
+        def execute(self, algorithm):
+            log["executed"].append((algorithm, self.a))
+            return "c"
+
+    adv = types.ModuleType("nvmath.linalg.advanced")
+    adv.Matmul = Matmul
+    adv.MatmulPlanPreferences = lambda limit: SimpleNamespace(limit=limit)
+    for name, mod in (("nvmath", types.ModuleType("nvmath")), ("nvmath.linalg", types.ModuleType("nvmath.linalg")),
+                      ("nvmath.linalg.advanced", adv)):
+        monkeypatch.setitem(sys.modules, name, mod)
+
+    import kernels.bench as timer
+
+    rng = random.Random(7)
+
+    def fake_bench(fn, make_args, reps, flops):
+        fn(*make_args())
+        algo = log["executed"][-1][0]
+        return SimpleNamespace(ms=times_ms[(algo.tile[0] - 128) // 8] * (1 + 0.01 * rng.random()))
+
+    monkeypatch.setattr(timer, "bench", fake_bench)
+    return log
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_lt_best_keeps_the_fastest_measured_candidate_not_the_heuristics_first(monkeypatch, seed):
+    rng = random.Random(seed)
+    times = [rng.uniform(1.3, 2.1) for _ in range(rng.randint(2, 8))]
+    log = _fake_nvmath(monkeypatch, times)
+    pool = [{"a": _FakeTensor(10), "b": _FakeTensor(11)}, {"a": _FakeTensor(20), "b": _FakeTensor(21)}]
+    refreshed = []
+    lt = baselines.LtBest.pick(pool, refreshed.append, flops=1)
+    want = min(range(len(times)), key=times.__getitem__)
+    assert lt.choice["heuristic_rank"] == want and lt.algo.tile[0] == 128 + 8 * want
+    assert [c["tile"] for c in lt.choice["candidates"]] == [[128 + 8 * i, 128] for i in range(len(times))]
+    assert all(c["median_ms"] == pytest.approx(t, rel=0.011) for c, t in zip(lt.choice["candidates"], times))
+    assert refreshed and all(x in pool for x in refreshed)  # every timing on fresh draws of the pool's buffers
+    # the kept algorithm runs, rebinding operands only when the pointers change
+    n, before = log["reset"], lt._bound
+    lt(pool[1]["a"], pool[1]["b"])
+    lt(pool[1]["a"], pool[1]["b"])
+    assert log["reset"] == n + (before != (20, 21)) and lt._bound == (20, 21)
+    lt(pool[0]["a"], pool[0]["b"])
+    assert log["reset"] == n + (before != (20, 21)) + 1
+    assert log["executed"][-1] == (lt.algo, pool[0]["a"]) and log["executed"][-2] == (lt.algo, pool[1]["a"])
+
+
+def test_claims_rounds_carry_rung6_against_the_vendors_best(monkeypatch):
+    from kernels.claims import doc_claims
+    from kernels.compare import balanced_rounds
+
+    speed = {"store_warp": 1.02, "cublas": 1.0, "triton": 0.97, "cluster": 0.95, "cublaslt": 1.03,
+             "triton_tuned": 0.99}
+    rng = random.Random(3)
+
+    def fake(variant, stages, shape, data, pool, clock, reps, seed):
+        return SimpleNamespace(tflops=700.0 * speed[variant] * (1 + 0.002 * rng.random())), 1700.0
+
+    monkeypatch.setattr(bench, "_time_rung", fake)
+    monkeypatch.setattr(bench, "make_inputs", lambda shape, seed: None)
+    monkeypatch.setattr(bench, "row", lambda name, shape, res, pred, **kw: {"kernel": name, "shape": shape,
+                                                                            "tflops": res.tflops, **kw})
+    rounds = balanced_rounds(bench.CLAIM_RUNS)
+    assert rounds % (2 * len(bench.CLAIM_RUNS)) == 0
+    rows = bench.parity_rounds(rounds=rounds, runs=bench.CLAIM_RUNS)
+    s = bench.parity_summary(rows)["by_data"]["exercise"]
+    assert set(s["vs"]) == {"store_warp/cublaslt", "store_warp/triton_tuned"}
+    lt = s["vs"]["store_warp/cublaslt"]
+    assert lt["hi"] < 1 and lt["says"].startswith("behind")  # 1.02 / 1.03: rung 6 behind cuBLASLt's best
+    assert s["vs"]["store_warp/triton_tuned"]["says"].startswith("ahead")
+    doc = {"device": "NVIDIA H100 80GB HBM3", "driver": "d", "date": "2026-12-02", "rows": rows,
+           "kernels": {"store_warp": ["gemm_store_warp"], "cublaslt": ["nvjet_x"], "cublas": ["nvjet_y"]}}
+    claims = {(c["claim"], c["data"]): c for c in doc_claims("gemm", doc)}
+    c = claims[("store_warp / cuBLASLt's best candidate, " + rows[0]["shape"], "normal")]
+    assert c["says"] == "behind" and c["kernels"] == {"store_warp": "gemm_store_warp", "cublaslt": "nvjet_x"}
+    assert ("store_warp / Triton autotuned, " + rows[0]["shape"], "exercise") in claims

@@ -17,7 +17,7 @@ from autograder.known import known_answer, submission_notebook
 from kernels import ncu
 from kernels.compile import LOG_CAP, CompileError, ForbiddenInclude, check_includes, compile_cuda
 
-DATA = Path(__file__).parent / "data"
+ROOT = Path(harness.ROOT)
 SCALAR = (Path(harness.ROOT) / "kernels/naive_loads/grading/known/scalar_loads.cu").read_text()
 SECRET = "91827364555"
 
@@ -133,14 +133,15 @@ def test_the_feedback_of_an_include_attack_holds_no_secret_and_no_file(monkeypat
 
 # ---- 4. path evidence: static vs executed ----------------------------------------------------------------------------
 def test_ncu_source_export_of_a_real_launch_is_read_per_executed_instruction():
-    # ncu --page source --csv of the course's row_bias on 1024 x 1024 (recorded on the GPU): the 16-byte load and
+    # ncu --page source --csv of the course's row_bias on 1024 x 1024 (recorded on the GPU; the answer's SASS, so
+    # kept in the day's grading/ folder, out of a student release): the 16-byte load and
     # store ran 4096 warp instructions each; the scalar tail never ran.
-    instrs = ncu.parse_source((DATA / "ncu_source_row_bias.csv").read_text())
+    instrs = ncu.parse_source((ROOT / "kernels" / "naive_loads" / "grading" / "ncu_source_row_bias.csv").read_text())
     prof = ncu.Profile("row_bias", {}, instrs)
     assert prof.executed["LDG.E.128.CONSTANT"] == 4096 and prof.executed["STG.E.128"] == 4096
     assert "STG.E.U16" not in prof.executed  # in the SASS, executed 0 times
     assert prof.bytes["global_load_128"] == 1024 * 1024 * 2 == prof.bytes["global_store_128"]
-    tma = ncu.Profile("tma_add", {}, ncu.parse_source((DATA / "ncu_source_tma_add.csv").read_text()))
+    tma = ncu.Profile("tma_add", {}, ncu.parse_source((ROOT / "kernels" / "tma" / "grading" / "ncu_source_tma_add.csv").read_text()))
     assert tma.executed["UTMALDG.2D"] == 512 and tma.executed["UTMASTG.2D"] == 256
     assert tma.bytes["global_load_128"] == 0  # TMA is not a global load instruction
     assert any(s.startswith("UTMALDG.2D x") for s in tma.memory_summary())

@@ -54,7 +54,9 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from functools import lru_cache
 
+from ..fits import kept
 from ..held_out import HeldOut
 from ..sim import H100
 from ..tma.model import LATENCY_NS as TMA_LATENCY_NS
@@ -167,6 +169,7 @@ def schedules(d: int) -> dict:
             "fitted": per_tile(d, 1)["compute_period"]}
 
 
+@lru_cache(maxsize=None)  # a fit's least squares asks for the same few configs ~10^6 times (cfg: a frozen dataclass)
 def _tiles(cfg, bn: int = BN) -> tuple[int, int]:
     """(total K/V tiles of `bn` keys over all blocks, blocks)."""
     m_blocks = -(-cfg.s // BM)
@@ -385,6 +388,7 @@ def predict_row(row: dict, constants: dict | None = None) -> float | None:
     return predict_config(Config(**cfg))
 
 
+@kept  # seconds to half a minute (the pattern search): once per record and library version (kernels.fits)
 def fit_overlap(rows: list[dict], fit_rows=OVERLAP_FIT_ROWS, sms: int = H100.sm_count) -> dict:
     """Least squares (relative error, _search) of TC_EFF, SOFTMAX_NS, CONTENTION and BLOCK_NS on the overlap rung's
     fit rows of one run. Needs at least 4 of them, one with ping-pong off."""

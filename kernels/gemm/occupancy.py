@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import struct
+from functools import lru_cache
 
 from ..sass import disassemble
 from ..sim import H100
@@ -83,6 +84,7 @@ def ring_occupancy(stages=(1, 2, 3, 4, 5, 6)) -> list[dict]:
     return out
 
 
+@lru_cache(maxsize=None)  # a constant of the SM: predict_config (a fit calls it ~10^5 times) asks for it per tile
 def staging_bank_ways(swizzle: bool = True) -> int:
     """Bank-conflict ways of one warp's bf16x2 store of the accumulator into a staging piece with 128-byte rows (64
     bf16): lane l of warp w holds row 16 w + l / 4 (and 8 rows lower), cols 8 j + 2 (l % 4) — 16-byte chunk j, byte

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..fits import kept
 from ..held_out import HeldOut
 from ..sim import H100, EventSim
 from ..tma.model import LATENCY_NS as TMA_LATENCY_NS  # week 1 day 5's round trip of a TMA load (an H100's)
@@ -291,6 +292,7 @@ def _worst(rows, ceiling_tbps: float, c: dict) -> float:
     return max(abs(predict_config(Config(**r["config"]), ceiling_tbps, **c) / r["tbps"] - 1) for r in rows)
 
 
+@kept  # a grid and a search over event simulations (~0.5 s): once per record and library version (kernels.fits)
 def fit(rows, ceiling_tbps: float, names=FIT_ROWS, latency_ns: float = TMA_LATENCY_NS) -> dict:
     """Fit COMPUTE_NS, ISSUE_NS, SYNC_NS and START_NS to the rows named `names` (minimise the worst relative error):
     a coarse grid, then coordinate refinement; the round trip LATENCY_NS is held at `latency_ns` (week 1 day 5's fit
