@@ -10,7 +10,7 @@ and lists, tuples and dicts of them; a call with anything else is not kept) and 
 kernels/ (`library_hash`: any change to the library's code is another key). The result is kept in the process and on
 disk under $COURSE_CACHE_DIR/fits as JSON, written once among processes (kernels.paths.made_once: a second process
 waits for the first's result); a result JSON does not give back exactly (a tuple, a NaN, a key that is no string) is
-computed each time, as is any call where the cache folder cannot be written. Each caller gets its own copy.
+kept in the process only, as is every result where the cache folder cannot be written. Each caller gets its own copy.
 
 Only for functions whose result follows from their arguments and the library's Python code alone: no file read (a
 cubin, a record), no module state a caller may change (a test that patches a constant the function reads would get
