@@ -349,3 +349,24 @@ def test_cta_scoped_remote_arrive_is_called_practice_not_derived():
     assert "arrive suffices" not in demo and "practice, not derived from the PTX memory model" in demo
     wrapper = _flat((ROOT / "kernels/include/cluster.cuh").read_text().replace("//", ""))
     assert "so no cluster-scope release fence is needed" not in wrapper and "Practice, not derived" in wrapper
+
+
+# ------------------------------------------------------------------------------ week 2 days 1-3: rounds printed
+@pytest.mark.parametrize("slug", ["swizzle", "warp_specialization", "multicast"])
+def test_each_copy_day_prints_its_claims_in_rounds_where_it_prints_its_record(slug, capsys):
+    """Week 2 days 1-3 state their claims against the D2D copy: the notebook prints them from the rounds records
+    (kernels.claims.print_claims, the median ratio's interval per GPU), in the cell that prints the day's record, and
+    what it prints names every recorded claim of the day with its interval."""
+    from kernels.claims import claims_table, print_claims
+
+    rel = next(str(p.relative_to(p.parents[1])) for p in (Path(__file__).resolve().parents[1] / "solutions")
+               .glob(f"week2/day*_{slug}.ipynb"))
+    code = [c.source for c in _cells(rel).values() if c.cell_type == "code"]
+    cell = next(c for c in code if f'kernels.claims.print_claims("{slug}")' in c)
+    assert "kernels.record" in cell and "bar_of_record(recorded)" in cell
+    rows = claims_table(slug)
+    assert rows, f"no rounds recorded for {slug}"
+    print_claims(slug)
+    out = capsys.readouterr().out
+    for r in rows:
+        assert f"{r['lo']:.3f}-{r['hi']:.3f}x" in out and r["claim"] in out and r["device"] in out
