@@ -67,3 +67,58 @@ def test_the_release_cell_is_what_make_weeks_wrote(slug):
     cells = cells_by_grade_id(json.loads(release.read_text()))
     for ex in spec.exercises.values():
         assert release_cell(slug, ex.name) == _source(cells[ex.answer_cell])
+
+
+@pytest.mark.parametrize("nb", sorted(str(p.relative_to(ROOT)) for p in (ROOT / "solutions").glob("week*/day*.ipynb")))
+def test_every_library_name_a_notebook_calls_exists_also_in_its_gpu_only_branches(nb):
+    """A notebook's code on a Hopper runs branches CPU execution never reaches (under requires_hopper): every
+    `module.name` it reads off a course module (`from kernels.x import m`, `import kernels.x`) must exist, or the
+    GPU run fails where no CPU test looks (week 2 day 4 once called a bench.rung6 that had moved to kernels.gemm.rung6)."""
+    import ast
+    import importlib
+
+    import nbformat
+
+    cells = nbformat.read(str(ROOT / nb), as_version=4).cells
+    code = "\n".join("\n".join(line for line in c.source.splitlines() if not line.lstrip().startswith(("%", "!")))
+                     for c in cells if c.cell_type == "code")
+    tree = ast.parse(code)
+    modules = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("kernels", "autograder"):
+            for a in node.names:
+                try:
+                    modules[a.asname or a.name] = importlib.import_module(f"{node.module}.{a.name}")
+                except ImportError:  # a function or a constant, not a module
+                    pass
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] in ("kernels", "autograder"):
+                    mod = importlib.import_module(a.name)
+                    modules[a.asname] = mod if a.asname else None
+                    modules.setdefault(a.name.split(".")[0], importlib.import_module(a.name.split(".")[0]))
+
+    def chain(n):  # Attribute(Attribute(Name a, b), c) -> ["a", "b", "c"]
+        return chain(n.value) + [n.attr] if isinstance(n, ast.Attribute) else [n.id] if isinstance(n, ast.Name) else []
+
+    missing, seen = set(), 0
+    for n in ast.walk(tree):
+        if not isinstance(n, ast.Attribute) or isinstance(getattr(n, "parent", None), ast.Attribute):
+            continue
+        names = chain(n)
+        if not names or modules.get(names[0]) is None:
+            continue
+        obj = modules[names[0]]
+        for k, attr in enumerate(names[1:], 1):
+            if not hasattr(obj, attr):
+                try:  # a submodule imported elsewhere in the notebook (import kernels.record)
+                    obj = importlib.import_module(".".join([obj.__name__, attr]))
+                except (ImportError, AttributeError):
+                    missing.add(".".join(names[:k + 1]))
+                    break
+            else:
+                obj = getattr(obj, attr)
+            seen += 1
+            if not hasattr(obj, "__path__") and not type(obj).__name__ == "module":
+                break  # past the modules: a class or a function's attributes are its own business
+    assert seen and not missing, sorted(missing)
