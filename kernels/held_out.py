@@ -90,8 +90,9 @@ class HeldOut:
         out = {"fitted_on": self.fit, "fit_rows": list(self.fit_rows), "held_out_rows": list(self.held_out),
                "band": self.band, "unit": self.unit, "held_out": errs,
                "outside_band": {n: e for n, e in errs.items() if abs(e) > self.band}}
-        if self.refit is not None and self.missing_fit_rows(record):
-            out["refit"], out["refit_missing"] = None, self.missing_fit_rows(record)
+        missing = self.missing_fit_rows(record) if self.refit is not None else []
+        if missing:
+            out["refit"], out["refit_missing"] = None, missing
         elif self.refit is not None:
             out["refit"] = fitted = self.refit(record)
             out["refit_held_out"] = self.errors(record, fitted)
@@ -114,8 +115,9 @@ class HeldOut:
         lines += [held_out_line(n, measured(by[n]), e, band=self.band, unit=self.unit, named=named, width=self.width,
                                 fmt=self.fmt, note=f" ({self.known[n]})" if n in self.known else "")
                   for n, e in self.errors(record).items()]
-        if self.refit is not None and self.missing_fit_rows(record):
-            lines.append(f"no refit on this run: it lacks the fit rows {', '.join(self.missing_fit_rows(record))}")
+        missing = self.missing_fit_rows(record) if self.refit is not None else []
+        if missing:
+            lines.append(f"no refit on this run: it lacks the fit rows {', '.join(missing)}")
         elif self.refit is not None:
             fitted = self.refit(record)
             worst = max((abs(e) for e in self.errors(record, fitted).values()), default=float("nan"))

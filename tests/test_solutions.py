@@ -103,7 +103,7 @@ def test_every_library_name_a_notebook_calls_exists_also_in_its_gpu_only_branche
 
     missing, seen = set(), 0
     for n in ast.walk(tree):
-        if not isinstance(n, ast.Attribute) or isinstance(getattr(n, "parent", None), ast.Attribute):
+        if not isinstance(n, ast.Attribute):
             continue
         names = chain(n)
         if not names or modules.get(names[0]) is None:
