@@ -241,6 +241,11 @@ class _Queue:
                     return None
                 self.cond.wait(timeout=1.0)
 
+    def waiting(self) -> int:
+        """How many jobs wait to be handed out (a lane starts its next task process ahead only while some do)."""
+        with self.cond:
+            return len(self.pending)
+
     def finish(self, job: Job | None = None, requeue: bool = False) -> None:
         with self.cond:
             self.in_flight -= 1

@@ -190,7 +190,7 @@ def _work(lane: Lane, week: str, todo: _Queue, events, *, grading: Path, batch: 
         part = f".p{job.part + 1}of{job.parts}" if job.parts > 1 else ""
         out = batch / "tasks" / f"{task_folder(job.student)}{part}.{len(job.attempts)}"
         cmd = _task_cmd(week, lane, job, out, grading=grading, template=template, lane_dir=lane_dir)
-        code, tail = _run_task(cmd, lane, task_timeout)
+        code, tail = _run_task(cmd, lane, task_timeout, ahead=todo.waiting() > 0)
         if STOP.is_set():
             break
         res = read_result(out)
@@ -244,14 +244,16 @@ def _task_cmd(week: str, lane: Lane, job: Job, out: Path, *, grading: Path, temp
     return cmd + ["--attempt", str(len(job.attempts)), "--", week, job.student]
 
 
-def _run_task(cmd: list[str], lane: Lane, task_timeout: float | None) -> tuple[int, str]:
+def _run_task(cmd: list[str], lane: Lane, task_timeout: float | None, ahead: bool = True) -> tuple[int, str]:
     """(exit code, stderr tail) of one task process; 124 when it ran out of time.
 
     Still one process per student, but started ahead: the lane's spare (_spare_task) has done its imports (nbgrader,
     the grader, torch: seconds a student) while the previous student was graded; it is handed this student's arguments
-    and the next spare starts at once. Measured on one H200, the gap between two students of a lane was about 4 s."""
+    and the next spare starts at once where `ahead` (students still wait to be handed out; the last student's lane
+    starts none: a task handed back later starts its own). Measured on one H200, the gap between two students of a
+    lane was about 4 s."""
     p = lane.spare if lane.spare is not None and lane.spare.poll() is None else _spare_task(lane)
-    lane.spare = None if STOP.is_set() else _spare_task(lane)
+    lane.spare = None if STOP.is_set() or not ahead else _spare_task(lane)
     try:
         _, err = p.communicate(input=json.dumps(cmd[4:]) + "\n", timeout=task_timeout)
         code, tail = p.returncode, (err or "")[-1500:]

@@ -186,6 +186,20 @@ def claim_runs(slug: str, rungs, shape, own: Callable[[str], tuple], nbytes: int
     return runs, nbytes, shape_name or "x".join(map(str, shape))
 
 
+def shape_claim_runs(slug: str, claims: dict, own: Callable[[str, tuple, int, int], tuple], *, answers: dict,
+                     exercise_bytes: Callable[[tuple], int], day_bytes: Callable[[tuple], int]) -> Callable:
+    """A day's _claim_runs(claim, reps, seed) where each of `claims` is (rungs, shape) and own(name, shape, reps, seed)
+    times the day's own rung `name`: the bytes are the exercise's where every rung is an answer's, else the day's."""
+
+    def runs_of(claim: str, reps: int = REPS, seed: int = 0) -> tuple[dict, int, str]:
+        rungs, shape = claims[claim]
+        nbytes = exercise_bytes(shape) if set(rungs) <= set(answers) else day_bytes(shape)
+        return claim_runs(slug, rungs, shape, lambda name: own(name, shape, reps, seed), nbytes, answers=answers,
+                          reps=reps, seed=seed)
+
+    return runs_of
+
+
 def claim_entry_points(claims: dict, runs_of: Callable[[str, int, int], tuple], *, rounds: int) -> tuple:
     """A day's (claim_kernels, claim_rounds) over its COPY_CLAIMS (`claims`): runs_of(claim, reps, seed) -> the
     claim's claim_runs (the day's _claim_runs); `rounds`: the day's CLAIM_ROUNDS, the rounds unless given."""

@@ -382,7 +382,7 @@ def _fake_pool(monkeypatch, grading, *, task_s: dict, ready_s: float = 0.0):
         note("ready", lane.label)
         return True, ""
 
-    def task(cmd, lane, timeout):
+    def task(cmd, lane, timeout, ahead=True):
         student, out = cmd[-1], Path(cmd[cmd.index("--out") + 1])
         note("start", student)
         time.sleep(task_s[student])
@@ -511,7 +511,7 @@ def test_a_long_hand_in_is_graded_in_parts_on_several_lanes(tmp_path, monkeypatc
     assert jobs[:len(long_parts)] == long_parts, "the parts of the longest hand-in first"
     assert sorted(n for j in long_parts for n in part_notebooks(week, (j.part, j.split))) == week
 
-    def task(cmd, lane, timeout):  # a part takes its share of the student's time
+    def task(cmd, lane, timeout, ahead=True):  # a part takes its share of the student's time
         student, out = cmd[-1], Path(cmd[cmd.index("--out") + 1])
         part = pool._part_arg(cmd[cmd.index("--part") + 1]) if "--part" in cmd else None
         log.append(("start", student, lane.label, time.monotonic()))
@@ -667,3 +667,34 @@ def test_a_process_is_born_when_it_starts_not_when_it_imports_the_pool():
                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
     before_main, age = map(float, out.stdout.split())
     assert -0.05 <= before_main < 5 and age >= 0.5, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("waiting", [0, 1, 3])
+def test_a_lane_starts_its_next_task_process_only_while_students_wait(monkeypatch, waiting):
+    """A spare task process costs its imports (seconds of CPU): a lane starts the next one while a student is handed
+    out only where students still wait; its last student's lane starts none (a student handed back starts its own)."""
+    from autograder import pool
+
+    started = []
+
+    class Fake:
+        returncode = 0
+
+        def poll(self):
+            return None
+
+        def communicate(self, input=None, timeout=None):
+            return "", ""
+
+    def spare(lane):
+        started.append(lane.label)
+        return Fake()
+
+    monkeypatch.setattr(pool, "_spare_task", spare)
+    todo = _Queue([f"s{i}" for i in range(waiting + 1)], [])
+    lane = Lane(id=None, env={}, label="cpu", spare=Fake())
+    todo.take(lane)
+    code, _ = pool._run_task(["python", "-m", "autograder.pool", "task", "x"], lane, None,
+                             ahead=todo.waiting() > 0)
+    assert code == 0 and todo.waiting() == waiting
+    assert started == (["cpu"] if waiting else []) and (lane.spare is not None) == bool(waiting)

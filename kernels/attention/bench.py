@@ -383,9 +383,9 @@ def rounds_summary(rows: list[dict]) -> dict:
 
 
 def overlap_record() -> dict | None:
-    """The record that shows the overlap rung: this GPU's (else the H100's, load_record) where it holds the rung's
-    rows, else the first recorded GPU's that does; else load_record()'s."""
-    first = load_record()
+    """The record that shows the overlap rung: this GPU's (else the H100's: kernels.record.load) where it holds the
+    rung's rows, else the first recorded GPU's that does; else that first one."""
+    first = record.load(SLUG)
     docs = [first] + list(record.load_all(SLUG).values())
     return next((d for d in docs if d and any(r.get("variant") == "overlap" for r in d["rows"])), first)
 
@@ -430,11 +430,6 @@ def plot_stages(rows: list[dict], ceilings: dict | None = None):
             ax.axhline(cud, color=f"C{i}", linestyle=":", label=f"cuDNN D {d}")
     return finish_sweep(ax, "stages of the K/V ring", "TFLOPS (4 B H S^2 D)",
                         "Attention forward, B4 H32 S4096: ring depth vs model")
-
-
-def load_record(tag: str | None = None) -> dict | None:
-    """The record of GPU `tag`, else of the GPU this runs on, else the H100's (kernels.record.load)."""
-    return record.load(SLUG, tag)
 
 
 TOPIC = Topic(

@@ -180,16 +180,17 @@ def _tiles(cfg, bn: int = BN) -> tuple[int, int]:
     return per_head * cfg.b * cfg.h, m_blocks * cfg.b * cfg.h
 
 
-def _tflops(shape, tiles_blocks, period: float, block_ns: float, sms: int) -> float:
+def _tflops(work: float, tiles_blocks, period: float, block_ns: float, sms: int) -> float:
+    """TFLOPS of `work` FLOPs (workload.flops of the shape) over the tiles and blocks of _tiles."""
     tiles, blocks = tiles_blocks
     t_ns = tiles * period / sms + -(-blocks // sms) * block_ns
-    return flops(shape) / (t_ns * 1e-9) / 1e12
+    return work / (t_ns * 1e-9) / 1e12
 
 
 def predict_config(cfg: Config, sms: int = H100.sm_count, *, block_ns: float = None, **kw) -> float:
     """Predicted TFLOPS of r1_attention.cu (the workload's FLOP count); `kw`: per_tile's constants."""
     block_ns = BLOCK_NS if block_ns is None else block_ns
-    return _tflops(cfg.shape, _tiles(cfg), per_tile(cfg.d, cfg.stages, **kw)["period"], block_ns, sms)
+    return _tflops(flops(cfg.shape), _tiles(cfg), per_tile(cfg.d, cfg.stages, **kw)["period"], block_ns, sms)
 
 
 def predict(shape, stages: int, sms: int = H100.sm_count) -> float:
@@ -349,6 +350,18 @@ class OverlapConfig:
         return (self.b, self.h, self.s, self.d, self.causal)
 
 
+def _overlap_times(d: int, bn: int, k_stages: int, v_stages: int, pingpong: int, tc_eff: float, softmax_ns: float,
+                   contention: float, t_ld: float) -> tuple:
+    """per_tile_overlap's times (ns) as a tuple: (t_mma, t_softmax, t_wait, chain, compute_period, t_load, period).
+    `t_ld`: one K or V tile's load (_t_load of bn * d * 2 bytes). A fit asks for them ~10^6 times (fit_overlap): no
+    dict, no defaults here."""
+    t_mma, t_sm = _t_mma(d, bn, tc_eff), softmax_ns * bn / 128
+    wait = 0.0 if pingpong else contention * t_mma
+    chain = t_mma / 2 + t_sm + wait
+    p_c = max(2 * t_mma, chain)
+    return t_mma, t_sm, wait, chain, p_c, t_ld, max(p_c, (t_ld + p_c) / k_stages, (t_ld + p_c) / v_stages)
+
+
 def per_tile_overlap(d: int, bn: int, k_stages: int, v_stages: int, pingpong: int, *, tc_eff: float = None,
                      softmax_ns: float = None, contention: float = None, l2_tbps: float = None) -> dict:
     """r2_overlap.cu's per-tile times (ns) of one block: the softmax under its own PV GEMM, ping-pong or not,
@@ -358,12 +371,8 @@ def per_tile_overlap(d: int, bn: int, k_stages: int, v_stages: int, pingpong: in
     softmax_ns = c["SOFTMAX_NS"] if softmax_ns is None else softmax_ns
     contention = c["CONTENTION"] if contention is None else contention
     l2_tbps = L2_TBPS if l2_tbps is None else l2_tbps
-    t_mma, t_sm = _t_mma(d, bn, tc_eff), softmax_ns * bn / 128
-    wait = 0.0 if pingpong else contention * t_mma
-    chain = t_mma / 2 + t_sm + wait
-    p_c = max(2 * t_mma, chain)
-    t_ld = _t_load(bn * d * 2, l2_tbps)
-    period = max(p_c, (t_ld + p_c) / k_stages, (t_ld + p_c) / v_stages)
+    t_mma, t_sm, wait, chain, p_c, t_ld, period = _overlap_times(d, bn, k_stages, v_stages, pingpong, tc_eff,
+                                                                 softmax_ns, contention, _t_load(bn * d * 2, l2_tbps))
     return {"t_mma": t_mma, "t_softmax": t_sm, "t_wait": wait, "chain": chain, "compute_period": p_c, "t_load": t_ld,
             "period": period, "bound": "load (rings too shallow)" if period > p_c else
             ("one warpgroup's chain" if chain > 2 * t_mma else "tensor core")}
@@ -372,9 +381,9 @@ def per_tile_overlap(d: int, bn: int, k_stages: int, v_stages: int, pingpong: in
 def predict_overlap(cfg: OverlapConfig, sms: int = H100.sm_count, constants: dict | None = None) -> float:
     """Predicted TFLOPS of one r2_overlap.cu entry with `constants` (fit_overlap's; None: OVERLAP_CONSTANTS)."""
     c = constants or OVERLAP_CONSTANTS
-    pt = per_tile_overlap(cfg.d, cfg.bn, cfg.k_stages, cfg.v_stages, cfg.pingpong, tc_eff=c["TC_EFF"],
-                          softmax_ns=c["SOFTMAX_NS"], contention=c["CONTENTION"])
-    return _tflops(cfg.shape, _tiles(cfg, cfg.bn), pt["period"], c["BLOCK_NS"], sms)
+    period = _overlap_times(cfg.d, cfg.bn, cfg.k_stages, cfg.v_stages, cfg.pingpong, c["TC_EFF"], c["SOFTMAX_NS"],
+                            c["CONTENTION"], _t_load(cfg.bn * cfg.d * 2, L2_TBPS))[-1]
+    return _tflops(flops(cfg.shape), _tiles(cfg, cfg.bn), period, c["BLOCK_NS"], sms)
 
 
 def predict_row(row: dict, constants: dict | None = None) -> float | None:
@@ -396,9 +405,14 @@ def fit_overlap(rows: list[dict], fit_rows=OVERLAP_FIT_ROWS, sms: int = H100.sm_
     pts = [(OverlapConfig(**by[n]["config"]), by[n]["tflops"]) for n in fit_rows if n in by]
     if len(pts) < 4 or not any(c.pingpong == 0 for c, _ in pts):
         return {"fitted": False, "reason": f"{len(pts)} of the fit rows measured (4 needed, one with ping-pong off)"}
+    # predict_overlap's arithmetic, in its order (the same floats), with what no constant moves computed once
+    fixed = [((c.d, c.bn, c.k_stages, c.v_stages, c.pingpong), _t_load(c.bn * c.d * 2, L2_TBPS), flops(c.shape),
+              _tiles(c, c.bn), m) for c, m in pts]
 
     def err(p):
-        return sum((predict_overlap(c, sms, p) / m - 1) ** 2 for c, m in pts)
+        tc, sm, cont, blk = p["TC_EFF"], p["SOFTMAX_NS"], p["CONTENTION"], p["BLOCK_NS"]
+        return sum((_tflops(work, tb, _overlap_times(*cfg, tc, sm, cont, t_ld)[-1], blk, sms) / m - 1) ** 2
+                   for cfg, t_ld, work, tb, m in fixed)
 
     best, e = _search(err, {"TC_EFF": [0.4, 0.5, 0.6, 0.7, 0.8, 0.9], "SOFTMAX_NS": [300.0, 600.0, 900.0, 1200.0],
                             "CONTENTION": [0.0, 0.25, 0.5, 0.75, 1.0], "BLOCK_NS": [0.0, 1000.0, 3000.0]},

@@ -364,11 +364,6 @@ def plot_ladder(rows: list[dict], ceilings: dict | None = None):
     return fig
 
 
-def load_record(tag: str | None = None) -> dict | None:
-    """The record of GPU `tag`, else of the GPU this runs on, else the H100's (kernels.record.load)."""
-    return record.load(SLUG, tag)
-
-
 TOPIC = Topic(
     slug=SLUG, title="Week 2 day 4: GEMM",
     check=check_all,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ..bench import bench, ceilings, rotating_inputs
 from .. import record
-from ..copy_rounds import REPS, claim_entry_points, claim_names, claim_runs, common_rounds
+from ..copy_rounds import claim_entry_points, claim_names, common_rounds, shape_claim_runs
 from ..topic import Topic, answer_row, check_answers, check_kernels, finish_sweep, row, shipped, time_answer
 from . import exercise, model
 from .launch import rowsum
@@ -128,12 +128,9 @@ def _rowsum_run(name: str, shape, reps: int, seed: int):
     return timer, lambda: fn(pool[0])
 
 
-def _claim_runs(claim: str, reps: int = REPS, seed: int = 0) -> tuple[dict, int, str]:
-    """One claim of COPY_CLAIMS: ({rung: (timer, launch)}, the bytes each moves, the shape's name)."""
-    rungs, shape = COPY_CLAIMS[claim]
-    nbytes = exercise.bytes_moved(shape) if set(rungs) <= set(ANSWER_RUNGS) else bytes_moved(shape)
-    return claim_runs(SLUG, rungs, shape, lambda name: _rowsum_run(name, shape, reps, seed), nbytes,
-                      answers=ANSWER_RUNGS, reps=reps, seed=seed)
+# One claim of COPY_CLAIMS: ({rung: (timer, launch)}, the bytes each moves, the shape's name)
+_claim_runs = shape_claim_runs(SLUG, COPY_CLAIMS, _rowsum_run, answers=ANSWER_RUNGS,
+                               exercise_bytes=exercise.bytes_moved, day_bytes=bytes_moved)
 
 
 # _claim_runs looked up at each call (the lambda), so that a test's replacement of it is what runs
@@ -231,11 +228,6 @@ def littles_law(rows: list[dict], ceilings: dict) -> dict:
 
 def _extra(rows: list[dict], ceilings: dict, checked: dict | None = None) -> dict:
     return {"littles_law": littles_law(rows, ceilings)}
-
-
-def load_record(tag: str | None = None) -> dict | None:
-    """The record of GPU `tag`, else of the GPU this runs on, else the H100's (kernels.record.load)."""
-    return record.load(SLUG, tag)
 
 
 TOPIC = Topic(
