@@ -16,7 +16,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 import new_day  # noqa: E402
 
 CHECKS = ["tests/test_demo_day.py", "tests/test_structure.py", "tests/test_layers.py", "tests/test_prose.py",
-          "tests/test_solutions.py"]
+          "tests/test_solutions.py", "tests/test_course_claims.py"]
 
 
 def test_the_command_refuses_a_bad_slug_an_existing_one_and_a_taken_day():
