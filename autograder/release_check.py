@@ -41,6 +41,16 @@ INSTRUCTOR_ONLY = {
     "kernels/gemm/r6_store_warp.cu": "rung 6 of the GEMM ladder: its epilogue (accumulator -> 128B-swizzled "
                                        "staging -> TMA store overlapped with the next tile) is week 2 day 4's "
                                        "exercise answered",
+    "kernels/fp8_gemm/r1_block_scaled.cu": "rung 1 of the FP8 GEMM: its promote() (each k-block's product scaled by "
+                                           "its row and block scales into the fp32 accumulator) is week 3 day 1's "
+                                           "exercise (fp8_promote) answered",
+    "kernels/fp8_gemm/r2_wide.cu": "rung 2 of the FP8 GEMM: it promotes each k-block (its two halves) as week 3 day "
+                                   "1's exercise (fp8_promote) asks",
+    "kernels/fp8_gemm/r3_cluster.cu": "rung 3 of the FP8 GEMM: it promotes each k-block as week 3 day 1's exercise "
+                                      "(fp8_promote) asks",
+    "kernels/include/block_scaled.cuh": "what the FP8 GEMM's rungs share: its promote() (each k-block's product "
+                                        "scaled by its row and block scales into the fp32 accumulator) is week 3 day "
+                                        "1's exercise (fp8_promote) answered",
 }
 # Each day's grading/ folder: its known answers (known/: the course solution among them, and its mutations) and the
 # answer a coding assistant wrote from the release (assistant.cu), whose mutants the understanding checks measure.
@@ -195,9 +205,12 @@ def _lines(src: str) -> list[str]:
 
 
 def given_lines(stubs: dict[str, str]) -> set[str]:
-    """The (normalised) lines every student has anyway: any release stub's, and the course's own headers."""
+    """The (normalised) lines every student has anyway: any release stub's, and the course's own headers but the
+    instructor-only ones (kernels/include/block_scaled.cuh holds the FP8 rungs' promotion: its lines are no student's)."""
     given = {line for src in stubs.values() for line in _lines(src)}
-    return given | {line for h in (ROOT / "kernels" / "include").glob("*.cuh") for line in _lines(h.read_text())}
+    shipped = [h for h in sorted((ROOT / "kernels" / "include").glob("*.cuh"))
+               if h.relative_to(ROOT).as_posix() not in INSTRUCTOR_ONLY]
+    return given | {line for h in shipped for line in _lines(h.read_text())}
 
 
 def release_stub_sources() -> dict[str, str]:
@@ -316,8 +329,11 @@ def hidden_text() -> set[str]:
 
 def release_problems(folder: Path) -> list[str]:
     """What a built student release carries that it must not: instructor-only paths, near-copies of an answer
-    (every __global__ kernel of every shipped CUDA source and notebook cell, against every answer's kernels), and
-    lines of solution regions or hidden tests. Empty when the release is clean."""
+    (every __global__ kernel of every shipped CUDA source and notebook cell, against every answer's kernels), the
+    exercise's own work transcribed into any function (transcription_problems: where the stub gives nearly all of an
+    answer's kernel, as week 3 day 1's does, no kernel can be clearly closer to the answer than the stub is, and only
+    the runs the answer adds to its stub tell a solution from the stub), and lines of solution regions or hidden
+    tests. Empty when the release is clean."""
     import nbformat
 
     folder = Path(folder)
@@ -357,6 +373,7 @@ def release_problems(folder: Path) -> list[str]:
                     if r >= max(NEAR_COPY, base + STUB_MARGIN):
                         problems.append(f"{where}: kernel {kname} is a near-copy ({r:.2f}) of {aname} ({akname})"
                                         + (f"; the release's stub is {base:.2f}" if base >= NEAR_COPY else ""))
+    problems += transcription_problems(sources)
     hidden = hidden_text()
     for p in files:
         if p.suffix in (".zip", ".png", ".pyc"):

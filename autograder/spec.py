@@ -47,7 +47,8 @@ class Rule:
       actually loaded from global memory by any path: TMA, LDG/LD, LDGSTS, atomics) >= at_least, or <= at_most;
     - on an instruction (`opcode`, per = "cta"): its executed warp-level count (every opcode that is it or extends
       it: "UTMALDG.2D.MULTICAST" counts "UTMALDG.2D.MULTICAST.x") / the launch's CTAs — for what no byte counter
-      tells apart (a multicast load delivers the same bytes to each SM as per-CTA loads)."""
+      tells apart (a multicast load delivers the same bytes to each SM as per-CTA loads); "A|B" counts the executions
+      of either (fp32 adds written as FFMA or as FMUL + FADD are the same promotion)."""
 
     what: str
     bytes: tuple[str, ...]
@@ -70,7 +71,8 @@ class Rule:
 
     def count(self, executed: dict[str, int]) -> int:
         """An instruction rule's executed count, from a profile's {opcode: warp-level count}."""
-        return sum(v for k, v in executed.items() if k == self.opcode or k.startswith(self.opcode + "."))
+        ops = self.opcode.split("|")
+        return sum(v for k, v in executed.items() if any(k == op or k.startswith(op + ".") for op in ops))
 
 
 def calibrated_fraction(spec_fraction: float, solution: float, baseline: float) -> float:

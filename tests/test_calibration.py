@@ -103,7 +103,8 @@ def test_a_vendor_bar_names_its_baseline_and_reads_it_from_an_older_record():
             wl = ex.workload()
             assert callable(wl.vendor) and " on the exercise's inputs" in wl.VENDOR, spec.slug
             doc = copy.deepcopy(record.load(spec.slug, "h100"))
-            if ex.name not in doc["exercise_margins"]:  # the H100 record predates the exercise: not recorded yet
+            # no H100 record of the topic yet (week 3 day 1), or one that predates the exercise: not recorded yet
+            if not doc or ex.name not in doc.get("exercise_margins", {}):
                 assert ex.parts["throughput"].calibration_for("h100") is None, spec.slug
                 continue
             checked.append(ex.name)

@@ -276,7 +276,8 @@ def test_every_course_solution_clears_its_bar_by_the_margin_on_every_calibrated_
             cals = {c.gpu: c for c in tp.calibration}
             timed = {tag for tag, doc in docs.items() if (doc.get("exercise_margins") or {}).get(ex.name)}
             assert timed <= set(cals), (s.slug, ex.name, sorted(cals), sorted(timed))
-            assert "h100" in cals or not timed and ex.name in UNTIMED, (s.slug, ex.name, sorted(cals))
+            assert "h100" in cals or (not timed and ex.name in UNTIMED) or (ex.name in H200_ONLY and "h100" not in docs), \
+                (s.slug, ex.name, sorted(cals))
             for c in cals.values():
                 assert c.fraction <= tp.fraction, (s.slug, ex.name, c.gpu)
                 assert c.margin >= SOLUTION_MARGIN - 1e-6, f"{s.slug}.{ex.name} on {c.gpu}: {c.margin:.4f}"
@@ -344,7 +345,10 @@ def bar_fractions_off_spec(text: str, ex) -> list[str]:
     return [m for m in re.findall(r"(\d+\.\d+)×", text) if not any(abs(float(m) - f) < 1e-9 for f in allowed)]
 
 
-# Exercises redesigned since their topic's records were taken: no record has timed their course solution, so no GPU
-# kind is calibrated for them yet (the next `make gpu-test` records and calibrates them). Graded meanwhile with the
+# Exercises redesigned since their topic's records were taken, or new (fp8_promote: week 3 day 1 has no record yet):
+# no record has timed their course solution, so no GPU kind is calibrated for them yet (the next `make gpu-test` records and calibrates them). Graded meanwhile with the
 # spec's fraction of the run's baseline (autograder.spec.Part.fraction_for says so in the feedback).
 UNTIMED = {"gemm_epilogue"}
+# Exercises no H100 has timed yet: their day was built while only H200s were lent. The exception holds only while the
+# day has no H100 record: an H100 run that records the day without calibrating it fails the test above.
+H200_ONLY = {"fp8_promote"}

@@ -22,10 +22,18 @@ def _tag(path: Path) -> str:
     return path.stem.removeprefix("recorded_")
 
 
+# Topics built while only H200s were lent: an H200 record and no H100 one yet (the exception ends, and the test below
+# fails, once an H100 record is written and the name is not struck from here).
+H200_ONLY = {"fp8_gemm"}
+
+
 def test_every_topic_has_an_h100_record():
-    """The notebooks fall back to the H100's record (the GPU the bars are set on): every topic has one."""
+    """The notebooks fall back to the H100's record (the GPU the bars are set on): every topic has one, but those
+    built while no H100 was lent (H200_ONLY), which have an H200 record instead (kernels.record.load falls back to
+    it)."""
     slugs = sorted({p.parent.name for p in RECORDED})
-    assert slugs and [s for s in slugs if not record.path(s, "h100").exists()] == []
+    assert slugs and [s for s in slugs if not record.path(s, "h100").exists()] == sorted(H200_ONLY)
+    assert all(record.path(s, "h200").exists() and record.load(s)["device"] == "NVIDIA H200" for s in H200_ONLY)
 
 
 @pytest.mark.parametrize("path", RECORDED, ids=IDS)

@@ -131,7 +131,8 @@ def test_a_capstone_stub_ships_but_its_solution_does_not(releases, tmp_path):
     student's part filled in), renamed and re-commented, does not."""
     import shutil
 
-    from autograder.release_check import NEAR_COPY, answers_to_hide, cuda_kernels, release_stubs, similarity
+    from autograder.release_check import (NEAR_COPY, STUB_MARGIN, answers_to_hide, cuda_kernels, release_stubs,
+                                          similarity)
 
     stubs, answers = release_stubs(), answers_to_hide()
     slug, base = max(((s, max(similarity(st, t) for st in stubs[s] for t in cuda_kernels(answers[f"{s}/correct"])
@@ -146,8 +147,10 @@ def test_a_capstone_stub_ships_but_its_solution_does_not(releases, tmp_path):
     assert not [p for p in release_problems(planted) if "given.cu" in p], (slug, base)
     (planted / "kernels" / "solved.cu").write_text(_disguise(answers[f"{slug}/correct"], random.Random(3)))
     hits = [p for p in release_problems(planted) if "kernels/solved.cu" in p]
-    assert hits and f"of {slug}/correct" in "\n".join(hits), (slug, base, hits)
-    if base >= NEAR_COPY:  # the case the stub baseline exists for
+    assert hits and f"{slug}/correct" in "\n".join(hits), (slug, base, hits)
+    if base + STUB_MARGIN > 1:  # the stub is all but the whole kernel: what the answer adds to it is what is caught
+        assert any(f"of what {slug}/correct adds to its stub" in h for h in hits), hits
+    elif base >= NEAR_COPY:  # the case the stub baseline exists for
         assert "the release's stub is" in hits[0]
 
 

@@ -28,7 +28,7 @@ from autograder.mutants import ATTACK_ANSWERS  # noqa: E402,F401 - measured besi
 SLOW_ANSWER = {"naive_loads": "scalar_loads", "smem_tiling": "unpadded", "ldgsts": "plain_loads",
                "pipeline": "reads_twice", "tma": "missing_fence", "swizzle": "plain_loads",
                "warp_specialization": "all_threads", "multicast": "per_cta", "gemm": "one_stage",
-               "attention": "one_stage"}
+               "attention": "one_stage", "fp8_gemm": "one_stage"}
 
 
 def _mutant_answer(slug: str, ans: str) -> tuple[str, str]:

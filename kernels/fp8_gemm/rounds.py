@@ -1,0 +1,147 @@
+"""Week 3 day 1's claim: the course's block-scaled FP8 GEMM (r1_block_scaled.cu) against the vendor's FP8 GEMMs, by the
+course's one comparison method (kernels.compare: interleaved rounds, positions balanced, a median ratio with a
+bootstrap interval), with each side's kernel names (the profiler) and mean SM clock, and each side's accuracy
+against the fp32 product of the dequantized operands.
+
+    python -m kernels.fp8_gemm.rounds --rounds 18 [--shape 8192 8192 8192] [--out build/gpu]
+
+Candidates (the same inputs: kernels.fp8_gemm.workload.make_inputs, one draw per seed):
+  block_scaled          the course kernel, gemm_fp8
+  cublaslt_blockwise    cuBLASLt with the same recipe (1x128 for A, 128x128 for B) through torch, where it runs
+  triton_fp8            Triton's block-scaled FP8 matmul, autotuned (kernels.fp8_gemm.triton_fp8)
+  cublas_bf16           cuBLAS bf16 on the dequantized operands: what FP8 buys at this shape (context, no claim)
+A candidate that does not run here (baselines.supported) is named with its reason and left out. Needs an sm_90 GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+from ..compare import balanced_rounds, interleaved
+from . import workload
+
+BASELINE = "cublaslt_blockwise"
+REPS = 10
+
+
+def _candidates(inputs: dict) -> tuple[dict, dict]:
+    """({name: fn() -> D}, {name: why it is left out}) for the inputs."""
+    import torch
+
+    from .baselines import cublaslt_blockwise, supported
+    from .launch import HAS_RUNG2, HAS_RUNG3, LEFT_OUT_RUNG2, LEFT_OUT_RUNG3, gemm_fp8, gemm_fp8_cluster, gemm_fp8_wide
+    from .triton_fp8 import triton_fp8
+
+    args = (inputs["a"], inputs["sa_t"], inputs["b"], inputs["sb"])
+    ok = supported()
+    fns = {"block_scaled": lambda: gemm_fp8(*args)}
+    skipped = {}
+    if HAS_RUNG2:  # rung 2: 128 x 256 tiles, persistent (r2_wide.cu)
+        fns["wide"] = lambda: gemm_fp8_wide(*args)
+    else:
+        skipped["wide"] = LEFT_OUT_RUNG2
+    if HAS_RUNG3:  # rung 3: rung 2 in 2-CTA clusters, B shared by TMA multicast (r3_cluster.cu)
+        fns["cluster"] = lambda: gemm_fp8_cluster(*args)
+    else:
+        skipped["cluster"] = LEFT_OUT_RUNG3
+    for name, fn in (("cublaslt_blockwise", cublaslt_blockwise), ("triton_fp8", triton_fp8)):
+        if ok[name]["ok"]:
+            fns[name] = lambda fn=fn: fn(*args)
+        else:
+            skipped[name] = ok[name]["why"]
+    da = workload.dequantize_rows(inputs["a"], inputs["sa"]).to(torch.bfloat16)
+    db = workload.dequantize_blocks(inputs["b"], inputs["sb"]).to(torch.bfloat16)
+    fns["cublas_bf16"] = lambda: da @ db.T
+    return fns, skipped
+
+
+def _accuracy(fns: dict, inputs: dict) -> dict:
+    """{name: ||D - ref|| / ||ref||} against the fp32 product of the dequantized operands (workload.reference); the
+    output poisoned with NaN first is not possible for the vendors' calls (they allocate): a NaN fails the norm."""
+    ref = workload.reference(inputs)
+    out = {}
+    for name, fn in fns.items():
+        d = fn().float()
+        err = (d - ref).norm() / ref.norm()
+        out[name] = float(err) if bool(err.isfinite()) else float("nan")
+    return out
+
+
+def ladder_rounds(shape=workload.BENCH_SHAPE, rounds: int = 18, reps: int = REPS, seed: int = 0,
+                  progress=print) -> dict:
+    """The rounds at `shape`: per candidate its time each round, TFLOPS, SM clock, kernel names and accuracy, and
+    each candidate's speed over the baseline's (kernels.compare.Ratio.to_dict: median, 95 % interval, what it says)."""
+    import torch
+
+    from ..bench import bench, kernel_names
+    from ..clock import SmClock, timed
+
+    shape = workload.check_shape(shape)
+    inputs = workload.make_inputs(shape, seed)
+    fns, skipped = _candidates(inputs)
+    accuracy = _accuracy(fns, inputs)
+    names = {n: kernel_names(fn) for n, fn in fns.items()}
+    mhz: dict[str, list] = {n: [] for n in fns}
+    work = workload.flops(shape)
+    rounds = balanced_rounds(fns, rounds)
+
+    def measure(name):
+        def run():
+            res, m = timed(clock, lambda: bench(fns[name], flops=work, reps=reps))
+            mhz[name].append(m)
+            return res.ms
+        return run
+
+    with SmClock() as clock:
+        cmp = interleaved({n: measure(n) for n in fns}, rounds=rounds,
+                          progress=lambda r, t: progress(f"  round {r}/{t}") if progress else None)
+    base = BASELINE if BASELINE in fns else "cublas_bf16"
+    ratios = {n: cmp.ratio(n, base).to_dict() for n in fns if n != base}
+    torch.cuda.synchronize()
+    gpu = torch.cuda.get_device_properties(0)
+    return {"shape": list(shape), "rounds": rounds, "reps": reps, "seed": seed, "baseline": base, "device": gpu.name,
+            "skipped": skipped, "kernels": names, "accuracy": accuracy,
+            "tflops": {n: work / (statistics.median(t) * 1e-3) / 1e12 for n, t in cmp.times.items()},
+            "sm_mhz": {n: (statistics.mean([m for m in v if m]) if any(v) else None) for n, v in mhz.items()},
+            "ratios": ratios, "comparison": cmp.to_dict()}
+
+
+def table(doc: dict) -> str:
+    """The rounds as a table a reader can check: candidate, kernels, TFLOPS (median), accuracy, speed over the
+    baseline with its interval and what the interval supports."""
+    m, n, k = doc["shape"]
+    lines = [f"{doc['device']}: FP8 GEMM {m}x{n}x{k}, {doc['rounds']} interleaved rounds, baseline {doc['baseline']}",
+             f"{'candidate':<20} {'TFLOPS':>7} {'rel err':>9} {'SM MHz':>7}  speed vs baseline / kernels"]
+    for name, tf in doc["tflops"].items():
+        r = doc["ratios"].get(name)
+        mhz = doc["sm_mhz"].get(name)
+        says = r["says"] if r else "(the baseline)"
+        lines.append(f"{name:<20} {tf:7.1f} {doc['accuracy'][name]:9.2e} {mhz or float('nan'):7.0f}  {says}")
+        lines.append(f"{'':<20} {'':>7} {'':>9} {'':>7}  {', '.join(doc['kernels'][name])[:100]}")
+    for name, why in doc["skipped"].items():
+        lines.append(f"{name:<20} not compared: {why}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shape", type=int, nargs=3, default=list(workload.BENCH_SHAPE))
+    ap.add_argument("--rounds", type=int, default=18)
+    ap.add_argument("--reps", type=int, default=REPS)
+    ap.add_argument("--out", default=None, help="a folder: rounds_<shape>.json written there")
+    args = ap.parse_args(argv)
+    doc = ladder_rounds(tuple(args.shape), rounds=args.rounds, reps=args.reps)
+    print(table(doc))
+    if args.out:
+        path = Path(args.out) / f"fp8_rounds_{workload.shape_name(tuple(args.shape))}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(doc, indent=1))
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
