@@ -149,6 +149,17 @@ __device__ __forceinline__ void wgmma_fence_operand(unsigned (&a)[R]) {
 #define WGMMA_D88(d) WGMMA_D64(d), WGMMA_D_64_87(d)
 #define WGMMA_D128(d) WGMMA_D88(d), WGMMA_D_88_127(d)
 
+// The SS form's asm for an R-register fragment, written once: the instruction's shape and types, then the operand
+// numbers of desc_a, desc_b and scale_d (R, R + 1, R + 2: an asm's operand numbers are fixed text, so they are
+// spelled out), and the immediates after the predicate (bf16: imm-scale-a, imm-scale-b, imm-trans-a, imm-trans-b =
+// "1, 1, 0, 0"; e4m3 has no transpose immediates: "1, 1"). p = (scale_d != 0): false starts a fresh sum, d = A B^T.
+#define WGMMA_SS_ASM(SHAPE_TYPES, R, DA, DB, P, IMM, d, desc_a, desc_b, scale_d)                                     \
+    asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %" #P ", 0;\n\t"                                              \
+                 "wgmma.mma_async.sync.aligned." SHAPE_TYPES " {" WGMMA_REGS##R "}, %" #DA ", %" #DB ", p, " IMM   \
+                 ";\n\t}"                                                                                           \
+                 : WGMMA_D##R(d)                                                                                    \
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+
 // ---------------------------------------------------------------------------------------------------------------
 // Accumulator layout of m64nNk16 (f32, N/2 registers per thread), thread t of the warpgroup, warp w = t / 32,
 // lane l = t % 32; for j in 0 .. N/8 - 1:
@@ -164,56 +175,24 @@ __device__ __forceinline__ void wgmma_fence_operand(unsigned (&a)[R]) {
 
 __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], unsigned long long desc_a,
                                                    unsigned long long desc_b, int scale_d) {
-    asm volatile(
-        "{\n\t.reg .pred p;\n\t"
-        "setp.ne.b32 p, %34, 0;\n\t"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-        "{"
-        WGMMA_REGS32
-        "}, %32, %33, p, 1, 1, 0, 0;\n\t}"
-        : WGMMA_D32(d)
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+    WGMMA_SS_ASM("m64n64k16.f32.bf16.bf16", 32, 32, 33, 34, "1, 1, 0, 0", d, desc_a, desc_b, scale_d);
 }
 
 __device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[64], unsigned long long desc_a,
-                                                   unsigned long long desc_b, int scale_d) {
-    asm volatile(
-        "{\n\t.reg .pred p;\n\t"
-        "setp.ne.b32 p, %66, 0;\n\t"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-        "{"
-        WGMMA_REGS64
-        "}, %64, %65, p, 1, 1, 0, 0;\n\t}"
-        : WGMMA_D64(d)
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+                                                    unsigned long long desc_b, int scale_d) {
+    WGMMA_SS_ASM("m64n128k16.f32.bf16.bf16", 64, 64, 65, 66, "1, 1, 0, 0", d, desc_a, desc_b, scale_d);
 }
 
 __device__ __forceinline__ void wgmma_m64n256k16_ss(float (&d)[128], unsigned long long desc_a,
-                                                   unsigned long long desc_b, int scale_d) {
-    asm volatile(
-        "{\n\t.reg .pred p;\n\t"
-        "setp.ne.b32 p, %130, 0;\n\t"
-        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
-        "{"
-        WGMMA_REGS128
-        "}, %128, %129, p, 1, 1, 0, 0;\n\t}"
-        : WGMMA_D128(d)
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+                                                    unsigned long long desc_b, int scale_d) {
+    WGMMA_SS_ASM("m64n256k16.f32.bf16.bf16", 128, 128, 129, 130, "1, 1, 0, 0", d, desc_a, desc_b, scale_d);
 }
 
 // m64n176k16, SS: r2_overlap.cu's S = Q K^T over a 176-key tile (88 accumulators per thread; N = 176 = 22
 // groups of 8 keys, K-major tile of 176 rows, SBO 1024 B as above). SASS: HGMMA.64x176x16.F32.BF16.
 __device__ __forceinline__ void wgmma_m64n176k16_ss(float (&d)[88], unsigned long long desc_a,
-                                                   unsigned long long desc_b, int scale_d) {
-    asm volatile(
-        "{\n\t.reg .pred p;\n\t"
-        "setp.ne.b32 p, %90, 0;\n\t"
-        "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 "
-        "{"
-        WGMMA_REGS88
-        "}, %88, %89, p, 1, 1, 0, 0;\n\t}"
-        : WGMMA_D88(d)
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+                                                    unsigned long long desc_b, int scale_d) {
+    WGMMA_SS_ASM("m64n176k16.f32.bf16.bf16", 88, 88, 89, 90, "1, 1, 0, 0", d, desc_a, desc_b, scale_d);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -43,28 +43,12 @@
 
 __device__ __forceinline__ void wgmma_m64n128k32_e4m3_ss(float (&d)[64], unsigned long long desc_a,
                                                          unsigned long long desc_b, int scale_d) {
-    asm volatile(
-        "{\n\t.reg .pred p;\n\t"
-        "setp.ne.b32 p, %66, 0;\n\t"
-        "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
-        "{"
-        WGMMA_REGS64
-        "}, %64, %65, p, 1, 1;\n\t}"
-        : WGMMA_D64(d)
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+    WGMMA_SS_ASM("m64n128k32.f32.e4m3.e4m3", 64, 64, 65, 66, "1, 1", d, desc_a, desc_b, scale_d);
 }
 
 // m64n256k32, SS: a (64, 256) fragment, 128 accumulators per thread (for a BN = 256 tile). SASS:
 // QGMMA.64x256x32.F32.E4M3.E4M3.
 __device__ __forceinline__ void wgmma_m64n256k32_e4m3_ss(float (&d)[128], unsigned long long desc_a,
                                                          unsigned long long desc_b, int scale_d) {
-    asm volatile(
-        "{\n\t.reg .pred p;\n\t"
-        "setp.ne.b32 p, %130, 0;\n\t"
-        "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3 "
-        "{"
-        WGMMA_REGS128
-        "}, %128, %129, p, 1, 1;\n\t}"
-        : WGMMA_D128(d)
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+    WGMMA_SS_ASM("m64n256k32.f32.e4m3.e4m3", 128, 128, 129, 130, "1, 1", d, desc_a, desc_b, scale_d);
 }
