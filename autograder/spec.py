@@ -18,6 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from kernels.record import device_tag
 from kernels.ncu import QUANTITIES
+from kernels.sass import family_count
 from kernels.rangeprof import countable_rules
 from .operators import OperatorError, parse_operator
 from kernels.record import here
@@ -71,8 +72,7 @@ class Rule:
 
     def count(self, executed: dict[str, int]) -> int:
         """An instruction rule's executed count, from a profile's {opcode: warp-level count}."""
-        ops = self.opcode.split("|")
-        return sum(v for k, v in executed.items() if any(k == op or k.startswith(op + ".") for op in ops))
+        return family_count(executed, self.opcode)
 
 
 def calibrated_fraction(spec_fraction: float, solution: float, baseline: float) -> float:

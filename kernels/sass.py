@@ -107,6 +107,13 @@ def opcodes(cubin, kernel: str) -> list[str]:
     return [i.opcode for i in funcs[kernel]]
 
 
+def family_count(counts, opcodes: str) -> int:
+    """How many of `counts` ({opcode: count}: a Counter of a listing's opcodes, or a profile's executed counts) are
+    the opcode or extend it ("STG" counts STG.E and STG.E.128, not STGX); "A|B" counts either family."""
+    fams = opcodes.split("|")
+    return sum(v for k, v in counts.items() if any(k == f or k.startswith(f + ".") for f in fams))
+
+
 def _matches(pattern: str, opcode: str) -> bool:
     if re.fullmatch(r"[A-Z0-9_.]+", pattern):
         return opcode == pattern or opcode.startswith(pattern + ".")

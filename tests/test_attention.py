@@ -21,6 +21,7 @@ from kernels.attention import exercise, model, workload
 from kernels.compile import compile_cuda
 from autograder.known import kernel_source, known_answers, known_dir, release_cell, solution_kernel, solution_literal
 from kernels.sass import opcodes
+from kernels.sass import family_count as _n  # an opcode's family, counted
 
 ROOT = Path(__file__).resolve().parents[1]
 SLUG = "attention"
@@ -35,10 +36,6 @@ def _record(tag: str) -> dict:
 
 def _ops(cubin, kernel):
     return Counter(opcodes(cubin, kernel))
-
-
-def _n(ops, prefix):
-    return sum(v for k, v in ops.items() if k == prefix or k.startswith(prefix + "."))
 
 
 def _spec():

@@ -21,6 +21,7 @@ from autograder.spec import all_specs, load
 from kernels.compile import compile_cuda, kernel_file
 from kernels.fp8_gemm import exercise, workload
 from kernels.sass import opcodes
+from kernels.sass import family_count as _n  # an opcode's family, counted
 
 ROOT = Path(__file__).resolve().parents[1]
 SLUG, EX = "fp8_gemm", "fp8_promote"
@@ -35,10 +36,6 @@ def _spec():
 
 def _ops(name: str) -> Counter:
     return Counter(opcodes(compile_cuda(kernel_source(SLUG, name), name="FP8_PROMOTE_CU"), exercise.KERNEL))
-
-
-def _n(ops: Counter, prefix: str) -> int:
-    return sum(v for k, v in ops.items() if k == prefix or k.startswith(prefix + "."))
 
 
 # ------------------------------------------------------------------------------------------------ the spec

@@ -22,6 +22,7 @@ from conftest import requires_hopper
 from kernels.compile import ARCH, COURSE_INCLUDE, CompileError, advisories, compile_cuda, kernel_file
 from kernels.fp8_gemm import launch as fp8
 from kernels.sass import SassPathError, opcodes, path_evidence, require
+from kernels.sass import family_count as _n  # an opcode's family, counted
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = kernel_file("fp8_gemm", "r1_block_scaled.cu")
@@ -35,10 +36,6 @@ F8 = torch.float8_e4m3fn
 # H200: 1.67e-3 at 4096^3 with workload.make_inputs, 1.71e-3 in the K = 8192 promotion case (bf16(ref) alone: 1.70e-3).
 # (Measured with the kernel's earlier TMA-store epilogue and 5 stages: to be measured again with the plain stores.)
 RTOL = 2e-3
-
-
-def _n(ops: Counter, prefix: str) -> int:
-    return sum(v for k, v in ops.items() if k == prefix or k.startswith(prefix + "."))
 
 
 @pytest.fixture(scope="module")
@@ -81,29 +78,59 @@ def test_the_sass_holds_fp8_wgmma_tma_and_the_barriers(ops):
     assert _n(ops, "LDL") == 0 and _n(ops, "STL") == 0  # no spills
 
 
-def test_every_opcode_the_header_names_is_in_the_sass():
-    required, forbidden = header_sass(SOURCE.read_text())
-    assert len(required) >= 12 and "QGMMA.64x128x32.F32.E4M3.E4M3" in required and "UTMALDG.2D" in required
-    assert {"SYNCS.ARRIVE.TRANS64", "SYNCS.PHASECHK.TRANS64.TRYWAIT", "SYNCS.EXCH.64", "STG.E"} <= set(required)
-    assert {"HGMMA", "LDL", "STL", "STSM", "UTMASTG", "UTMACMDFLUSH"} <= set(forbidden)
-    ev = path_evidence(fp8.block_scaled_cubin(), fp8.KERNEL, require=required, forbid=forbidden)
+# Each rung's header check, in one place (rungs 2 and 3 are tests/test_fp8_gemm_wide.py's and _cluster.py's): the
+# opcodes its "SASS you should see" paragraph must list at least (how many, and some by name), those it must forbid,
+# and lies a header could tell — an opcode the kernel lacks named as required, one it has named as forbidden.
+RUNG_HEADERS = {
+    "r1_block_scaled": dict(cubin=fp8.block_scaled_cubin, kernel=fp8.KERNEL, at_least=12,
+                            names={"QGMMA.64x128x32.F32.E4M3.E4M3", "UTMALDG.2D", "SYNCS.ARRIVE.TRANS64",
+                                   "SYNCS.PHASECHK.TRANS64.TRYWAIT", "SYNCS.EXCH.64", "STG.E"},
+                            forbids={"HGMMA", "LDL", "STL", "STSM", "UTMASTG", "UTMACMDFLUSH"},
+                            # the bf16 MMA; the old epilogue's stmatrix and TMA store / the FP8 MMA, the plain stores
+                            missing=("HGMMA.64x128x16.F32.BF16", "STSM.16.M88.4", "UTMASTG.2D"),
+                            present=("QGMMA", "STG")),
+    "r2_wide": dict(cubin=fp8.wide_cubin, kernel=fp8.WIDE_KERNEL, at_least=12,
+                    names={"QGMMA.64x128x32.F32.E4M3.E4M3", "UTMALDG.2D", "SYNCS.ARRIVE.TRANS64",
+                           "SYNCS.PHASECHK.TRANS64.TRYWAIT", "SYNCS.EXCH.64", "STG.E", "FFMA"},
+                    forbids={"HGMMA", "LDGSTS", "LDL", "STL", "STSM", "UTMASTG"},
+                    missing=("QGMMA.64x256x32.F32.E4M3.E4M3", "HGMMA.64x128x16.F32.BF16", "UTMASTG.2D"),
+                    present=("QGMMA", "FFMA")),
+    "r3_cluster": dict(cubin=fp8.cluster_cubin, kernel=fp8.CLUSTER_KERNEL, at_least=16,
+                       names={"UTMALDG.2D.MULTICAST", "SYNCS.ARRIVE.TRANS64.RED.A1T0", "UCGABAR_ARV", "UCGABAR_WAIT",
+                              "QGMMA.64x128x32.F32.E4M3.E4M3", "FFMA"},
+                       forbids={"HGMMA", "LDGSTS", "LDL", "STL", "STSM", "UTMASTG"},
+                       missing=("UTMALDG.3D.MULTICAST", "QGMMA.64x256x32.F32.E4M3.E4M3", "UTMASTG.2D"),
+                       present=("UTMALDG.2D.MULTICAST", "QGMMA")),
+}
+
+
+def _rung_source(rung: str) -> str:
+    return kernel_file("fp8_gemm", f"{rung}.cu").read_text()
+
+
+@pytest.mark.parametrize("rung", RUNG_HEADERS)
+def test_every_opcode_the_header_names_is_in_the_sass(rung):
+    h = RUNG_HEADERS[rung]
+    required, forbidden = header_sass(_rung_source(rung))
+    assert len(required) >= h["at_least"] and h["names"] <= set(required)
+    assert h["forbids"] <= set(forbidden)
+    ev = path_evidence(h["cubin"](), h["kernel"], require=required, forbid=forbidden)
     assert ev.ok, ev.summary()
 
 
-def test_the_header_check_can_fail():
-    # a header naming an opcode the kernel lacks (the bf16 MMA; the old epilogue's stmatrix and TMA store), or
-    # forbidding one it has (the FP8 MMA; the epilogue's plain stores), is caught
-    text = SOURCE.read_text()
-    for lie in ("HGMMA.64x128x16.F32.BF16", "STSM.16.M88.4", "UTMASTG.2D"):
+@pytest.mark.parametrize("rung", RUNG_HEADERS)
+def test_the_header_check_can_fail(rung):
+    h, text = RUNG_HEADERS[rung], _rung_source(rung)
+    for lie in h["missing"]:
         required, forbidden = header_sass(text.replace("`STG.E`", f"`STG.E`, `{lie}`", 1))
         assert lie in required
         with pytest.raises(SassPathError, match=f"MISSING {re.escape(lie)}"):
-            require(fp8.block_scaled_cubin(), fp8.KERNEL, required, forbidden)
-    for lie in ("QGMMA", "STG"):
-        required, forbidden = header_sass(text.replace("`HGMMA`, ", f"`HGMMA`, `{lie}`, ", 1))
+            require(h["cubin"](), h["kernel"], required, forbidden)
+    for lie in h["present"]:
+        required, forbidden = header_sass(text.replace("`HGMMA`,", f"`HGMMA`, `{lie}`,", 1))
         assert lie in forbidden
-        with pytest.raises(SassPathError, match=f"FORBIDDEN {lie}"):
-            require(fp8.block_scaled_cubin(), fp8.KERNEL, required, forbidden)
+        with pytest.raises(SassPathError, match=f"FORBIDDEN {re.escape(lie)}"):
+            require(h["cubin"](), h["kernel"], required, forbidden)
 
 
 def test_the_wgmma_fp8_header_emits_both_shapes():

@@ -28,6 +28,7 @@ from kernels.gemm import (baselines, bench, epilogue, exercise, model, occupancy
                           workload)
 from autograder.known import kernel_source, known_answers, known_dir, release_cell, solution_kernel, solution_literal
 from kernels.sass import disassemble, opcodes
+from kernels.sass import family_count as _n  # an opcode's family, counted
 
 ROOT = Path(__file__).resolve().parents[1]
 SLUG = "gemm"
@@ -41,10 +42,6 @@ def _record(tag: str) -> dict:
 
 def _ops(cubin, kernel):
     return Counter(opcodes(cubin, kernel))
-
-
-def _n(ops, prefix):
-    return sum(v for k, v in ops.items() if k == prefix or k.startswith(prefix + "."))
 
 
 def _spec():
