@@ -195,8 +195,26 @@ def contained_from(run: list[str], tokens: list[str], floor: float) -> float:
 
     if sum((Counter(run) & Counter(tokens)).values()) / max(len(run), 1) < floor:
         return 0.0
+    if _gram_cover(tuple(run), tuple(tokens)) / max(len(run), 1) < floor:
+        return 0.0
     c = contained(run, tokens)
     return c if c >= floor else 0.0
+
+
+def _grams(tokens: tuple[str, ...]) -> frozenset[tuple[str, ...]]:
+    return frozenset(tokens[i:i + BLOCK] for i in range(len(tokens) - BLOCK + 1))
+
+
+@lru_cache(maxsize=1 << 16)
+def _gram_cover(run: tuple[str, ...], tokens: tuple[str, ...]) -> int:
+    """How many of run's tokens lie in some BLOCK-token window that also occurs in `tokens`: every matching block of
+    >= BLOCK tokens is such a window's tokens, so this bounds contained() from above (with the multiset bound, it
+    leaves out sibling answers that share words but not whole passages, and the exact matching is never run on them)."""
+    grams, covered = _grams(tokens), [False] * len(run)
+    for i in range(len(run) - BLOCK + 1):
+        if run[i:i + BLOCK] in grams:
+            covered[i:i + BLOCK] = [True] * BLOCK
+    return sum(covered)
 
 
 def _lines(src: str) -> list[str]:
@@ -230,10 +248,9 @@ def release_stub_sources() -> dict[str, str]:
 def transcription_problems(sources: dict[str, str], answers: dict[str, str] | None = None,
                            stubs: dict[str, str] | None = None) -> list[str]:
     """Where shipped CUDA hands a student an exercise's own work: every function body of every shipped source against
-    every run an answer (course solution or known answer with full correctness) adds to its stub
-    (contained >= TRANSCRIBE), and every WINDOW-line window of shipped source with WINDOW_HITS of its lines among an
+    every run an answer (transcription_answers) adds to its stub (contained >= TRANSCRIBE), and every WINDOW-line window of shipped source with WINDOW_HITS of its lines among an
     answer's own lines (lines the stub does not have)."""
-    answers = known_good_sources() if answers is None else answers
+    answers = transcription_answers() if answers is None else answers
     stubs = release_stub_sources() if stubs is None else stubs
     problems: list[str] = []
     shipped = {where: (cuda_functions(src), _lines(src)) for where, src in sources.items()}
@@ -258,11 +275,24 @@ def transcription_problems(sources: dict[str, str], answers: dict[str, str] | No
     return problems
 
 
+def transcription_answers() -> dict[str, str]:
+    """The answers transcription_problems looks for: every full-marks answer (known_good_sources), and every answer to
+    hide whose stub is within STUB_MARGIN of the whole kernel. Release_problems' near-copy check is blind to those (no
+    kernel can be clearly closer to them than the stub is): fp8_gemm/bf16_path, full correctness and short path points,
+    was once caught by neither. A known answer that earns correctness alone is otherwise what the shipped demos may
+    teach (the TMA copy demo is warp_specialization/all_threads' way of working)."""
+    out, stubs = known_good_sources(), release_stubs()
+    for name, src in answers_to_hide().items():
+        base = max((similarity(st, t) for st in stubs.get(name.split("/")[0], []) for t in cuda_kernels(src).values()),
+                   default=0.0)
+        if base + STUB_MARGIN > 1:
+            out[name] = src
+    return out
+
+
 def known_good_sources() -> dict[str, str]:
     """The answers a student could be handed by shipped code: each exercise's course solution and every known answer
     expected to earn full correctness and full path points ('<slug>/<answer>' -> source)."""
-
-
     good = {}
     hide = answers_to_hide()
     for spec in all_specs():

@@ -66,7 +66,10 @@ def test_release_check_catches_what_must_not_ship(releases, tmp_path):
     (planted / "kernels" / "tma" / "grading").mkdir(parents=True)
     (planted / "kernels" / "tma" / "grading" / "x.cu").write_text("// nothing")
     problems = "\n".join(release_problems(planted))
-    assert f"kernels/demo_kernel.cu: kernel" in problems and f"of {name}" in problems, (name, problems)
+    # a near-copy of the kernel, or (where the stub is all but the whole kernel, as week 3 day 1's is) what the answer
+    # adds to its stub found in a function: either way the planted file and the answer are named
+    assert any(p.startswith("kernels/demo_kernel.cu: ") and (f"of {name} (" in p or f"of what {name} adds" in p)
+               for p in problems.splitlines()), (name, problems)
     assert "kernels/notes.py: carries solution or hidden-test text" in problems
     assert "kernels/tma/grading/x.cu: instructor-only" in problems
 
@@ -249,6 +252,25 @@ def test_the_transcription_check_finds_an_answer_hidden_in_a_demo():
     assert found and all("10-line window" in p for p in found), (name, found)
     gone = thin.replace("\n".join(ten), "")
     assert not transcription_problems({"kernels/x/thin.cu": gone}, {name: answers[name]}, stubs)
+
+
+def test_every_answer_the_near_copy_check_cannot_see_is_looked_for():
+    """Each answer a release must not carry whose stub is all but its whole kernel (the near-copy check cannot tell a
+    solution from such a stub), renamed, stripped of comments and reflowed, is found by the transcription check as
+    release_problems calls it: fp8_gemm/bf16_path, full correctness and short path points, was once missed."""
+    from autograder.release_check import (STUB_MARGIN, answers_to_hide, cuda_kernels, release_stubs, similarity,
+                                          transcription_problems)
+
+    rng, stubs = random.Random(), release_stubs()
+    blind = {n: src for n, src in answers_to_hide().items()
+             if max((similarity(st, t) for st in stubs.get(n.split("/")[0], []) for t in cuda_kernels(src).values()),
+                    default=0.0) + STUB_MARGIN > 1}
+    assert "fp8_gemm/bf16_path" in blind, sorted(blind)
+    demos = {f"kernels/demo_{i}.cu": _disguise(src, rng) for i, src in enumerate(blind.values())}
+    found = transcription_problems(demos)  # the answers it looks for by default
+    missed = [n for i, n in enumerate(blind) if not any(p.startswith(f"kernels/demo_{i}.cu: ") and f"of what {n} adds"
+                                                        in p for p in found)]
+    assert not missed, missed
 
 
 def test_no_shipped_source_hands_out_an_exercise(releases):
