@@ -76,16 +76,28 @@ def _match_back(text: str, i: int, close: str = ")") -> int:
     return -1
 
 
-def _split_args(text: str, lo: int, hi: int) -> list[tuple[int, int]]:
-    """Spans of the top-level comma-separated arguments of text[lo:hi] (masked), white space trimmed."""
-    spans, depth, start = [], 0, lo
+def top_level(text: str, lo: int, hi: int):
+    """(j, text[j]) for each character of text[lo:hi] (masked) outside the brackets opened within it; a bracket that
+    closes one opened before lo is yielded too, and ends the walk."""
+    depth = 0
     for j in range(lo, hi):
         c = text[j]
         if c in "([{":
             depth += 1
         elif c in ")]}":
             depth -= 1
-        elif c == "," and depth == 0:
+            if depth < 0:
+                yield j, c
+                return
+        elif depth == 0:
+            yield j, c
+
+
+def _split_args(text: str, lo: int, hi: int) -> list[tuple[int, int]]:
+    """Spans of the top-level comma-separated arguments of text[lo:hi] (masked), white space trimmed."""
+    spans, start = [], lo
+    for j, c in top_level(text, lo, hi):
+        if c == ",":
             spans.append((start, j))
             start = j + 1
     spans.append((start, hi))

@@ -7,7 +7,8 @@ from __future__ import annotations
 import hashlib
 import re
 
-from .mutation import _CONTROL, Mutant, _blank, _match, _match_back, expression_like, mask, statement_start
+from .mutation import (_CONTROL, Mutant, _blank, _match, _match_back, expression_like, mask, statement_start,
+                       top_level)
 from .operators import Operator
 
 
@@ -55,16 +56,10 @@ def statement_end(masked: str, s: int) -> int:
     if i < n and masked[i] == "{":
         close = _match(masked, i, "{", "}")
         return n if close < 0 else close + 1
-    depth = 0
-    for j in range(i, n):
-        c = masked[j]
-        if c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-            if depth < 0:
-                return j
-        elif c == ";" and depth == 0:
+    for j, c in top_level(masked, i, n):
+        if c in ")]}":  # the end of the block or argument list the statement stands in
+            return j
+        if c == ";":
             return j + 1
     return n
 

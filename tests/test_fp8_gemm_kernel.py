@@ -172,7 +172,9 @@ def test_the_launcher_constants_match_the_source():
     assert fp8.BM * fp8.BK + fp8.BN * fp8.BK + 4 * fp8.BM == 33280 and "= 33280 bytes" in text
     # 6 stages is the deepest ring that fits: the dynamic bytes + 1 KiB (static barriers, headroom) <= 227 KiB
     assert fp8.smem_bytes() + 1024 <= 227 * 1024 < fp8.smem_bytes(7) and f"{fp8.smem_bytes(7)} B, over" in text
-    assert "D slots" not in text and "CUtensorMap d_map" not in text and "__nv_bfloat16* __restrict__ D" in text
+    shared = (ROOT / "kernels" / "include" / "block_scaled.cuh").read_text()  # FP8_GEMM_ARGS: every rung's entry
+    assert "fp8_gemm_block_scaled(FP8_GEMM_ARGS)" in text and "__nv_bfloat16* __restrict__ D" in shared
+    assert "D slots" not in text + shared and "CUtensorMap d_map" not in text + shared
     assert fp8.grid((1024, 2048, 4096)) == (16, 8)
 
 

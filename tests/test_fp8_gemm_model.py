@@ -62,7 +62,9 @@ def test_the_models_constants_are_the_kernels():
     assert model.KB_BYTES == launch.STAGE_TILES + launch.SA_BYTES == 33280
     src = (ROOT / "kernels" / SLUG / "r1_block_scaled.cu").read_text()
     assert "expect-tx per stage: 16384 (A) + 16384 (B) + 512 (sa) = 33280 bytes" in src
-    assert "__launch_bounds__(384, 1)" in src and "setmaxnreg_dec<40>" in src and "setmaxnreg_inc<232>" in src
+    roles = (ROOT / "kernels" / "include" / "block_scaled.cuh").read_text()  # split_roles: the rungs' setmaxnreg
+    assert "__launch_bounds__(384, 1)" in src and "split_roles(" in src
+    assert "setmaxnreg_dec<40>" in roles and "setmaxnreg_inc<232>" in roles
     # one CTA per SM at six stages by shared memory; at every depth by setmaxnreg's register pool
     assert 2 * (launch.smem_bytes(6) + 1024) > 228 * 1024 and 40 * 128 + 232 * 256 > 65536 // 2
     assert launch.grid((8192, 4096, 128)) == (4096 // 128, 8192 // 128)

@@ -147,29 +147,19 @@ __device__ __forceinline__ void consumer_mainloop(float (&acc)[64], const unsign
 }
 
 extern "C" __global__ void __launch_bounds__(384, 1)
-fp8_gemm_block_scaled(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
-                      const __grid_constant__ CUtensorMap sa_map, __nv_bfloat16* __restrict__ D,
-                      const float* __restrict__ sb, int M, int N, int K) {
-    extern __shared__ unsigned char smem_raw[];
-    const unsigned char* smem;
-    const unsigned base = align_ring(smem_raw, smem);  // the 128B swizzle's 1024-byte period
-    __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
+fp8_gemm_block_scaled(FP8_GEMM_ARGS) {
+    FP8_RING_SMEM(STAGES);
     const int kblocks = K / BK, m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
     if (m0 >= M || n0 >= N) return;  // the whole CTA (the launcher's grid never makes one)
 
     init_ring<STAGES>(full, empty, CONSUMER_WARPS);  // full[s]: the producer's arrive + 33280 B; empty[s]: 8 warps
     __syncthreads();
 
-    const int wg = warpgroup_index();
-    if (wg == 0) {  // ---------------- producer warpgroup: one elected thread of warp 0 issues every load ----------
-        setmaxnreg_dec<40>();
-        if (warp_index_in_warpgroup() == 0 && elect_one_sync())
-            producer(&a_map, &b_map, &sa_map, base, full, empty, m0, n0, kblocks);
-    } else {        // ---------------- consumers: warpgroup 1 -> tile rows 0..63, 2 -> rows 64..127 ---------------
-        setmaxnreg_inc<232>();
-        const int c = wg - 1;
-        float acc[64];
-        consumer_mainloop(acc, smem, base, full, empty, sb + static_cast<long long>(blockIdx.x) * kblocks, c, kblocks);
-        store_tile(acc, D, N, m0 + 64 * c, n0);  // (64, 128) fp32 -> bf16 pairs, 32 STG.E a thread
-    }
+    split_roles([&] { producer(&a_map, &b_map, &sa_map, base, full, empty, m0, n0, kblocks); },
+                [&](int c) {  // consumer c: tile rows 64 c .. 64 c + 63
+                    float acc[64];
+                    consumer_mainloop(acc, smem, base, full, empty, sb + static_cast<long long>(blockIdx.x) * kblocks,
+                                      c, kblocks);
+                    store_tile(acc, D, N, m0 + 64 * c, n0);  // (64, 128) fp32 -> bf16 pairs, 32 STG.E a thread
+                });
 }

@@ -136,36 +136,28 @@ __device__ __forceinline__ void producer(const CUtensorMap* a_map, const CUtenso
 }
 
 extern "C" __global__ void __launch_bounds__(384, 1)
-fp8_gemm_wide(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
-              const __grid_constant__ CUtensorMap sa_map, __nv_bfloat16* __restrict__ D,
-              const float* __restrict__ sb, int M, int N, int K) {
-    extern __shared__ unsigned char smem_raw[];
-    const unsigned char* smem;
-    const unsigned base = align_ring(smem_raw, smem);  // the 128B swizzle's 1024-byte period
-    __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
+fp8_gemm_wide(FP8_GEMM_ARGS) {
+    FP8_RING_SMEM(STAGES);
     const int kblocks = K / BK;
 
     init_ring<STAGES>(full, empty, CONSUMER_WARPS);  // full[s]: the producer's arrive + the bytes; empty[s]: 8 warps
     __syncthreads();
 
-    const int wg = warpgroup_index();
-    if (wg == 0) {  // ---------------- producer warpgroup: one elected thread of warp 0 issues every load ----------
-        setmaxnreg_dec<40>();
-        if (warp_index_in_warpgroup() == 0 && elect_one_sync())
-            producer(&a_map, &b_map, &sa_map, base, full, empty, M, N, kblocks);
-    } else {        // ---------------- consumers: warpgroup 1 -> tile rows 0..63, 2 -> rows 64..127 ---------------
-        setmaxnreg_inc<232>();
-        const int c = wg - 1, tiles_m = M / BM, tiles_n = (N + BN - 1) / BN, tiles = tiles_m * tiles_n;
-        unsigned it = 0;  // the same count as the producer's
-        float acc[128];
-        for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-            int m0, n0;
-            tile_coords(t, tiles_m, tiles_n, m0, n0);
-            const bool wide = n0 + BN <= N;
-            consumer_tile<STAGES, STAGE_TILES, SA_BASE>(  // a consumer warp's lane 0 releases a stage of its CTA
-                acc, smem, base, full, sb + static_cast<long long>(n0 / HALF) * kblocks, c, kblocks, wide, it,
-                [&](unsigned s) { if (lane_index() == 0) mbar_arrive(smem_addr(&empty[s])); });
-            store_tile(acc, D, N, m0 + 64 * c, n0, wide);  // (64, 256) fp32 -> bf16 pairs (64, 128: a half tile)
-        }
-    }
+    split_roles([&] { producer(&a_map, &b_map, &sa_map, base, full, empty, M, N, kblocks); },
+                [&](int c) {  // consumer c: tile rows 64 c .. 64 c + 63, all 256 columns
+                    const int tiles_m = M / BM, tiles_n = (N + BN - 1) / BN, tiles = tiles_m * tiles_n;
+                    unsigned it = 0;  // the same count as the producer's
+                    float acc[128];
+                    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+                        int m0, n0;
+                        tile_coords(t, tiles_m, tiles_n, m0, n0);
+                        const bool wide = n0 + BN <= N;
+                        // a consumer warp's lane 0 releases a stage of its CTA
+                        consumer_tile<STAGES, STAGE_TILES, SA_BASE>(
+                            acc, smem, base, full, sb + static_cast<long long>(n0 / HALF) * kblocks, c, kblocks,
+                            wide, it,
+                            [&](unsigned s) { if (lane_index() == 0) mbar_arrive(smem_addr(&empty[s])); });
+                        store_tile(acc, D, N, m0 + 64 * c, n0, wide);  // (64, 256) fp32 -> bf16 (64, 128: a half)
+                    }
+                });
 }

@@ -182,43 +182,35 @@ __device__ __forceinline__ void drain_tile(unsigned long long* full, unsigned lo
 }
 
 extern "C" __global__ void __launch_bounds__(384, 1)
-fp8_gemm_cluster(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
-                 const __grid_constant__ CUtensorMap sa_map, __nv_bfloat16* __restrict__ D,
-                 const float* __restrict__ sb, int M, int N, int K) {
-    extern __shared__ unsigned char smem_raw[];
-    const unsigned char* smem;
-    const unsigned base = align_ring(smem_raw, smem);  // the 128B swizzle's 1024-byte period
-    __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
+fp8_gemm_cluster(FP8_GEMM_ARGS) {
+    FP8_RING_SMEM(STAGES);
     const int kblocks = K / BK;
     const unsigned rank = cluster_ctarank(), peer = rank ^ 1u;  // cluster of 2 along M: rank = blockIdx.x % 2
 
     init_ring<STAGES>(full, empty, EMPTY_ARRIVALS);  // empty[s]: lane 0 of each consumer warp of BOTH CTAs
     cluster_sync();  // both CTAs' barriers initialised (and visible) before any multicast or remote arrive
 
-    const int wg = warpgroup_index();
-    if (wg == 0) {  // ---------------- producer warpgroup: one elected thread of warp 0 issues every load ----------
-        setmaxnreg_dec<40>();
-        if (warp_index_in_warpgroup() == 0 && elect_one_sync())
-            producer(&a_map, &b_map, &sa_map, base, full, empty, M, N, kblocks, rank);
-    } else {        // ---------------- consumers: warpgroup 1 -> tile rows 0..63, 2 -> rows 64..127 ---------------
-        setmaxnreg_inc<232>();
-        const int c = wg - 1, pairs_m = (M / BM + CLUSTER - 1) / CLUSTER, tiles_n = (N + BN - 1) / BN;
-        unsigned it = 0;  // the same count as the producer's (and the peer's)
-        float acc[128];
-        for (int u = blockIdx.x / CLUSTER; u < pairs_m * tiles_n; u += gridDim.x / CLUSTER) {
-            int m0, n0;
-            unit_coords(u, pairs_m, tiles_n, rank, m0, n0);
-            const bool wide = n0 + BN <= N;
-            if (m0 >= M) {  // rank 1's tile below M (M / 128 odd): keep the ring in step with the peer, nothing else
-                drain_tile(full, empty, kblocks, peer, it);
-                continue;
-            }
-            consumer_tile<STAGES, STAGE_TILES, SA_BASE>(  // rung 2's, the release now cluster-wide (release_stage)
-                acc, smem, base, full, sb + static_cast<long long>(n0 / HALF) * kblocks, c, kblocks, wide, it,
-                [&](unsigned s) { release_stage(empty, s, peer); });
-            store_tile(acc, D, N, m0 + 64 * c, n0, wide);  // (64, 256) fp32 -> bf16 pairs (64, 128: a half tile)
-        }
-    }
+    split_roles([&] { producer(&a_map, &b_map, &sa_map, base, full, empty, M, N, kblocks, rank); },
+                [&](int c) {  // consumer c: tile rows 64 c .. 64 c + 63, all 256 columns
+                    const int pairs_m = (M / BM + CLUSTER - 1) / CLUSTER, tiles_n = (N + BN - 1) / BN;
+                    unsigned it = 0;  // the same count as the producer's (and the peer's)
+                    float acc[128];
+                    for (int u = blockIdx.x / CLUSTER; u < pairs_m * tiles_n; u += gridDim.x / CLUSTER) {
+                        int m0, n0;
+                        unit_coords(u, pairs_m, tiles_n, rank, m0, n0);
+                        const bool wide = n0 + BN <= N;
+                        if (m0 >= M) {  // rank 1's tile below M (M / 128 odd): keep the ring in step with the peer
+                            drain_tile(full, empty, kblocks, peer, it);
+                            continue;
+                        }
+                        // rung 2's, the release now cluster-wide (release_stage)
+                        consumer_tile<STAGES, STAGE_TILES, SA_BASE>(
+                            acc, smem, base, full, sb + static_cast<long long>(n0 / HALF) * kblocks, c, kblocks,
+                            wide, it,
+                            [&](unsigned s) { release_stage(empty, s, peer); });
+                        store_tile(acc, D, N, m0 + 64 * c, n0, wide);  // (64, 256) fp32 -> bf16 (64, 128: a half)
+                    }
+                });
     __syncwarp();    // warp 0 of the producer reconverges (barrier.cluster is .aligned)
     cluster_sync();  // nobody exits while the peer may still multicast into it or arrive on its empty[s]
 }

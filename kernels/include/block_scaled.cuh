@@ -46,6 +46,38 @@ __device__ __forceinline__ void init_ring(unsigned long long* full, unsigned lon
     }
 }
 
+// Every rung's entry takes the same arguments: A's and B's tensor maps ((M, K) and (N, K) e4m3, K-major, 128B
+// swizzle), sa_t's ((K / 128, M) fp32: A's 1 x 128 row scales, transposed), D ((M, N) bf16), B's 128 x 128 block
+// scales sb ((N / 128, K / 128) fp32), and the problem size (kernels/fp8_gemm/launch.py checks every one of them).
+#define FP8_GEMM_ARGS                                                                                              \
+    const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,                          \
+        const __grid_constant__ CUtensorMap sa_map, __nv_bfloat16* __restrict__ D, const float* __restrict__ sb,  \
+        int M, int N, int K
+
+// The rungs' shared memory: the dynamic part (the ring) aligned to the 128B swizzle's 1024-byte period (align_ring:
+// `base` its shared address, `smem` the same byte as a generic pointer) and the ring's barriers full[s], empty[s].
+#define FP8_RING_SMEM(STAGES)                                \
+    extern __shared__ unsigned char smem_raw[];              \
+    const unsigned char* smem;                               \
+    const unsigned base = align_ring(smem_raw, smem);        \
+    __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES]
+
+// The roles of a rung's 384 threads (setmaxnreg is per warpgroup: every thread of one takes the same branch):
+//     warpgroup 0      gives registers back (40 a thread); one elected thread of its warp 0 runs produce()
+//                      (it issues every TMA load of the ring)
+//     warpgroups 1, 2  take 232 a thread and run consume(c), c = 0, 1: tile rows 64 c .. 64 c + 63
+template <class Produce, class Consume>
+__device__ __forceinline__ void split_roles(Produce&& produce, Consume&& consume) {
+    const int wg = warpgroup_index();
+    if (wg == 0) {
+        setmaxnreg_dec<40>();
+        if (warp_index_in_warpgroup() == 0 && elect_one_sync()) produce();
+    } else {
+        setmaxnreg_inc<232>();
+        consume(wg - 1);
+    }
+}
+
 // Unit t of a persistent walk over (units_m, units_n) units -> its (row, column): groups of `group` unit rows;
 // inside a group column by column (the group's rows of one column are consecutive units), so the units in flight at
 // once share rows of A and columns of B in L2. The last group has the rows that are left (units_m - first).
