@@ -19,6 +19,13 @@ DEFAULT_RTOL = {torch.bfloat16: 8e-3, torch.float16: 1e-3, torch.float32: 1e-5, 
 _INT_VIEW = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
+def bf16_randn(*size: int, generator: torch.Generator, scale: float = 1.0) -> torch.Tensor:
+    """N(0, scale^2) drawn in fp32 on the generator's device, rounded to bf16: an exercise's inputs (the same draws,
+    in the same order, as torch.randn(..., generator=g, device=g.device) * scale)."""
+    x = torch.randn(*size, generator=generator, device=generator.device)
+    return (x if scale == 1.0 else x * scale).to(torch.bfloat16)
+
+
 def poison(t: torch.Tensor) -> torch.Tensor:
     """Fill with NaN (floats) or 0x5A5A... (integers) so that elements a kernel never writes are caught."""
     if t.is_floating_point():

@@ -383,6 +383,23 @@ def kernel_file(slug: str, filename: str, left_out: str | None = None) -> Path:
     return path
 
 
+def day_kernel(slug: str, filename: str):
+    """(cubin, source) for a launcher whose day has one .cu file: cubin() compiles it once a process (compile_cuda);
+    source(start, end) is the file, or its lines from the first containing `start` up to (not including) the first
+    later line containing `end` (excerpt: what a notebook prints)."""
+
+    @lru_cache(maxsize=1)
+    def cubin():
+        return compile_cuda(kernel_file(slug, filename))
+
+    def source(start: str | None = None, end: str | None = None) -> str:
+        return excerpt(kernel_file(slug, filename), start, end)
+
+    cubin.__doc__ = f"kernels/{slug}/{filename} compiled (once a process)"
+    source.__doc__ = f"kernels/{slug}/{filename}, or its lines from `start` up to `end` (for the notebook)"
+    return cubin, source
+
+
 def excerpt(path: Path, start: str | None = None, end: str | None = None) -> str:
     """A source file (for a notebook to print), or its lines from the first containing `start` up to (not
     including) the first later line containing `end`."""

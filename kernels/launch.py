@@ -19,6 +19,22 @@ from .sass import functions
 i32, i64, u32, u64, f32 = np.int32, np.int64, np.uint32, np.uint64, np.float32
 
 
+def expect_tensor(name: str, t, dims: int, layout: str = "", dtype_name: str = "bfloat16") -> None:
+    """A launcher's first check of a tensor argument, before any CUDA call: a torch.Tensor (TypeError), `dims`-D of
+    the dtype (ValueError naming the layout, e.g. "(B, H, S, D)"), contiguous (ValueError: what to call)."""
+    import torch
+
+    dtype = getattr(torch, dtype_name)
+    short = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(dtype_name, dtype_name)
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dim() != dims or t.dtype != dtype:
+        raise ValueError(f"{name} must be a {dims}-D {layout + ' ' if layout else ''}{short} tensor, got "
+                         f"{t.dim()}-D {t.dtype}")
+    if not t.is_contiguous():
+        raise ValueError(f"{name} must be contiguous (strides {t.stride()}): call .contiguous() first")
+
+
 @lru_cache(maxsize=1)
 def _device():
     from cuda.core import Device
@@ -129,3 +145,8 @@ def launch(cubin: Cubin, name: str, *, grid, block, args=(), smem: int = 0, clus
 
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def box_count(shape, box) -> int:
+    """How many (box rows, box cols) boxes cover a (rows, cols) tensor, partial boxes at its edges counted."""
+    return ceil_div(shape[0], box[0]) * ceil_div(shape[1], box[1])

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from ..compile import SourceLeftOut, compile_cuda, excerpt, kernel_file
-from ..launch import ceil_div, i32, launch
+from ..launch import ceil_div, expect_tensor, i32, launch
 from ..tensormap import cached_tensor_map, validate_tensor
 from .workload import BM, BN, DIMS
 
@@ -107,12 +107,7 @@ def _check(q, k, v, variant: str, stages, config=None) -> None:
         raise ValueError("stages is r1_attention.cu's (variant='cuda'); the overlap rung's rings are named by config, "
                          f"e.g. config='n128 k3v2' (OVERLAP)")
     for name, t in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.dim() != 4 or t.dtype != torch.bfloat16:
-            raise ValueError(f"{name} must be a 4-D (B, H, S, D) bf16 tensor, got {t.dim()}-D {t.dtype}")
-        if not t.is_contiguous():
-            raise ValueError(f"{name} must be contiguous (strides {t.stride()}): call .contiguous() first")
+        expect_tensor(name, t, 4, "(B, H, S, D)")
     if not (q.shape == k.shape == v.shape):
         raise ValueError(f"q, k, v must have one shape (self-attention, no GQA here): {tuple(q.shape)}, "
                          f"{tuple(k.shape)}, {tuple(v.shape)}")

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import torch
 
+from ..check import bf16_randn
 from ..launch import ceil_div, i32
 from ..tensormap import cached_tensor_map as cached
 
@@ -52,9 +53,7 @@ ELEMENT_BYTES = 2
 def make_inputs(shape, seed: int, device="cuda") -> dict:
     rows, cols = shape
     g = torch.Generator(device=device).manual_seed(seed)
-    x = torch.randn(rows, cols, generator=g, device=device).to(torch.bfloat16)
-    w = (torch.randn(W_ROWS, cols, generator=g, device=device) * 2).to(torch.bfloat16)
-    return {"x": x, "w": w}
+    return {"x": bf16_randn(rows, cols, generator=g), "w": bf16_randn(W_ROWS, cols, generator=g, scale=2)}
 
 
 def reference(inputs: dict) -> torch.Tensor:

@@ -11,11 +11,10 @@ Inputs are checked here, before anything touches a GPU, with errors that say the
 
 from __future__ import annotations
 
-from functools import lru_cache
 
 import torch
 
-from ..compile import compile_cuda, excerpt, kernel_file
+from ..compile import day_kernel
 from ..launch import i32, launch
 from ..tensormap import cached_tensor_map as tensor_map, validate_tensor
 from .workload import BLOCK_WORDS, SUM_CTAS_PER_SM, SUM_STAGES, TILE, TILE_BYTES
@@ -27,15 +26,7 @@ BLOCK = 128
 SMEM_SLACK = 128
 
 
-@lru_cache(maxsize=1)
-def cubin():
-    return compile_cuda(kernel_file("multicast", "cluster_demo.cu"))
-
-
-def source(start: str | None = None, end: str | None = None) -> str:
-    """cluster_demo.cu, or the lines from the first containing `start` up to (not including) the first later line
-    containing `end` (for the notebook)."""
-    return excerpt(kernel_file("multicast", "cluster_demo.cu"), start, end)
+cubin, source = day_kernel("multicast", "cluster_demo.cu")  # cubin(): compiled once; source(start, end): for the notebook
 
 
 def _cluster(cluster: int) -> None:

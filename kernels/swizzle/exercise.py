@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import torch
 
-from ..launch import ceil_div, i32
+from ..launch import box_count, i32
 from ..tensormap import cached_tensor_map as cached
 
 NAME = "swizzle_transpose"
@@ -61,8 +61,7 @@ def make_output(inputs: dict) -> torch.Tensor:
 
 
 def tiles(shape) -> int:
-    rows, cols = shape
-    return ceil_div(rows, BOX[0]) * ceil_div(cols, BOX[1])
+    return box_count(shape, BOX)
 
 
 def tensor_map(t: torch.Tensor):

@@ -12,11 +12,10 @@ Inputs are checked here, before anything touches a GPU, with errors that name th
 
 from __future__ import annotations
 
-from functools import lru_cache
 
 import torch
 
-from ..compile import compile_cuda, excerpt, kernel_file
+from ..compile import day_kernel
 from ..launch import ceil_div, i32, launch
 from ..tensormap import TensorMapError, make_tensor_map, validate_tensor  # noqa: F401
 from ..tensormap import cached_tensor_map as tensor_map  # the one descriptor cache
@@ -32,15 +31,7 @@ SMEM_BYTES = STAGES * TILE_BYTES + ALIGN_SLACK
 PROBE_SHAPE = (16, 64)     # probe(): a (16, 64) int16 tensor, each element holding its own code r * 64 + c
 
 
-@lru_cache(maxsize=1)
-def cubin():
-    return compile_cuda(kernel_file("swizzle", "colsum.cu"))
-
-
-def source(start: str | None = None, end: str | None = None) -> str:
-    """colsum.cu, or the part from the first line containing `start` up to (not including) the first later line
-    containing `end` (for the notebook)."""
-    return excerpt(kernel_file("swizzle", "colsum.cu"), start, end)
+cubin, source = day_kernel("swizzle", "colsum.cu")  # cubin(): compiled once; source(start, end): for the notebook
 
 
 def kernel_name(swizzle: str, span: int) -> str:

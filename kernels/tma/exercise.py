@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import torch
 
-from ..launch import ceil_div, i32
+from ..check import bf16_randn
+from ..launch import box_count, i32
 
 NAME = "tma_add"
 KERNEL = "tma_add"
@@ -47,9 +48,7 @@ def make_inputs(shape, seed: int, device="cuda") -> dict:
     rows, cols = shape
     # Drawn on the device that uses them: the grader makes fresh 8192 x 8192 inputs before every launch it times.
     g = torch.Generator(device=device).manual_seed(seed)
-    x = torch.randn(rows, cols, generator=g, device=device).to(torch.bfloat16)
-    y = (torch.randn(rows, cols, generator=g, device=device) * 3).to(torch.bfloat16)
-    return {"x": x, "y": y}
+    return {"x": bf16_randn(rows, cols, generator=g), "y": bf16_randn(rows, cols, generator=g, scale=3)}
 
 
 def reference(inputs: dict) -> torch.Tensor:
@@ -61,8 +60,7 @@ def make_output(inputs: dict) -> torch.Tensor:
 
 
 def boxes(shape) -> int:
-    rows, cols = shape
-    return ceil_div(rows, BOX[0]) * ceil_div(cols, BOX[1])
+    return box_count(shape, BOX)
 
 
 def tensor_map(t: torch.Tensor, box=BOX):

@@ -12,12 +12,11 @@ from kernels.tensormap (a TensorMapError names the dimension, the value and the 
 
 from __future__ import annotations
 
-from functools import lru_cache
 
 import torch
 
-from ..compile import compile_cuda, excerpt, kernel_file
-from ..launch import ceil_div, i32, launch
+from ..compile import day_kernel
+from ..launch import box_count, ceil_div, i32, launch
 from ..sim import H100
 from ..tensormap import TensorMapError, cached_tensor_map, make_tensor_map, validate_tensor
 from .workload import DEFAULT_BOX
@@ -40,15 +39,7 @@ DEFAULT_BLOCKS_PER_SM = 2
 tensor_map = cached_tensor_map
 
 
-@lru_cache(maxsize=1)
-def cubin():
-    return compile_cuda(kernel_file("tma", "tma_copy.cu"))
-
-
-def source(start: str | None = None, end: str | None = None) -> str:
-    """tma_copy.cu, or the part of it from the first line containing `start` up to (not including) the first
-    later line containing `end` (for the notebook)."""
-    return excerpt(kernel_file("tma", "tma_copy.cu"), start, end)
+cubin, source = day_kernel("tma", "tma_copy.cu")  # cubin(): compiled once; source(start, end): for the notebook
 
 
 def stage_bytes(box, element_bytes: int) -> int:
@@ -124,7 +115,7 @@ def copy(x: torch.Tensor, variant: str = "pipelined", *, box=DEFAULT_BOX, stages
     else:
         sms = torch.cuda.get_device_properties(x.device).multi_processor_count
         per_sm = blocks_per_sm or min(DEFAULT_BLOCKS_PER_SM, resident_blocks(box, esize, stages))
-        nboxes = ceil_div(rows, box[0]) * ceil_div(cols, box[1])
+        nboxes = box_count((rows, cols), box)
         launch(cubin(), "tma_copy_pipelined", grid=min(nboxes, per_sm * sms), block=COPY_BLOCK,
                smem=smem_bytes(box, esize, stages),
                args=(src, dst, i32(rows), i32(cols), i32(box[0]), i32(box[1]), i32(nbox), i32(stages)))

@@ -9,12 +9,11 @@ Inputs are checked before anything touches a GPU; the tensor-map rules come from
 
 from __future__ import annotations
 
-from functools import lru_cache
 
 import torch
 
-from ..compile import compile_cuda, excerpt, kernel_file
-from ..launch import i32, launch
+from ..compile import day_kernel
+from ..launch import expect_tensor, i32, launch
 from ..tensormap import cached_tensor_map, validate_tensor
 from .workload import BLOCK, KERNELS, TILE, TILE_BYTES, VARIANTS, tiles
 
@@ -28,15 +27,7 @@ def tensor_map(x: torch.Tensor):
     return cached_tensor_map(x, TILE)
 
 
-@lru_cache(maxsize=1)
-def cubin():
-    return compile_cuda(kernel_file("warp_specialization", "ws_rowsum.cu"))
-
-
-def source(start: str | None = None, end: str | None = None) -> str:
-    """ws_rowsum.cu, or its lines from the first containing `start` up to (not including) the next containing
-    `end` (for the notebook)."""
-    return excerpt(kernel_file("warp_specialization", "ws_rowsum.cu"), start, end)
+cubin, source = day_kernel("warp_specialization", "ws_rowsum.cu")  # cubin(): compiled once; source(start, end): for the notebook
 
 
 def smem_bytes(stages: int) -> int:
@@ -46,12 +37,7 @@ def smem_bytes(stages: int) -> int:
 def _check(x, variant: str, stages: int) -> None:
     if variant not in VARIANTS:
         raise ValueError(f"variant {variant!r}: choose one of {VARIANTS}")
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"rowsum wants a torch.Tensor, got {type(x).__name__}")
-    if x.dim() != 2 or x.dtype != torch.bfloat16:
-        raise ValueError(f"rowsum wants a 2-D bf16 tensor, got {x.dim()}-D {x.dtype}")
-    if not x.is_contiguous():
-        raise ValueError(f"x must be row-major contiguous (strides {x.stride()}): call .contiguous() first")
+    expect_tensor("x", x, 2)  # (rows, cols), row-major
     if not (isinstance(stages, int) and 1 <= stages <= MAX_STAGES):
         raise ValueError(f"stages = {stages!r}: the ring has 1..{MAX_STAGES} stages")
     validate_tensor(x, TILE)  # alignment, 16-byte row strides, box <= tensor: the rule that breaks, by name
