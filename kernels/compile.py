@@ -203,6 +203,26 @@ def _check_header(arg: str, directive: str, pos: int, refuse, roots, kw: str) ->
                                "toolkit")
 
 
+def course_headers_of(text: str) -> list[tuple[str, str]]:
+    """The course headers (kernels/include) a source includes, directly or through another course header, with their
+    text, sorted by name: what a cubin of it depends on besides the source and the toolkit (a compile's cache key).
+    Every include is a literal name (check_includes refuses the rest); one under an #if counts whether or not it is
+    taken, and a name no course header has (a toolkit header) is the NVRTC version's."""
+    seen: dict[str, str] = {}
+    todo = [text]
+    while todo:
+        clean = _strip_comments(_splice(todo.pop())[0])
+        args = [m.group("rest") for m in _DIRECTIVE.finditer(clean)]
+        args += [clean[m.end():clean.find(")", m.end())] for m in _HAS_INCLUDE.finditer(clean)]
+        for arg in args:
+            m = _HEADER.match(arg)
+            name = (m.group("a") if m.group("a") is not None else m.group("q")) if m else None
+            if name and name not in seen and (COURSE_INCLUDE / name).is_file():
+                seen[name] = (COURSE_INCLUDE / name).read_text()
+                todo.append(seen[name])
+    return sorted(seen.items())
+
+
 @lru_cache(maxsize=1)
 def include_dirs() -> tuple[str, ...]:
     """Header folders: the course's own, CCCL (cuda/pipeline, cuda/barrier) and the CUDA runtime headers
@@ -266,14 +286,14 @@ def compile_cuda(
     check_includes(text, name)
     macros = tuple(f"{k}={v}" for k, v in sorted((defines or {}).items()))
     # The course's header folder is keyed by what its headers say, not where it lies: a student release (its own copy
-    # of kernels/include) and this repository share one cubin for the same source. Headers may change under a cached
-    # cubin: their text is hashed.
+    # of kernels/include, the instructor-only headers left out) and this repository share one cubin for the same
+    # source. Headers may change under a cached cubin: the text of those it includes (course_headers_of) is hashed.
     dirs = ["<course headers>" if d == str(COURSE_INCLUDE) else d for d in include_dirs()]
     # "logs kept": a cubin cached before ptxas's log was kept beside it is compiled again (its advisories unknown)
     key_parts = [text, name, ARCH, STD, nvrtc_version(), *dirs, *macros, str(max_registers), "logs kept",
                  "front-end diagnostics off"]
-    for header in sorted(COURSE_INCLUDE.glob("*.cuh")):
-        key_parts.append(header.read_text())
+    for header, header_text in course_headers_of(text):
+        key_parts += [header, header_text]
     key = hashlib.sha256("\0".join(key_parts).encode()).hexdigest()[:24]
     cached = cache_dir("nvrtc") / f"{key}.cubin"
     log_file = cached.with_suffix(".log")  # ptxas's advisories of a compile that succeeded, kept beside its cubin

@@ -82,8 +82,15 @@ def test_the_cache_keys_the_course_headers_by_content_not_by_folder(tmp_path, mo
     try:
         assert comp.include_dirs()[0] == str(copy)
         assert compile_cuda(src).path == here.path, "the copied headers hit the same cache entry"
+        nested = '#include "mbarrier.cuh"\nextern "C" __global__ void k(int* p) { *p = 4; }'
+        before = compile_cuda(nested).path
+        (copy / "wgmma.cuh").write_text((copy / "wgmma.cuh").read_text() + "\n// a header neither includes\n")
+        (copy / "block_scaled.cuh").unlink()  # as a student release leaves it out
+        assert compile_cuda(src).path == here.path and compile_cuda(nested).path == before, \
+            "a header the source does not include is not its key"
         (copy / "course.cuh").write_text((copy / "course.cuh").read_text() + "\n// another header\n")
         assert compile_cuda(src).path != here.path, "an edited header compiles again"
+        assert compile_cuda(nested).path != before, "and so does a source that includes it through another header"
     finally:
         comp.include_dirs.cache_clear()
 
