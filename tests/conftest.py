@@ -67,6 +67,15 @@ def pytest_collection_modifyitems(config, items):
     items[:] = [items[i] for i in order]
 
 
+def sigint_default() -> None:
+    """preexec_fn of a child a test interrupts: SIGINT's default action, whatever the suite was started from. A shell
+    starts a background job (`make test &`) with SIGINT ignored, an ignored signal stays ignored across exec, and a
+    Python started so never raises KeyboardInterrupt: the Ctrl-C the test sends would be lost."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_notebook(nb, cwd: Path, pythonpath: Path, allow_errors: bool = False):
     """Execute a notebook (nbformat) top to bottom in a fresh kernel whose PYTHONPATH is `pythonpath` alone (e.g. a
     student release: not the course repository), in folder `cwd`. Returns the executed notebook."""

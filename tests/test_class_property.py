@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import sigint_default
 from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
 
@@ -135,7 +136,7 @@ def _grade(grading: Path, *extra: str, interrupt_after: float | None = None) -> 
     if interrupt_after is None:
         return subprocess.run(cmd, cwd=ROOT, env=_env(grading), capture_output=True, text=True, timeout=900)
     p = subprocess.Popen(cmd, cwd=ROOT, env=_env(grading), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True)
+                         start_new_session=True, preexec_fn=sigint_default)
     time.sleep(interrupt_after)
     if p.poll() is None:
         os.killpg(p.pid, signal.SIGINT)  # Ctrl-C in the instructor's terminal reaches the whole process group

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import sigint_default
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -201,7 +202,8 @@ def test_an_interrupt_stops_the_children_and_says_what_to_run(tmp_path):
     for i in range(3):
         shutil.copytree(grading / "submitted" / "blank", grading / "submitted" / f"b{i}")
     p = subprocess.Popen([sys.executable, "-m", "autograder.cli", "grade", WEEK, "--seed", "7", "--gpus", "none"],
-                         cwd=ROOT, env=_env(grading), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         cwd=ROOT, env=_env(grading), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=sigint_default)
     t0 = time.time()
     started = []
     while time.time() - t0 < 180 and not started:
