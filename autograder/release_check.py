@@ -146,6 +146,12 @@ def release_stubs() -> dict[str, list[list[str]]]:
     return {slug: list(cuda_kernels(src).values()) for slug, src in release_stub_sources().items()}
 
 
+def stub_similarity(tokens: list[str], stub_kernels: list[list[str]]) -> float:
+    """How close the release's stub kernels of an answer's topic come to one of its kernels (the best similarity):
+    what every student is handed anyway, the baseline a shipped kernel must clearly exceed to be a near-copy."""
+    return max((similarity(st, tokens) for st in stub_kernels), default=0.0)
+
+
 def cuda_functions(src: str) -> dict[str, list[str]]:
     """Every function body of a CUDA source — `__global__` and `__device__` alike, templates included — as tokens
     (cuda_tokens), keyed "name" (a second definition of a name gets "name#2")."""
@@ -283,7 +289,7 @@ def transcription_answers() -> dict[str, str]:
     teach (the TMA copy demo is warp_specialization/all_threads' way of working)."""
     out, stubs = known_good_sources(), release_stubs()
     for name, src in answers_to_hide().items():
-        base = max((similarity(st, t) for st in stubs.get(name.split("/")[0], []) for t in cuda_kernels(src).values()),
+        base = max((stub_similarity(t, stubs.get(name.split("/")[0], [])) for t in cuda_kernels(src).values()),
                    default=0.0)
         if base + STUB_MARGIN > 1:
             out[name] = src
@@ -397,8 +403,7 @@ def release_problems(folder: Path) -> list[str]:
                     # gives most of its kernel (the student writes one part of it), so that stub is itself close
                     # to the solution; a shipped kernel is a near-copy only if it is clearly closer than the stub.
                     if (aname, akname) not in bases:
-                        bases[aname, akname] = max((similarity(st, atoks) for st in stubs.get(aname.split("/")[0], [])),
-                                                   default=0.0)
+                        bases[aname, akname] = stub_similarity(atoks, stubs.get(aname.split("/")[0], []))
                     base = bases[aname, akname]
                     if r >= max(NEAR_COPY, base + STUB_MARGIN):
                         problems.append(f"{where}: kernel {kname} is a near-copy ({r:.2f}) of {aname} ({akname})"

@@ -258,12 +258,12 @@ def test_every_answer_the_near_copy_check_cannot_see_is_looked_for():
     """Each answer a release must not carry whose stub is all but its whole kernel (the near-copy check cannot tell a
     solution from such a stub), renamed, stripped of comments and reflowed, is found by the transcription check as
     release_problems calls it: fp8_gemm/bf16_path, full correctness and short path points, was once missed."""
-    from autograder.release_check import (STUB_MARGIN, answers_to_hide, cuda_kernels, release_stubs, similarity,
+    from autograder.release_check import (STUB_MARGIN, answers_to_hide, cuda_kernels, release_stubs, stub_similarity,
                                           transcription_problems)
 
     rng, stubs = random.Random(), release_stubs()
     blind = {n: src for n, src in answers_to_hide().items()
-             if max((similarity(st, t) for st in stubs.get(n.split("/")[0], []) for t in cuda_kernels(src).values()),
+             if max((stub_similarity(t, stubs.get(n.split("/")[0], [])) for t in cuda_kernels(src).values()),
                     default=0.0) + STUB_MARGIN > 1}
     assert "fp8_gemm/bf16_path" in blind, sorted(blind)
     demos = {f"kernels/demo_{i}.cu": _disguise(src, rng) for i, src in enumerate(blind.values())}
