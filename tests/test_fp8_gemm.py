@@ -25,9 +25,11 @@ from kernels.sass import family_count as _n  # an opcode's family, counted
 
 ROOT = Path(__file__).resolve().parents[1]
 SLUG, EX = "fp8_gemm", "fp8_promote"
+# HOSTILE: the grader-integrity answers (a printed verdict, a forbidden header, state across launches, lazy launches)
+HOSTILE = {"forged_verdict", "include_environ", "cached_result", "launch_counter"}
 KNOWN = {"correct", "solution", "no_promotion_scale", "wrong_row", "wrong_kblock", "missing_sb", "bf16_path", "one_stage",
-         "fmul_fadd", "stub"}
-WRONG = KNOWN - {"correct", "solution", "bf16_path", "one_stage", "fmul_fadd", "stub"}
+         "fmul_fadd", "stub"} | HOSTILE
+WRONG = KNOWN - {"correct", "solution", "bf16_path", "one_stage", "fmul_fadd", "stub", "launch_counter"}
 
 
 def _spec():
@@ -110,7 +112,9 @@ def test_the_given_code_is_stored_once():
     by = {ka.name: ka for ka in known_answers(SLUG)}
     assert by["solution"].source == "solution" and by["stub"].source == "release"
     assert by["correct"].source == "solution"  # the same cell, under the name the benchmark times
-    assert all(ka.base == "solution" for n, ka in by.items() if n not in ("solution", "correct", "stub")), by
+    assert all(ka.base == "solution" for n, ka in by.items() if n not in ("solution", "correct", "stub",
+                                                                            "forged_verdict")), by
+    assert by["forged_verdict"].base == "missing_sb"  # another known answer, itself the solution with a change
     assert not [p for p in known_dir(SLUG).rglob("*") if p.is_file() and p.name != "expected.toml"]
     spec = _spec()
     cell = solution_literal(spec, "fp8_promote_answer", "FP8_PROMOTE_CU")
@@ -163,17 +167,27 @@ def test_the_known_answers_are_what_they_claim():
     assert "upper = sa[row], lower = sa[row + 8];" in src["missing_sb"]
     assert "wgmma_m64n128k16_rs(" in src["bf16_path"] and "wgmma_m64n128k32_e4m3_ss(tmp" not in src["bf16_path"]
     assert "STAGES = 1;" in src["one_stage"] and "__fadd_rn(acc[i], __fmul_rn(tmp[i]" in src["fmul_fadd"]
+    # the hostile answers: what each tries, and the GPU's verdict the grader must reach
+    assert by["launch_counter"].expected == {"correctness": 3, "path": 0, "throughput": 0}
+    assert by["launch_counter"].gpu_flags == ["stale-output", "timed-path", "above-roofline"] and by["cached_result"].gpu_flags == ["inconsistent-results"]
+    assert by["forged_verdict"].gpu_flags == ["kernel-printed"]  # and printf, a call, serializes the wgmma (C7510)
+    assert by["forged_verdict"].flags == ["ptxas-advisory: C7510"] and by["include_environ"].flags == ["forbidden-include"]
+    assert "VERDICT {" in src["forged_verdict"] and "upper = sa[row], lower = sa[row + 8];" in src["forged_verdict"]
+    assert '#include "/proc/self/environ"' in src["include_environ"]
+    assert "if (*(volatile int*)&computed_once) return;" in src["cached_result"]
+    assert "launch >= 30 && launch % 20 != 0" in src["launch_counter"]
 
 
 def test_the_known_answers_sass():
     """The given mainloop in every kernel answer (3 TMA loads, the promotion's 64 FFMA, no spill); 4 QGMMA per k-block
     and no HGMMA in all but bf16_path, which has 8 HGMMA (m64n128k16, A from registers) and no QGMMA."""
-    ops = {n: _ops(n) for n in KNOWN - {"stub"}}
+    ops = {n: _ops(n) for n in KNOWN - {"stub", "include_environ"}}  # include_environ: refused (ForbiddenInclude)
     for n, o in ops.items():
         adds = "FADD" if n == "fmul_fadd" else "FFMA"  # fmul_fadd: FMUL + FADD, and no FFMA at all
         assert _n(o, "UTMALDG") == 3 and _n(o, adds) == 64 and _n(o, "FFMA") == 64 * (adds == "FFMA"), n
-        assert _n(o, "LDL") == 0 and _n(o, "STL") == 0 and _n(o, "LDGSTS") == 0, n
-    for n in KNOWN - {"stub", "bf16_path"}:
+        assert _n(o, "LDL") == 0 and _n(o, "STL") == (64 if n == "forged_verdict" else 0), n  # printf's arguments
+        assert _n(o, "LDGSTS") == 0, n
+    for n in KNOWN - {"stub", "bf16_path", "include_environ"}:
         assert _n(ops[n], "QGMMA.64x128x32.F32.E4M3.E4M3") == 4 and _n(ops[n], "HGMMA") == 0, n
     assert _n(ops["bf16_path"], "HGMMA.64x128x16.F32.BF16") == 8 and _n(ops["bf16_path"], "QGMMA") == 0
     # the solution reads its two row scales from shared memory and sb with one global load; missing_sb reads no sb
@@ -188,8 +202,8 @@ def test_known_answers_score_as_expected_without_a_gpu():
     assert results and all(r.ok for r in results), table(results)
     by = {r.answer.name: r for r in results}
     assert by["stub"].grade.exercises[EX].status == "not_attempted"
-    static = {n: by[n].grade.exercises[EX].facts["path"]["static_points"] for n in KNOWN - {"stub"}}
-    assert static == {**{n: 2 for n in KNOWN - {"stub", "bf16_path"}}, "bf16_path": 0}, static
+    static = {n: by[n].grade.exercises[EX].facts["path"]["static_points"] for n in KNOWN - {"stub", "include_environ"}}
+    assert static == {**{n: 2 for n in KNOWN - {"stub", "bf16_path", "include_environ"}}, "bf16_path": 0}, static
     # the solution's quiz is right, all four questions
     assert sum(by["solution"].grade.scores[f"fp8_gemm_quiz_q{i}"].points for i in range(1, 5)) == 4
 
