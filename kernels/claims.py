@@ -1,8 +1,8 @@
 """Every claim against a baseline the records support, in one table: the GEMM's parity rounds (rung 6, Triton and
-rung 5 against cuBLAS), the attention overlap rung's rounds against cuDNN and week 2 days 1-3's rounds against the D2D
-copy of the same bytes (kernels.copy_rounds.copy_summary), each read with its topic's own summary (so the table, the
-notebooks and the README agree), each with its GPU, driver and date, one row per claim and input distribution the
-rounds ran on (the exercise's data; N(0, 1) where the record has it), and each side's kernel — the longest-running
+rung 5 against cuBLAS), the attention overlap rung's rounds against cuDNN, the FP8 GEMM's rungs against cuBLASLt's
+block-scaled FP8 (kernels.fp8_gemm.rounds) and week 2 days 1-3's rounds against the D2D copy of the same bytes
+(kernels.copy_rounds.copy_summary), each read with its topic's own summary (so the table, the notebooks and the README
+agree), each with its GPU, driver and date, one row per claim and input distribution the rounds ran on (the exercise's data; N(0, 1) where the record has it), and each side's kernel — the longest-running
 one the profiler saw — where the record names them ("kernels", written by make gpu-test's 'claims rounds' step).
 
     python -m kernels.claims [--markdown]      # the README's table is the --markdown output (a test holds it)
@@ -23,6 +23,7 @@ DATA_ORDER = ("exercise", "normal")  # the exercise's data first: the rows of re
 DATA_LABEL = {"exercise": "exercise's", "normal": "N(0,1)"}
 COPY_DAYS = ("swizzle", "warp_specialization", "multicast")  # week 2 days 1-3: claims against the D2D copy
 BASELINE = {"cublaslt": "cuBLASLt's best candidate", "triton_tuned": "Triton autotuned"}  # kernels.gemm.baselines
+FP8_BASELINE = {"cublaslt_blockwise": "cuBLASLt block-scaled FP8"}  # kernels.fp8_gemm.rounds.BASELINE
 
 
 def _datas(by_data: dict) -> list[str]:
@@ -65,6 +66,13 @@ def doc_claims(slug: str, doc: dict) -> list[dict]:
                 out.append(_row(where, slug, f"overlap rung / cuDNN, {shape}", data, d, d["rounds"],
                                 {k: v for k, v in d["sm_mhz"].items() if v},
                                 {k: top(kern.get(shape, {}).get(k)) for k in ("overlap", "cudnn")}))
+    elif slug == "fp8_gemm":  # rows: kernels.fp8_gemm.rounds.ladder_rounds documents, one per shape
+        for r in doc["rows"]:
+            shape, base = "x".join(map(str, r["shape"])), r["baseline"]
+            for name, x in r["ratios"].items():
+                out.append(_row(where, slug, f"{name} / {FP8_BASELINE.get(base, base)}, {shape}", "exercise", x,
+                                x["rounds"], {k: r["sm_mhz"][k] for k in (name, base) if r["sm_mhz"].get(k)},
+                                {k: top(kern.get(k)) for k in (name, base)}))
     elif slug in COPY_DAYS:
         for claim, x in copy_summary(doc["rows"]).items():
             by = x["by_data"]
@@ -108,11 +116,12 @@ def print_claims(rows: list[dict] | str | None = None) -> None:
     """The recorded claims (all, or one topic's: print_claims("gemm")), one line each; each side's top kernel below
     its claim where the record names it."""
     rows = claims_table(rows) if rows is None or isinstance(rows, str) else rows
-    print(f"{'GPU (driver, date)':<48}{'claim':<38}{'inputs':<12}{'rounds':>7}{'median':>8}{'95 % interval':>16}  "
+    w = max([38] + [len(r["claim"]) + 2 for r in rows])  # the claim column: the longest claim fits
+    print(f"{'GPU (driver, date)':<48}{'claim':<{w}}{'inputs':<12}{'rounds':>7}{'median':>8}{'95 % interval':>16}  "
           f"{'says':<16}SM MHz")
     for r in rows:
         clocks = ", ".join(f"{k} {v:.0f}" for k, v in r["sm_mhz"].items())
-        print(f"{r['device'] + ' (' + str(r['driver']) + ', ' + str(r['date']) + ')':<48}{r['claim']:<38}"
+        print(f"{r['device'] + ' (' + str(r['driver']) + ', ' + str(r['date']) + ')':<48}{r['claim']:<{w}}"
               f"{DATA_LABEL.get(r['data'], r['data']):<12}{r['rounds']:>7}{r['median']:>7.3f}x{r['lo']:>9.3f}-"
               f"{r['hi']:.3f}x  {r['says']:<16}{clocks}")
         for k, n in r.get("kernels", {}).items():

@@ -154,6 +154,38 @@ def test_claims_rows_per_claim_and_data_with_each_sides_top_kernel(monkeypatch):
     assert "| N(0,1) |" in md[3] and "overlap `attn_overlap_d128`; cudnn `cudnn_generated_fort_native`" in md[2]
 
 
+def _fp8_ladder(ratios: dict) -> dict:
+    """A kernels.fp8_gemm.rounds.ladder_rounds document with these {candidate: median ratio} over cuBLASLt."""
+    return {"shape": [8192, 8192, 8192], "rounds": 24, "baseline": "cublaslt_blockwise", "device": "NVIDIA H200",
+            "kernels": {"cublaslt_blockwise": ["nvjet_sm90_qqtst_128x128"], "triton_fp8": [],
+                        **{n: [f"fp8_gemm_{n}"] for n in ratios if n != "triton_fp8"}},
+            "sm_mhz": {"cublaslt_blockwise": 1500.0, **{n: 1550.0 for n in ratios}, "triton_fp8": None},
+            "ratios": {n: {"a": n, "b": "cublaslt_blockwise", "median": m, "lo": m - 0.02, "hi": m + 0.01,
+                           "rounds": 24, "says": f"behind: {m:.3f}x (95 % interval ...)"} for n, m in ratios.items()}}
+
+
+def test_the_fp8_gemm_ladder_rounds_give_a_claim_per_candidate(monkeypatch):
+    from kernels import claims
+    from kernels.fp8_gemm import rounds as fp8_rounds
+
+    lad = _fp8_ladder({"block_scaled": 0.84, "overlap": 0.987, "triton_fp8": 0.7})
+    seen = []
+    monkeypatch.setattr(fp8_rounds, "ladder_rounds", lambda shape, rounds: seen.append((shape, rounds)) or lad)
+    m = gpu_claims.measure_rounds("fp8_gemm")
+    assert seen == [((8192, 8192, 8192), 18)] and gpu_claims.rounds_for("fp8_gemm") == 18
+    assert m == {"kernels": lad["kernels"], "rows": [lad], "rounds": 24, "datas": ["exercise"]}
+    doc = {"device": "NVIDIA H200", "driver": "580.test", "date": "2026-12-04", **m}
+    rows = claims.doc_claims("fp8_gemm", doc)
+    assert [r["claim"] for r in rows] == [f"{n} / cuBLASLt block-scaled FP8, 8192x8192x8192"
+                                          for n in ("block_scaled", "overlap", "triton_fp8")]
+    over = rows[1]
+    assert (over["median"], over["lo"], over["hi"], over["says"], over["rounds"]) == (0.987, 0.967, 0.997, "behind", 24)
+    assert over["kernels"] == {"overlap": "fp8_gemm_overlap", "cublaslt_blockwise": "nvjet_sm90_qqtst_128x128"}
+    assert over["sm_mhz"] == {"overlap": 1550.0, "cublaslt_blockwise": 1500.0} and over["data"] == "exercise"
+    assert rows[2]["kernels"] == {"cublaslt_blockwise": "nvjet_sm90_qqtst_128x128"}  # no name, no clock: left out
+    assert rows[2]["sm_mhz"] == {"cublaslt_blockwise": 1500.0}
+
+
 def test_records_before_both_datas_still_give_their_rows_and_the_same_table(monkeypatch):
     """A record from before both datas (the H100 GEMM ladder's parity rounds: exercise's data, no kernel names): one
     row per claim, data "exercise", no kernels; a table of such records alone has no "inputs" column."""

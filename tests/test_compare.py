@@ -98,6 +98,10 @@ def test_the_recorded_claims_table_is_what_the_rounds_rows_give():
             ours = r["claim"].split(" / ")[0]
             tf = {(x["rung"], x["round"]): x["tflops"] for x in doc["rows"] if x.get("lesson") == "parity"
                   and x.get("data", "exercise") == r["data"]}
+        elif r["slug"] == "fp8_gemm":  # "<candidate> / cuBLASLt block-scaled FP8, <shape>": speed = 1 / ms
+            ours, shape = r["claim"].split(" / ")[0], r["claim"].split(", ", 1)[1]
+            lad = next(x for x in doc["rows"] if "x".join(map(str, x["shape"])) == shape)
+            tf = {(n, k): 1 / ms for n, t in lad["comparison"]["times_ms"].items() for k, ms in enumerate(t)}
         elif r["slug"] in COPY_DAYS:  # "<rung> / D2D copy, <shape>": the rung's claim's rows, TB/s
             ours, shape = r["claim"].split(" / D2D copy, ")
             claim = next(x["claim"] for x in doc["rows"] if x.get("rung") == ours and x["shape"] == shape)
@@ -110,7 +114,7 @@ def test_the_recorded_claims_table_is_what_the_rounds_rows_give():
                   and x["goal_shape"] == shape and x.get("data", "exercise") == r["data"]}
         # a GEMM claim's baseline is its pair's other side (cuBLAS, cuBLASLt's best, Triton's best tile)
         base = (next(k for k in r["sm_mhz"] if k != ours) if r["slug"] == "gemm"
-                else COPY if r["slug"] in COPY_DAYS else "cudnn")
+                else COPY if r["slug"] in COPY_DAYS else lad["baseline"] if r["slug"] == "fp8_gemm" else "cudnn")
         ks = sorted(k for v, k in tf if v == ours and (base, k) in tf)
         assert len(ks) == r["rounds"] >= 6
         assert r["median"] == pytest.approx(statistics.median(tf[(ours, k)] / tf[(base, k)] for k in ks))

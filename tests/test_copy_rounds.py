@@ -355,5 +355,6 @@ def test_measure_rounds_of_a_copy_day_hands_the_known_answers_in(monkeypatch):
     assert seen == {"kernels": ["correct"], "rounds": (["correct"], ws_bench.CLAIM_ROUNDS, ("exercise",), "fake"),
                     "period_ms": copy_rounds.CLOCK_MS}
     assert topic.shipped("warp_specialization", ["correct"]) == []  # handed back after the step
-    assert set(gpu_claims.SLUGS) == {"gemm", "attention", *DAYS} and set(gpu_claims.ABOUT) == set(gpu_claims.SLUGS)
+    assert set(gpu_claims.SLUGS) == {"gemm", "attention", "fp8_gemm", *DAYS}
+    assert set(gpu_claims.ABOUT) == set(gpu_claims.SLUGS)
     assert {s: gpu_claims.rounds_for(s) for s in DAYS} == {"swizzle": 18, "warp_specialization": 18, "multicast": 24}

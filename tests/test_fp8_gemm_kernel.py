@@ -78,9 +78,10 @@ def test_the_sass_holds_fp8_wgmma_tma_and_the_barriers(ops):
     assert _n(ops, "LDL") == 0 and _n(ops, "STL") == 0  # no spills
 
 
-# Each rung's header check, in one place (rungs 2 and 3 are tests/test_fp8_gemm_wide.py's and _cluster.py's): the
-# opcodes its "SASS you should see" paragraph must list at least (how many, and some by name), those it must forbid,
-# and lies a header could tell — an opcode the kernel lacks named as required, one it has named as forbidden.
+# Each rung's header check, in one place (rungs 2-5 are tests/test_fp8_gemm_wide.py's, _cluster.py's, _overlap.py's
+# and _overlap_cluster.py's): the opcodes its "SASS you should see" paragraph must list at least (how many, and some
+# by name), those it must forbid, and lies a header could tell — an opcode the kernel lacks named as required, one it
+# has named as forbidden.
 RUNG_HEADERS = {
     "r1_block_scaled": dict(cubin=fp8.block_scaled_cubin, kernel=fp8.KERNEL, at_least=12,
                             names={"QGMMA.64x128x32.F32.E4M3.E4M3", "UTMALDG.2D", "SYNCS.ARRIVE.TRANS64",
@@ -101,6 +102,18 @@ RUNG_HEADERS = {
                        forbids={"HGMMA", "LDGSTS", "LDL", "STL", "STSM", "UTMASTG"},
                        missing=("UTMALDG.3D.MULTICAST", "QGMMA.64x256x32.F32.E4M3.E4M3", "UTMASTG.2D"),
                        present=("UTMALDG.2D.MULTICAST", "QGMMA")),
+    "r4_overlap": dict(cubin=fp8.overlap_cubin, kernel=fp8.OVERLAP_KERNEL, at_least=12,
+                       names={"QGMMA.64x128x32.F32.E4M3.E4M3", "UTMALDG.2D", "WARPGROUP.DEPBAR.LE", "FFMA",
+                              "F2FP.BF16.F32.PACK_AB", "STG.E"},
+                       forbids={"HGMMA", "LDL", "STL", "STSM", "UTMASTG"},
+                       missing=("QGMMA.64x256x32.F32.E4M3.E4M3", "UTMALDG.2D.MULTICAST", "UTMASTG.2D"),
+                       present=("QGMMA", "WARPGROUP.DEPBAR")),
+    "r5_overlap_cluster": dict(cubin=fp8.overlap_cluster_cubin, kernel=fp8.OVERLAP_CLUSTER_KERNEL, at_least=16,
+                               names={"UTMALDG.2D.MULTICAST", "SYNCS.ARRIVE.TRANS64.RED.A1T0", "UCGABAR_ARV",
+                                      "QGMMA.64x128x32.F32.E4M3.E4M3", "WARPGROUP.DEPBAR.LE", "FFMA"},
+                               forbids={"HGMMA", "LDGSTS", "LDL", "STL", "STSM", "UTMASTG"},
+                               missing=("UTMALDG.3D.MULTICAST", "QGMMA.64x256x32.F32.E4M3.E4M3", "UTMASTG.2D"),
+                               present=("UTMALDG.2D.MULTICAST", "QGMMA")),
 }
 
 
@@ -301,13 +314,7 @@ def test_every_scale_lands_on_its_block():
     # a scale read for the wrong row, k-block or tile column is off by 2x or more somewhere
     from kernels.fp8_gemm import workload  # the day's workload (reference), used by the GPU tests only
 
-    m, n, k = 256, 384, 1024
-    g = torch.Generator(device="cuda").manual_seed(5)
-    row = 2.0 ** torch.randint(-6, 7, (m, k // 128), generator=g, device="cuda").float()
-    blk = 2.0 ** torch.randint(-6, 7, (n // 128, k // 128), generator=g, device="cuda").float()
-    x = torch.randn(m, k, generator=g, device="cuda") * row.repeat_interleave(128, 1)
-    w = torch.randn(n, k, generator=g, device="cuda") * blk.repeat_interleave(128, 0).repeat_interleave(128, 1)
-    inputs = _from_float(x, w)
+    inputs = workload.make_scale_varied_inputs((256, 384, 1024), seed=5)
     out, compare = _run(inputs)
     report = compare(out, workload.reference(inputs), rtol=RTOL)
     assert report.ok, report.message

@@ -243,12 +243,5 @@ def test_every_scale_lands_on_its_block():
     # — both halves of a wide tile, and a half tile): a scale read for the wrong row, k-block or half is off by 2x
     from kernels.fp8_gemm import workload  # the day's workload (quantizers), used by the GPU tests only
 
-    m, n, k = 256, 640, 1024
-    g = torch.Generator(device="cuda").manual_seed(5)
-    row = 2.0 ** torch.randint(-6, 7, (m, k // 128), generator=g, device="cuda").float()
-    blk = 2.0 ** torch.randint(-6, 7, (n // 128, k // 128), generator=g, device="cuda").float()
-    x = torch.randn(m, k, generator=g, device="cuda") * row.repeat_interleave(128, 1)
-    w = torch.randn(n, k, generator=g, device="cuda") * blk.repeat_interleave(128, 0).repeat_interleave(128, 1)
-    a, sa = workload.quantize_rows(x)
-    b, sb = workload.quantize_blocks(w)
-    _check({"a": a, "sa": sa, "sa_t": sa.T.contiguous(), "b": b, "sb": sb})
+    inputs = workload.make_scale_varied_inputs((256, 640, 1024), seed=5)
+    _check(inputs)

@@ -152,6 +152,22 @@ def test_make_inputs_keys_layouts_and_seeds():
                                                                                   inp["sb"])
 
 
+def test_scale_varied_inputs_spread_their_scales_block_to_block():
+    # the rungs' scale tests: each row group's and block's scale its own power of two, 2^-6 .. 2^6 around make_inputs'
+    shape = (256, 384, 1024)
+    inp = workload.make_scale_varied_inputs(shape, seed=5, device="cpu")
+    plain = workload.make_inputs(shape, seed=5, device="cpu")
+    assert {k: v.shape for k, v in inp.items()} == {k: v.shape for k, v in plain.items()}
+    assert inp["sa_t"].is_contiguous() and torch.equal(inp["sa_t"], inp["sa"].t())
+    for s in (inp["sa"], inp["sb"]):
+        e = torch.log2(s / s.median())
+        assert float(e.max() - e.min()) >= 8  # blocks 2^8 or more apart: a scale from the wrong block is visible
+    assert torch.equal(inp["sb"], workload.make_scale_varied_inputs(shape, seed=5, device="cpu")["sb"])
+    assert not torch.equal(inp["sb"], workload.make_scale_varied_inputs(shape, seed=6, device="cpu")["sb"])
+    with pytest.raises(ValueError, match="N = 130"):
+        workload.make_scale_varied_inputs((128, 130, 128), 0, "cpu")
+
+
 @pytest.mark.parametrize("call, match", [
     (lambda: workload.make_inputs((100, 128, 128), 0, "cpu"), "M = 100"),
     (lambda: workload.make_inputs((128, 130, 128), 0, "cpu"), "N = 130"),

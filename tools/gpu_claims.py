@@ -29,6 +29,8 @@ from kernels.clock import SmClock
 from kernels.compare import balanced_rounds
 from kernels.copy_rounds import CLOCK_MS as COPY_CLOCK_MS, DATAS as COPY_DATAS
 from kernels.device import gpu
+from kernels.fp8_gemm import rounds as fp8_rounds
+from kernels.fp8_gemm import workload as fp8_workload
 from kernels.gemm import baselines as gemm_baselines
 from kernels.gemm import bench as gemm_bench
 from kernels.multicast import bench as multicast_bench
@@ -39,13 +41,16 @@ from kernels.warp_specialization import bench as ws_bench
 
 ROOT = Path(__file__).resolve().parent.parent
 # the topics with a claim against a vendor library, then week 2 days 1-3 (claims against the D2D copy of the same bytes)
-SLUGS = ("gemm", "attention", *COPY_DAYS)
+SLUGS = ("gemm", "attention", "fp8_gemm", *COPY_DAYS)
 COPY_BENCH = {"swizzle": swizzle_bench, "warp_specialization": ws_bench, "multicast": multicast_bench}
 DATAS = ("normal", "exercise")
 ABOUT = {"gemm": "GEMM rung 6 (store_warp), Triton and rung 5 (cluster) against cuBLAS at 8192^3 (kernels.gemm.bench."
                  "parity_rounds)",
          "attention": "the attention overlap rung's default entry against cuDNN at the three goal shapes "
                       "(kernels.attention.bench.overlap_rounds)",
+         "fp8_gemm": "the FP8 GEMM's rungs, Triton's block-scaled FP8 matmul and cuBLAS bf16 against cuBLASLt's "
+                     "block-scaled FP8 GEMM at 8192^3 on the exercise's inputs (N(0, 1) entries, quantized: "
+                     "kernels.fp8_gemm.rounds.ladder_rounds)",
          "swizzle": "colsum at 1 pass (128B swizzle, and the 8-way conflicted layout) and the exercise's course "
                     "solution (the transpose) against the D2D copy of the same bytes (kernels.swizzle.bench."
                     "claim_rounds)",
@@ -62,6 +67,8 @@ def rounds_for(slug: str) -> int:
     runs: 24; a copy day's: its CLAIM_ROUNDS, balanced for each of its claims)."""
     if slug in COPY_BENCH:
         return COPY_BENCH[slug].CLAIM_ROUNDS
+    if slug == "fp8_gemm":
+        return 18  # ladder_rounds balances them over its candidates (kernels.compare.balanced_rounds)
     return balanced_rounds(gemm_bench.CLAIM_RUNS if slug == "gemm" else attention_bench.ROUND_RUNS)
 
 
@@ -88,6 +95,9 @@ def measure_rounds(slug: str, rounds: int | None = None, datas=DATAS) -> dict:
             with SmClock(period_ms=COPY_CLOCK_MS) as clock:
                 rows = day.claim_rounds(clock, rounds=rounds, datas=COPY_DATAS)
         return {"kernels": kernels, "rows": rows, "rounds": rounds, "datas": list(COPY_DATAS)}
+    elif slug == "fp8_gemm":  # one data: the exercise's inputs are N(0, 1) draws, quantized (workload.make_inputs)
+        doc = fp8_rounds.ladder_rounds(fp8_workload.BENCH_SHAPE, rounds=rounds)
+        return {"kernels": doc["kernels"], "rows": [doc], "rounds": doc["rounds"], "datas": ["exercise"]}
     else:
         raise ValueError(f"{slug}: no claim against a baseline (one of {SLUGS})")
     return {"kernels": kernels, "rows": rows, "rounds": rounds}

@@ -139,12 +139,14 @@ def gemm_fp8(a: torch.Tensor, sa_t: torch.Tensor, b: torch.Tensor, sb: torch.Ten
                      smem_bytes(int(stages)), shape, a, sa_t, b, sb, out)
 
 
-def _run_rung(fn: str, kernel: str, cubin, grid_of, smem: int, shape, a, sa_t, b, sb, out, **launch_kw):
+def _run_rung(fn: str, kernel: str, cubin, grid_of, smem: int, shape, a, sa_t, b, sb, out, b_box=AB_BOX,
+              **launch_kw):
     """The launch the three rungs share, after check_inputs gave `shape`: CPU tensors refused (a ValueError naming
     them and `fn`), D allocated (bf16 (M, N), or `out`), the three tensor maps (A's and B's box (128, 128),
     128B-swizzled; sa_t's (1, 128)); only then the module (cubin()) and the grid (grid_of(): rungs 2 and 3 read the
     device's SM count); one launch of `kernel`, THREADS threads, `smem` bytes of dynamic shared memory (launch_kw:
-    rung 3's cluster). The kernels take (a_map, b_map, sa_map, D, sb, M, N, K), D and sb as plain pointers."""
+    rung 3's cluster; b_box: B's box, rung 5's half tile). The kernels take (a_map, b_map, sa_map, D, sb, M, N, K), D
+    and sb as plain pointers."""
     off = [name for name, t in (("a", a), ("sa_t", sa_t), ("b", b), ("sb", sb), ("out", out))
            if t is not None and not t.is_cuda]
     if off:
@@ -153,7 +155,7 @@ def _run_rung(fn: str, kernel: str, cubin, grid_of, smem: int, shape, a, sa_t, b
     m, n, k = shape
     d = torch.empty(m, n, dtype=torch.bfloat16, device=a.device) if out is None else out
     a8, b8, sa_v = map_views(a, sa_t, b)
-    args = (cached_tensor_map(a8, AB_BOX, SWIZZLE), cached_tensor_map(b8, AB_BOX, SWIZZLE),
+    args = (cached_tensor_map(a8, AB_BOX, SWIZZLE), cached_tensor_map(b8, b_box, SWIZZLE),
             cached_tensor_map(sa_v, SA_BOX), d, sb, i32(m), i32(n), i32(k))  # D: a plain pointer
     cub = cubin()
     launch(cub, kernel, grid=grid_of(), block=THREADS, smem=smem, args=args, **launch_kw)
@@ -257,13 +259,18 @@ def cluster_units(shape) -> int:
     return ceil_div(m // BM, CLUSTER_SIZE) * ceil_div(n, WIDE_BN)
 
 
-def cluster_grid(shape, sms: int) -> tuple[int]:
-    """Rung 3's persistent grid, in CTAs: 2 x min(units, SMs // 2) — one cluster of 2 per pair of SMs (66 on 132
-    SMs), no more clusters than tile pairs. sms: at least 2 (one cluster)."""
+def _pairs_grid(units: int, sms: int) -> tuple[int]:
+    """A persistent grid of clusters of 2, in CTAs: 2 x min(units, SMs // 2) — one cluster per pair of SMs (66 on 132
+    SMs), no more clusters than tile pairs (units). sms: at least 2 (one cluster)."""
     if sms < CLUSTER_SIZE:
         raise ValueError(f"sms: got {sms}, needs at least {CLUSTER_SIZE} (one cluster of {CLUSTER_SIZE} CTAs, one "
                          "per SM)")
-    return (CLUSTER_SIZE * min(cluster_units(shape), int(sms) // CLUSTER_SIZE),)
+    return (CLUSTER_SIZE * min(units, int(sms) // CLUSTER_SIZE),)
+
+
+def cluster_grid(shape, sms: int) -> tuple[int]:
+    """Rung 3's persistent grid (_pairs_grid over its tile pairs, cluster_units)."""
+    return _pairs_grid(cluster_units(shape), sms)
 
 
 def gemm_fp8_cluster(a: torch.Tensor, sa_t: torch.Tensor, b: torch.Tensor, sb: torch.Tensor,
@@ -281,8 +288,121 @@ def gemm_fp8_cluster(a: torch.Tensor, sa_t: torch.Tensor, b: torch.Tensor, sb: t
                      lambda: cluster_grid(shape, sm_count(a.device.index or 0) if sms is None else int(sms)),
                      wide_smem_bytes(int(stages)), shape, a, sa_t, b, sb, out, cluster=CLUSTER_SIZE)
 
+# Rung 4's constants (r4_overlap.cu; tests/test_fp8_gemm_overlap.py reads them back from the source): rung 1's tile,
+# ring and stage bytes (BM, BN, STAGES, smem_bytes), walked persistently in rung 2's grouped order, each consumer
+# with two promotion fragments (one k-block promoted while its next k-block's wgmmas run). Inputs, checks and maps
+# are rung 1's.
+OVERLAP_KERNEL = "fp8_gemm_overlap"
+OVERLAP_STAGES = STAGES               # FP8_STAGES of r4_overlap.cu: rung 1's 6 x 32 KiB ring
+OVERLAP_MIN_STAGES = 3                # a consumer holds 2 stages at once (r4_overlap.cu's static_assert)
+OVERLAP_GROUP_M = WIDE_GROUP_M        # FP8_GROUP_M: tile rows per group of the persistent walk
+OVERLAP_UNROLL = 16                   # FP8_UNROLL: k-blocks per step of the k-loop (the rest: its binary digits)
+OVERLAP_MAX_UNROLL = 64               # r4_overlap.cu's static_assert (a power of two, 2 .. 64)
+HAS_RUNG4 = has_kernel_file("fp8_gemm", "r4_overlap.cu")
+LEFT_OUT_RUNG4 = ("rung 4 (kernels/fp8_gemm/r4_overlap.cu) promotes each k-block as the day's exercise asks, so the "
+                  "student release leaves its source out; the notebook shows its recorded rows instead")
+
+
+def _overlap_build(source: str, left_out: str, stages: int, group_m: int, unroll: int, pairs: bool):
+    """Rungs 4 and 5's module (their one consumer, promote_overlap.cuh; the same tunables), through the course's one
+    compile helper, after the tunables are checked: stages 3 .. OVERLAP_STAGES; group_m at least 1 (pairs: a positive
+    multiple of 2, whole tile pairs); unroll a power of two, 2 .. OVERLAP_MAX_UNROLL."""
+    if not OVERLAP_MIN_STAGES <= stages <= OVERLAP_STAGES:
+        raise ValueError(f"stages: got {stages}, needs {OVERLAP_MIN_STAGES} .. {OVERLAP_STAGES} (a consumer holds 2 "
+                         f"stages; {OVERLAP_STAGES + 1} x 32 KiB and the scales exceed 227 KiB)")
+    if pairs and (group_m < CLUSTER_SIZE or group_m % CLUSTER_SIZE):
+        raise ValueError(f"group_m: got {group_m}, needs a positive multiple of {CLUSTER_SIZE} (whole tile pairs)")
+    if group_m < 1:
+        raise ValueError(f"group_m: got {group_m}, needs at least 1")
+    if not 2 <= unroll <= OVERLAP_MAX_UNROLL or unroll & (unroll - 1):
+        raise ValueError(f"unroll: got {unroll}, needs a power of two, 2 .. {OVERLAP_MAX_UNROLL} (k-blocks per "
+                         "iteration of the k-loop)")
+    return compile_cuda(kernel_file("fp8_gemm", source, left_out=left_out),
+                        defines=_defines(FP8_STAGES=(stages, OVERLAP_STAGES), FP8_GROUP_M=(group_m, OVERLAP_GROUP_M),
+                                         FP8_UNROLL=(unroll, OVERLAP_UNROLL)))
+
+
+@lru_cache(maxsize=8)
+def overlap_cubin(stages: int = OVERLAP_STAGES, group_m: int = OVERLAP_GROUP_M, unroll: int = OVERLAP_UNROLL):
+    """Rung 4's module (r4_overlap.cu), cached on disk too. stages: the ring's depth (FP8_STAGES, 3 ..
+    OVERLAP_STAGES); group_m: tile rows per group of the walk (FP8_GROUP_M); unroll: k-blocks per iteration of the
+    k-loop (FP8_UNROLL, a power of two 2 .. 64: unroll - 1 of every unroll promotions overlapped)."""
+    return _overlap_build("r4_overlap.cu", LEFT_OUT_RUNG4, stages, group_m, unroll, pairs=False)
+
+
+def overlap_grid(shape, sms: int) -> tuple[int]:
+    """Rung 4's persistent grid: one CTA per SM (rung 1's 384 threads and 196 KiB: one fits), no more than the
+    (M / 128) x (N / 128) tiles."""
+    if sms < 1:
+        raise ValueError(f"sms: got {sms}, needs at least 1")
+    m, n, _ = shape
+    return (min((m // BM) * (n // BN), int(sms)),)
+
+
+def gemm_fp8_overlap(a: torch.Tensor, sa_t: torch.Tensor, b: torch.Tensor, sb: torch.Tensor,
+                     out: torch.Tensor | None = None, *, stages: int = OVERLAP_STAGES,
+                     unroll: int = OVERLAP_UNROLL, sms: int | None = None) -> torch.Tensor:
+    """gemm_fp8's product by r4_overlap.cu (rung 1's 128 x 128 tiles, persistent, a promotion overlapped with the
+    next k-block's wgmmas): a (M, K) and b (N, K) float8_e4m3fn, K-major; sa_t (K // 128, M) fp32; sb
+    (N // 128, K // 128) fp32; returns bf16 (M, N) (`out` if given). M, N, K multiples of 128 (gemm_fp8's checks).
+    stages, unroll: the ring's depth and the k-loop's step (overlap_cubin). sms: CTAs of the persistent grid (default:
+    the device's SM count)."""
+    shape = check_inputs(a, sa_t, b, sb, out)
+    if sms is not None:
+        overlap_grid(shape, int(sms))  # a bad sms is refused here (ValueError), before anything touches a GPU
+    return _run_rung("gemm_fp8_overlap", OVERLAP_KERNEL, lambda: overlap_cubin(int(stages), unroll=int(unroll)),
+                     lambda: overlap_grid(shape, sm_count(a.device.index or 0) if sms is None else int(sms)),
+                     smem_bytes(int(stages)), shape, a, sa_t, b, sb, out)
+
+# Rung 5's constants (r5_overlap_cluster.cu; tests/test_fp8_gemm_overlap_cluster.py reads them back from the source):
+# rung 4's tile, ring, stage bytes and consumer, in clusters of 2 CTAs along M (rung 3's), each CTA multicasting half
+# of the B tile — 64 rows, a box of B's map of its own — into both.
+OVERLAP_CLUSTER_KERNEL = "fp8_gemm_overlap_cluster"
+HALF_B_BOX = (BN // CLUSTER_SIZE, BK)  # B's box in rung 5: 64 rows x 128 e4m3, 128B-swizzled (8 KiB, 8 periods)
+HAS_RUNG5 = has_kernel_file("fp8_gemm", "r5_overlap_cluster.cu")
+LEFT_OUT_RUNG5 = ("rung 5 (kernels/fp8_gemm/r5_overlap_cluster.cu) promotes each k-block as the day's exercise asks, "
+                  "so the student release leaves its source out; the notebook shows its recorded rows instead")
+
+
+@lru_cache(maxsize=8)
+def overlap_cluster_cubin(stages: int = OVERLAP_STAGES, group_m: int = OVERLAP_GROUP_M,
+                          unroll: int = OVERLAP_UNROLL):
+    """Rung 5's module (r5_overlap_cluster.cu), cached on disk too: stages, unroll as rung 4's (overlap_cubin);
+    group_m: tile rows per group of the walk, a positive multiple of 2."""
+    return _overlap_build("r5_overlap_cluster.cu", LEFT_OUT_RUNG5, stages, group_m, unroll, pairs=True)
+
+
+def overlap_cluster_units(shape) -> int:
+    """Units of work of rung 5: tile pairs (two vertically adjacent 128 x 128 tiles, one per CTA of a cluster),
+    ceil(M / 256) x (N / 128)."""
+    m, n, _ = shape
+    return ceil_div(m // BM, CLUSTER_SIZE) * (n // BN)
+
+
+def overlap_cluster_grid(shape, sms: int) -> tuple[int]:
+    """Rung 5's persistent grid (_pairs_grid over its tile pairs, overlap_cluster_units), in clusters of 2."""
+    return _pairs_grid(overlap_cluster_units(shape), sms)
+
+
+def gemm_fp8_overlap_cluster(a: torch.Tensor, sa_t: torch.Tensor, b: torch.Tensor, sb: torch.Tensor,
+                             out: torch.Tensor | None = None, *, stages: int = OVERLAP_STAGES,
+                             unroll: int = OVERLAP_UNROLL, sms: int | None = None) -> torch.Tensor:
+    """gemm_fp8's product by r5_overlap_cluster.cu (rung 4 in clusters of 2 CTAs along M, B's tile shared by TMA
+    multicast): rung 1's inputs and checks; returns bf16 (M, N) (`out` if given). stages, unroll: as rung 4's. sms:
+    SMs the persistent grid may use (default: the device's SM count; at least 2)."""
+    shape = check_inputs(a, sa_t, b, sb, out)
+    if sms is not None:
+        overlap_cluster_grid(shape, int(sms))  # a bad sms is refused here (ValueError), before anything touches a GPU
+    return _run_rung("gemm_fp8_overlap_cluster", OVERLAP_CLUSTER_KERNEL,
+                     lambda: overlap_cluster_cubin(int(stages), unroll=int(unroll)),
+                     lambda: overlap_cluster_grid(shape, sm_count(a.device.index or 0) if sms is None else int(sms)),
+                     smem_bytes(int(stages)), shape, a, sa_t, b, sb, out, b_box=HALF_B_BOX, cluster=CLUSTER_SIZE)
+
 
 __all__ = ["gemm_fp8", "check_inputs", "map_views", "block_scaled_cubin", "smem_bytes", "grid", "KERNEL", "HAS_RUNG1",
            "LEFT_OUT", "gemm_fp8_wide", "wide_cubin", "wide_smem_bytes", "wide_grid", "wide_tiles", "sm_count",
            "WIDE_KERNEL", "HAS_RUNG2"]
 __all__ += ["gemm_fp8_cluster", "cluster_cubin", "cluster_grid", "cluster_units", "CLUSTER_KERNEL", "HAS_RUNG3"]
+__all__ += ["gemm_fp8_overlap", "overlap_cubin", "overlap_grid", "OVERLAP_KERNEL", "HAS_RUNG4"]
+__all__ += ["gemm_fp8_overlap_cluster", "overlap_cluster_cubin", "overlap_cluster_grid", "overlap_cluster_units",
+            "OVERLAP_CLUSTER_KERNEL", "HAS_RUNG5"]

@@ -3,13 +3,15 @@ course's one comparison method (kernels.compare: interleaved rounds, positions b
 bootstrap interval), with each side's kernel names (the profiler) and mean SM clock, and each side's accuracy
 against the fp32 product of the dequantized operands.
 
-    python -m kernels.fp8_gemm.rounds --rounds 18 [--shape 8192 8192 8192] [--out build/gpu]
+    python -m kernels.fp8_gemm.rounds --rounds 18 [--shape 8192 8192 8192] [--unrolls 4 8 16 32] [--out build/gpu]
 
 Candidates (the same inputs: kernels.fp8_gemm.workload.make_inputs, one draw per seed):
-  block_scaled          the course kernel, gemm_fp8
+  block_scaled          the course kernel, gemm_fp8 (rung 1); wide, cluster, overlap, overlap_cluster: rungs 2-5
+                        where their sources are present (gemm_fp8_wide, _cluster, _overlap, _overlap_cluster)
   cublaslt_blockwise    cuBLASLt with the same recipe (1x128 for A, 128x128 for B) through torch, where it runs
   triton_fp8            Triton's block-scaled FP8 matmul, autotuned (kernels.fp8_gemm.triton_fp8)
   cublas_bf16           cuBLAS bf16 on the dequantized operands: what FP8 buys at this shape (context, no claim)
+  overlap_u<n>          with --unrolls: rung 4 built with FP8_UNROLL = n (k-blocks per step of its k-loop), each n
 A candidate that does not run here (baselines.supported) is named with its reason and left out. Needs an sm_90 GPU.
 """
 
@@ -27,12 +29,15 @@ BASELINE = "cublaslt_blockwise"
 REPS = 10
 
 
-def _candidates(inputs: dict) -> tuple[dict, dict]:
-    """({name: fn() -> D}, {name: why it is left out}) for the inputs."""
+def _candidates(inputs: dict, unrolls=()) -> tuple[dict, dict]:
+    """({name: fn() -> D}, {name: why it is left out}) for the inputs; unrolls: rung 4's other steps of the k-loop
+    timed beside it (overlap_u<n>)."""
     import torch
 
     from .baselines import cublaslt_blockwise, supported
-    from .launch import HAS_RUNG2, HAS_RUNG3, LEFT_OUT_RUNG2, LEFT_OUT_RUNG3, gemm_fp8, gemm_fp8_cluster, gemm_fp8_wide
+    from .launch import (HAS_RUNG2, HAS_RUNG3, HAS_RUNG4, HAS_RUNG5, LEFT_OUT_RUNG2, LEFT_OUT_RUNG3, LEFT_OUT_RUNG4,
+                         LEFT_OUT_RUNG5, gemm_fp8, gemm_fp8_cluster, gemm_fp8_overlap, gemm_fp8_overlap_cluster,
+                         gemm_fp8_wide)
     from .triton_fp8 import triton_fp8
 
     args = (inputs["a"], inputs["sa_t"], inputs["b"], inputs["sb"])
@@ -47,6 +52,15 @@ def _candidates(inputs: dict) -> tuple[dict, dict]:
         fns["cluster"] = lambda: gemm_fp8_cluster(*args)
     else:
         skipped["cluster"] = LEFT_OUT_RUNG3
+    if HAS_RUNG4:  # rung 4: rung 1's tile, persistent, a promotion overlapped with the next wgmmas (r4_overlap.cu)
+        fns["overlap"] = lambda: gemm_fp8_overlap(*args)
+        fns.update({f"overlap_u{u}": (lambda u=u: gemm_fp8_overlap(*args, unroll=u)) for u in unrolls})
+    else:
+        skipped["overlap"] = LEFT_OUT_RUNG4
+    if HAS_RUNG5:  # rung 5: rung 4 in 2-CTA clusters, B's tile shared by TMA multicast (r5_overlap_cluster.cu)
+        fns["overlap_cluster"] = lambda: gemm_fp8_overlap_cluster(*args)
+    else:
+        skipped["overlap_cluster"] = LEFT_OUT_RUNG5
     for name, fn in (("cublaslt_blockwise", cublaslt_blockwise), ("triton_fp8", triton_fp8)):
         if ok[name]["ok"]:
             fns[name] = lambda fn=fn: fn(*args)
@@ -71,7 +85,7 @@ def _accuracy(fns: dict, inputs: dict) -> dict:
 
 
 def ladder_rounds(shape=workload.BENCH_SHAPE, rounds: int = 18, reps: int = REPS, seed: int = 0,
-                  progress=print) -> dict:
+                  progress=print, unrolls=()) -> dict:
     """The rounds at `shape`: per candidate its time each round, TFLOPS, SM clock, kernel names and accuracy, and
     each candidate's speed over the baseline's (kernels.compare.Ratio.to_dict: median, 95 % interval, what it says)."""
     import torch
@@ -81,7 +95,7 @@ def ladder_rounds(shape=workload.BENCH_SHAPE, rounds: int = 18, reps: int = REPS
 
     shape = workload.check_shape(shape)
     inputs = workload.make_inputs(shape, seed)
-    fns, skipped = _candidates(inputs)
+    fns, skipped = _candidates(inputs, tuple(unrolls))
     accuracy = _accuracy(fns, inputs)
     names = {n: kernel_names(fn) for n, fn in fns.items()}
     mhz: dict[str, list] = {n: [] for n in fns}
@@ -131,11 +145,22 @@ def main(argv=None) -> int:
     ap.add_argument("--shape", type=int, nargs=3, default=list(workload.BENCH_SHAPE))
     ap.add_argument("--rounds", type=int, default=18)
     ap.add_argument("--reps", type=int, default=REPS)
+    ap.add_argument("--unrolls", type=int, nargs="*", default=[],
+                    help="rung 4 also built with these steps of its k-loop (powers of two, 2 .. 64), timed beside it")
     ap.add_argument("--out", default=None, help="a folder: rounds_<shape>.json written there")
     args = ap.parse_args(argv)
-    doc = ladder_rounds(tuple(args.shape), rounds=args.rounds, reps=args.reps)
+    doc = ladder_rounds(tuple(args.shape), rounds=args.rounds, reps=args.reps, unrolls=args.unrolls)
     print(table(doc))
-    if args.out:
+    if args.out:  # a record: where, when and by which command (the rounds say what)
+        import datetime
+        import shlex
+        import sys
+
+        from ..device import gpu
+
+        doc |= {"driver": (gpu() or {}).get("driver"), "date": datetime.date.today().isoformat(),
+                "what": shlex.join(["python", "-m", "kernels.fp8_gemm.rounds", *(sys.argv[1:] if argv is None
+                                                                                  else argv)])}
         path = Path(args.out) / f"fp8_rounds_{workload.shape_name(tuple(args.shape))}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(doc, indent=1))

@@ -161,6 +161,21 @@ def make_inputs(shape, seed: int, device="cuda") -> dict:
     return {"a": a, "sa": sa, "sa_t": sa.t().contiguous(), "b": b, "sb": sb}
 
 
+def make_scale_varied_inputs(shape, seed: int, device="cuda") -> dict:
+    """make_inputs' dict for operands whose scale blocks differ by powers of two (2^-6 .. 2^6, at random): each 1 x 128
+    group of x and each 128 x 128 block of w scaled by its own factor before quantization, so that a scale read for the
+    wrong row, k-block or tile column is off by 2x or more somewhere (the rungs' tests)."""
+    m, n, k = check_shape(shape)
+    g = torch.Generator(device=device).manual_seed(seed)
+    row = 2.0 ** torch.randint(-6, 7, (m, k // 128), generator=g, device=device).float()
+    blk = 2.0 ** torch.randint(-6, 7, (n // 128, k // 128), generator=g, device=device).float()
+    x = torch.randn(m, k, generator=g, device=device) * row.repeat_interleave(128, 1)
+    w = torch.randn(n, k, generator=g, device=device) * blk.repeat_interleave(128, 0).repeat_interleave(128, 1)
+    a, sa = quantize_rows(x)
+    b, sb = quantize_blocks(w)
+    return {"a": a, "sa": sa, "sa_t": sa.t().contiguous(), "b": b, "sb": sb}
+
+
 def reference(inputs: dict) -> torch.Tensor:
     """dequantize_rows(a, sa) @ dequantize_blocks(b, sb).T, (M, N): in fp32 on a GPU, in float64 on the CPU (returned
     as float64 there: the dequantized entries, 4 significant bits times a 24-bit scale, are exact in float64, and the
