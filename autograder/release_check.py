@@ -52,6 +52,8 @@ INSTRUCTOR_ONLY = {
                                       "(fp8_promote) asks",
     "kernels/fp8_gemm/r5_overlap_cluster.cu": "rung 5 of the FP8 GEMM: it promotes each k-block as week 3 day 1's "
                                               "exercise (fp8_promote) asks",
+    "kernels/fp8_gemm/r6_tma_store.cu": "rung 6 of the FP8 GEMM: it promotes each k-block as week 3 day 1's exercise "
+                                        "(fp8_promote) asks",
     "kernels/include/promote_overlap.cuh": "the overlapped promotion the FP8 GEMM's rungs 4 and 5 share: it calls "
                                            "block_scaled.cuh's promote() (week 3 day 1's exercise, fp8_promote)",
     "kernels/include/block_scaled.cuh": "what the FP8 GEMM's rungs share: its promote() (each k-block's product "

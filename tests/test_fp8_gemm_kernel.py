@@ -78,8 +78,8 @@ def test_the_sass_holds_fp8_wgmma_tma_and_the_barriers(ops):
     assert _n(ops, "LDL") == 0 and _n(ops, "STL") == 0  # no spills
 
 
-# Each rung's header check, in one place (rungs 2-5 are tests/test_fp8_gemm_wide.py's, _cluster.py's, _overlap.py's
-# and _overlap_cluster.py's): the opcodes its "SASS you should see" paragraph must list at least (how many, and some
+# Each rung's header check, in one place (rungs 2-6 are tests/test_fp8_gemm_wide.py's, _cluster.py's, _overlap.py's,
+# _overlap_cluster.py's and _tma_store.py's): the opcodes its "SASS you should see" paragraph must list at least (how many, and some
 # by name), those it must forbid, and lies a header could tell — an opcode the kernel lacks named as required, one it
 # has named as forbidden.
 RUNG_HEADERS = {
@@ -114,6 +114,12 @@ RUNG_HEADERS = {
                                forbids={"HGMMA", "LDGSTS", "LDL", "STL", "STSM", "UTMASTG"},
                                missing=("UTMALDG.3D.MULTICAST", "QGMMA.64x256x32.F32.E4M3.E4M3", "UTMASTG.2D"),
                                present=("UTMALDG.2D.MULTICAST", "QGMMA")),
+    "r6_tma_store": dict(cubin=fp8.tma_store_cubin, kernel=fp8.TMA_STORE_KERNEL, at_least=9,
+                         names={"STSM.16.M88.4", "UTMASTG.2D", "FENCE.VIEW.ASYNC.S", "QGMMA.64x128x32.F32.E4M3.E4M3",
+                                "UTMALDG.2D", "FFMA"},
+                         forbids={"HGMMA", "LDGSTS", "LDL", "STL", "STG"},
+                         missing=("UTMALDG.2D.MULTICAST", "QGMMA.64x256x32.F32.E4M3.E4M3", "UTMASTG.3D"),
+                         present=("UTMASTG.2D", "STSM"), anchor="`UTMASTG.2D`"),
 }
 
 
@@ -135,7 +141,8 @@ def test_every_opcode_the_header_names_is_in_the_sass(rung):
 def test_the_header_check_can_fail(rung):
     h, text = RUNG_HEADERS[rung], _rung_source(rung)
     for lie in h["missing"]:
-        required, forbidden = header_sass(text.replace("`STG.E`", f"`STG.E`, `{lie}`", 1))
+        anchor = h.get("anchor", "`STG.E`")  # a required opcode of the header, the lie named beside it
+        required, forbidden = header_sass(text.replace(anchor, f"{anchor}, `{lie}`", 1))
         assert lie in required
         with pytest.raises(SassPathError, match=f"MISSING {re.escape(lie)}"):
             require(h["cubin"](), h["kernel"], required, forbidden)

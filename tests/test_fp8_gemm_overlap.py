@@ -54,10 +54,10 @@ def test_the_kernel_compiles_for_sm90a_without_a_ptxas_advisory():
 def _rolling_variant() -> str:
     """r4_overlap.cu with the k-loop the header says ptxas cannot prove: t0 issued before the loop and still in
     flight at its back-edge (issue kb + 1, retire kb, around the loop; compiled only, never run), built from the same
-    issue() and retire() of promote_overlap.cuh."""
-    src = SOURCE.read_text()
+    issue() and retire() of promote_overlap.cuh — the header inlined, its overlap_consumer calling the rolling loop."""
+    src, shared = SOURCE.read_text(), (COURSE_INCLUDE / "promote_overlap.cuh").read_text()
     call = "overlap_tile<UNROLL>(acc, r, release,"
-    assert src.count(call) == 1
+    assert shared.count(call) == 1 and src.count('#include "promote_overlap.cuh"') == 1
     rolling = """template <class Ring, class Release>
 __device__ __forceinline__ void rolling_tile(float (&acc)[64], const Ring& r, Release& release,
                                              const float* __restrict__ sb_row, int c, int kblocks, unsigned& it) {
@@ -79,8 +79,9 @@ __device__ __forceinline__ void rolling_tile(float (&acc)[64], const Ring& r, Re
 }
 
 """
-    at = src.index('extern "C" __global__')
-    return (src[:at] + rolling + src[at:]).replace(call, "rolling_tile(acc, r, release,")
+    at = shared.index("// Consumer c of a CTA that walks")
+    variant = shared[:at] + rolling + shared[at:].replace(call, "rolling_tile(acc, r, release,")
+    return src.replace('#include "promote_overlap.cuh"', variant.replace("#pragma once", ""))
 
 
 def test_a_fragment_in_flight_across_the_back_edge_draws_the_serialization_advisory():
@@ -185,9 +186,12 @@ def _tile_coords(t: int, tiles_m: int, tiles_n: int, group: int) -> tuple[int, i
 
 def test_the_persistent_walk_covers_every_tile_once():
     text = SOURCE.read_text()
-    assert text.count("grouped_order(t, tiles_m, tiles_n, GROUP_M, i, j);") == 2  # the producer's and the consumers'
-    assert text.count("for (int t = blockIdx.x; t < tiles; t += gridDim.x)") == 2
-    assert "const int m0 = i * BM, n0 = j * BN;" in text and "i * BM + 64 * c, j * BN" in text
+    shared = (COURSE_INCLUDE / "promote_overlap.cuh").read_text()  # the producer and consumer rungs 4 and 6 share
+    # overlap_producer's walk and overlap_consumer's: the same tiles in the same order
+    assert shared.count("grouped_order(t, tiles_m, tiles_n, GROUP_M, i, j);") == 2
+    assert shared.count("for (int t = blockIdx.x; t < tiles; t += gridDim.x)") == 2
+    assert "const int m0 = i * BM, n0 = j * BN;" in shared and "epilogue(acc, i * 128 + 64 * c, j * 128);" in shared
+    assert "overlap_producer<Ring, GROUP_M>(" in text and "overlap_consumer<UNROLL, GROUP_M>(" in text
     shared = (COURSE_INCLUDE / "block_scaled.cuh").read_text()
     for line in ("const int per_group = group * units_n, g = t / per_group, first = g * group;",
                  "const int rows = min(group, units_m - first), r = t - g * per_group;",

@@ -27,8 +27,8 @@ from ..clock import SmClock, timed
 from ..device import gpu
 from ..topic import Topic, answer_row, check_kernels, row, shipped, time_answer
 from . import model, workload
-from .launch import (HAS_RUNG2, HAS_RUNG3, HAS_RUNG4, HAS_RUNG5, gemm_fp8, gemm_fp8_cluster, gemm_fp8_overlap,
-                     gemm_fp8_overlap_cluster, gemm_fp8_wide)
+from .launch import (HAS_RUNG2, HAS_RUNG3, HAS_RUNG4, HAS_RUNG5, HAS_RUNG6, gemm_fp8, gemm_fp8_cluster,
+                     gemm_fp8_overlap, gemm_fp8_overlap_cluster, gemm_fp8_tma_store, gemm_fp8_wide)
 
 TEST_SHAPES = [(128, 128, 128), (256, 384, 512), (384, 128, 640), (1024, 2048, 4096)]
 BENCH_SHAPES = [(2048, 2048, 2048), (4096, 4096, 4096), workload.BENCH_SHAPE]  # the baselines' shapes
@@ -60,16 +60,17 @@ TIMED_ANSWERS = {"correct": 6, "one_stage": 1}
 
 
 def _baselines() -> dict:
-    """{name: fn(a, sa_t, b, sb)} of what is timed beside rung 1 at BENCH_SHAPES: rungs 2-5 (r2_wide.cu,
-    r3_cluster.cu, r4_overlap.cu, r5_overlap_cluster.cu; not modelled) where this copy has them, and the vendor
-    baselines that run on this machine (baselines.supported)."""
+    """{name: fn(a, sa_t, b, sb)} of what is timed beside rung 1 at BENCH_SHAPES: rungs 2-6 (r2_wide.cu,
+    r3_cluster.cu, r4_overlap.cu, r5_overlap_cluster.cu, r6_tma_store.cu; not modelled) where this copy has them,
+    and the vendor baselines that run on this machine (baselines.supported)."""
     from .baselines import cublaslt_blockwise, supported  # imports torch and Triton: only where they run
     from .triton_fp8 import triton_fp8  # Triton: only where the baselines run
 
     ok = supported()
     wide = ({"wide": gemm_fp8_wide} if HAS_RUNG2 else {}) | ({"cluster": gemm_fp8_cluster} if HAS_RUNG3 else {})
     wide |= ({"overlap": gemm_fp8_overlap} if HAS_RUNG4 else {}) | (
-        {"overlap_cluster": gemm_fp8_overlap_cluster} if HAS_RUNG5 else {})
+        {"overlap_cluster": gemm_fp8_overlap_cluster} if HAS_RUNG5 else {}) | (
+        {"tma_store": gemm_fp8_tma_store} if HAS_RUNG6 else {})
     return wide | {n: f for n, f in (("cublaslt_blockwise", cublaslt_blockwise), ("triton_fp8", triton_fp8))
                    if ok[n]["ok"]}
 
@@ -83,7 +84,7 @@ def check_all() -> list[str]:
     """The course kernel (at each checked depth) and the baselines against the fp32 reference (the course kernel's
     output poisoned first)."""
     runs = {name: _build(name) for name in CHECKED}
-    rungs = ("wide", "cluster", "overlap", "overlap_cluster")  # the course's rungs write `out`; vendors' calls allocate
+    rungs = ("wide", "cluster", "overlap", "overlap_cluster", "tma_store")  # rungs write `out`; vendors allocate
     runs.update({n: (lambda a, sa_t, b, sb, out, f=f: f(a, sa_t, b, sb, out=out)) if n in rungs
                  else (lambda a, sa_t, b, sb, out, f=f: out.copy_(f(a, sa_t, b, sb))) for n, f in _baselines().items()})
     return check_kernels(list(runs), TEST_SHAPES, inputs=lambda shape, seed: workload.make_inputs(shape, seed),

@@ -140,13 +140,13 @@ def gemm_fp8(a: torch.Tensor, sa_t: torch.Tensor, b: torch.Tensor, sb: torch.Ten
 
 
 def _run_rung(fn: str, kernel: str, cubin, grid_of, smem: int, shape, a, sa_t, b, sb, out, b_box=AB_BOX,
-              **launch_kw):
+              d_box=None, **launch_kw):
     """The launch the three rungs share, after check_inputs gave `shape`: CPU tensors refused (a ValueError naming
     them and `fn`), D allocated (bf16 (M, N), or `out`), the three tensor maps (A's and B's box (128, 128),
     128B-swizzled; sa_t's (1, 128)); only then the module (cubin()) and the grid (grid_of(): rungs 2 and 3 read the
     device's SM count); one launch of `kernel`, THREADS threads, `smem` bytes of dynamic shared memory (launch_kw:
     rung 3's cluster; b_box: B's box, rung 5's half tile). The kernels take (a_map, b_map, sa_map, D, sb, M, N, K), D
-    and sb as plain pointers."""
+    and sb as plain pointers; with d_box also D's tensor map last (box d_box, 128B swizzle: rung 6's TMA stores)."""
     off = [name for name, t in (("a", a), ("sa_t", sa_t), ("b", b), ("sb", sb), ("out", out))
            if t is not None and not t.is_cuda]
     if off:
@@ -157,6 +157,8 @@ def _run_rung(fn: str, kernel: str, cubin, grid_of, smem: int, shape, a, sa_t, b
     a8, b8, sa_v = map_views(a, sa_t, b)
     args = (cached_tensor_map(a8, AB_BOX, SWIZZLE), cached_tensor_map(b8, b_box, SWIZZLE),
             cached_tensor_map(sa_v, SA_BOX), d, sb, i32(m), i32(n), i32(k))  # D: a plain pointer
+    if d_box is not None:
+        args += (cached_tensor_map(d, d_box, SWIZZLE),)
     cub = cubin()
     launch(cub, kernel, grid=grid_of(), block=THREADS, smem=smem, args=args, **launch_kw)
     return d
@@ -303,7 +305,8 @@ LEFT_OUT_RUNG4 = ("rung 4 (kernels/fp8_gemm/r4_overlap.cu) promotes each k-block
                   "student release leaves its source out; the notebook shows its recorded rows instead")
 
 
-def _overlap_build(source: str, left_out: str, stages: int, group_m: int, unroll: int, pairs: bool):
+def _overlap_build(source: str, left_out: str, stages: int, group_m: int, unroll: int, pairs: bool,
+                   default_stages: int = OVERLAP_STAGES):
     """Rungs 4 and 5's module (their one consumer, promote_overlap.cuh; the same tunables), through the course's one
     compile helper, after the tunables are checked: stages 3 .. OVERLAP_STAGES; group_m at least 1 (pairs: a positive
     multiple of 2, whole tile pairs); unroll a power of two, 2 .. OVERLAP_MAX_UNROLL."""
@@ -318,7 +321,7 @@ def _overlap_build(source: str, left_out: str, stages: int, group_m: int, unroll
         raise ValueError(f"unroll: got {unroll}, needs a power of two, 2 .. {OVERLAP_MAX_UNROLL} (k-blocks per "
                          "iteration of the k-loop)")
     return compile_cuda(kernel_file("fp8_gemm", source, left_out=left_out),
-                        defines=_defines(FP8_STAGES=(stages, OVERLAP_STAGES), FP8_GROUP_M=(group_m, OVERLAP_GROUP_M),
+                        defines=_defines(FP8_STAGES=(stages, default_stages), FP8_GROUP_M=(group_m, OVERLAP_GROUP_M),
                                          FP8_UNROLL=(unroll, OVERLAP_UNROLL)))
 
 
@@ -398,6 +401,45 @@ def gemm_fp8_overlap_cluster(a: torch.Tensor, sa_t: torch.Tensor, b: torch.Tenso
                      lambda: overlap_cluster_grid(shape, sm_count(a.device.index or 0) if sms is None else int(sms)),
                      smem_bytes(int(stages)), shape, a, sa_t, b, sb, out, b_box=HALF_B_BOX, cluster=CLUSTER_SIZE)
 
+# Rung 6's constants (r6_tma_store.cu; tests/test_fp8_gemm_tma_store.py reads them back from the source): rung 4's
+# tiles, walk and consumer with one stage less (the staging of D takes its 32 KiB), D written by TMA stores.
+TMA_STORE_KERNEL = "fp8_gemm_tma_store"
+TMA_STORE_STAGES = 5                  # FP8_STAGES of r6_tma_store.cu: 5 x 32 KiB and 32 KiB of staging
+D_BOX = (64, 64)                      # D's box: 64 rows x 64 bf16 (128 B: the 128B-swizzle span)
+STAGING_BYTES = 2 * 2 * 64 * 64 * 2   # 2 consumers x 2 pieces of (64, 64) bf16
+HAS_RUNG6 = has_kernel_file("fp8_gemm", "r6_tma_store.cu")
+LEFT_OUT_RUNG6 = ("rung 6 (kernels/fp8_gemm/r6_tma_store.cu) promotes each k-block as the day's exercise asks, so "
+                  "the student release leaves its source out; the notebook shows its recorded rows instead")
+
+
+@lru_cache(maxsize=8)
+def tma_store_cubin(stages: int = TMA_STORE_STAGES, group_m: int = OVERLAP_GROUP_M, unroll: int = OVERLAP_UNROLL):
+    """Rung 6's module (r6_tma_store.cu), cached on disk too: stages 3 .. 5, group_m and unroll as rung 4's."""
+    if stages > TMA_STORE_STAGES:
+        raise ValueError(f"stages: got {stages}, needs {OVERLAP_MIN_STAGES} .. {TMA_STORE_STAGES} ({stages} x 32 KiB, "
+                         "the scales and the 32 KiB staging of D exceed 227 KiB)")
+    return _overlap_build("r6_tma_store.cu", LEFT_OUT_RUNG6, stages, group_m, unroll, pairs=False,
+                          default_stages=TMA_STORE_STAGES)
+
+
+def tma_store_smem_bytes(stages: int = TMA_STORE_STAGES) -> int:
+    """Rung 6's dynamic shared memory (r6_tma_store.cu SMEM_DYNAMIC): rung 1's ring and scales, then the staging."""
+    return smem_bytes(stages) + STAGING_BYTES
+
+
+def gemm_fp8_tma_store(a: torch.Tensor, sa_t: torch.Tensor, b: torch.Tensor, sb: torch.Tensor,
+                       out: torch.Tensor | None = None, *, stages: int = TMA_STORE_STAGES,
+                       unroll: int = OVERLAP_UNROLL, sms: int | None = None) -> torch.Tensor:
+    """gemm_fp8's product by r6_tma_store.cu (rung 4, D written through shared memory by TMA stores): rung 1's inputs
+    and checks; returns bf16 (M, N) (`out` if given). stages (3 .. 5), unroll: the ring's depth and the k-loop's
+    step. sms: CTAs of the persistent grid (default: the device's SM count)."""
+    shape = check_inputs(a, sa_t, b, sb, out)
+    if sms is not None:
+        overlap_grid(shape, int(sms))  # a bad sms is refused here (ValueError), before anything touches a GPU
+    return _run_rung("gemm_fp8_tma_store", TMA_STORE_KERNEL, lambda: tma_store_cubin(int(stages), unroll=int(unroll)),
+                     lambda: overlap_grid(shape, sm_count(a.device.index or 0) if sms is None else int(sms)),
+                     tma_store_smem_bytes(int(stages)), shape, a, sa_t, b, sb, out, d_box=D_BOX)
+
 
 __all__ = ["gemm_fp8", "check_inputs", "map_views", "block_scaled_cubin", "smem_bytes", "grid", "KERNEL", "HAS_RUNG1",
            "LEFT_OUT", "gemm_fp8_wide", "wide_cubin", "wide_smem_bytes", "wide_grid", "wide_tiles", "sm_count",
@@ -406,3 +448,4 @@ __all__ += ["gemm_fp8_cluster", "cluster_cubin", "cluster_grid", "cluster_units"
 __all__ += ["gemm_fp8_overlap", "overlap_cubin", "overlap_grid", "OVERLAP_KERNEL", "HAS_RUNG4"]
 __all__ += ["gemm_fp8_overlap_cluster", "overlap_cluster_cubin", "overlap_cluster_grid", "overlap_cluster_units",
             "OVERLAP_CLUSTER_KERNEL", "HAS_RUNG5"]
+__all__ += ["gemm_fp8_tma_store", "tma_store_cubin", "tma_store_smem_bytes", "TMA_STORE_KERNEL", "HAS_RUNG6"]

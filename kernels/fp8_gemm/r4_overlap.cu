@@ -74,7 +74,7 @@
 #include "warpgroup.cuh"
 #include "wgmma_fp8.cuh"
 #include "block_scaled.cuh"  // store_tile, grouped_order, align_ring, init_ring, split_roles
-#include "promote_overlap.cuh"  // overlap_tile: the overlapped promotion (issue, retire, steps of UNROLL k-blocks)
+#include "promote_overlap.cuh"  // overlap_producer, overlap_consumer (the persistent walk, the overlapped promotion)
 #include <cuda_bf16.h>
 
 #ifndef FP8_STAGES
@@ -102,32 +102,8 @@ static_assert(STAGES >= 3 && STAGES <= 6, "FP8_STAGES: 3..6 (a consumer holds 2 
 static_assert(SMEM_DYNAMIC + 1024 <= 227 * 1024, "the ring and the scales exceed 227 KiB");
 static_assert(GROUP_M >= 1, "FP8_GROUP_M: at least 1");
 
-// The producer (one elected thread): rung 1's three TMA loads per k-block, over every tile of this CTA in the grouped
-// order; `it` runs on across tiles (the ring's position). Coordinates are {inner, outer} in elements.
-__device__ __forceinline__ void producer(const CUtensorMap* a_map, const CUtensorMap* b_map, const CUtensorMap* sa_map,
-                                         unsigned base, unsigned long long* full, unsigned long long* empty, int M,
-                                         int N, int kblocks) {
-    const int tiles_m = M / BM, tiles_n = N / BN, tiles = tiles_m * tiles_n;
-    unsigned it = 0;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-        int i, j;
-        grouped_order(t, tiles_m, tiles_n, GROUP_M, i, j);
-        const int m0 = i * BM, n0 = j * BN;
-        for (int kb = 0; kb < kblocks; ++kb, ++it) {
-            const unsigned s = it % STAGES, n = it / STAGES;
-            const unsigned sA = base + s * STAGE_TILES, sB = sA + TILE_A, sS = base + SA_BASE + s * SA_BYTES;
-            const unsigned fb = smem_addr(&full[s]);
-            mbar_wait(smem_addr(&empty[s]), (n & 1) ^ 1);  // the 8 consumer warps are done with round n - 1
-            mbar_arrive_expect_tx(fb, STAGE_TX);             // 1 arrival + 33280 bytes complete the phase
-            tma_load_2d(sA, a_map, kb * BK, m0, fb);         // A[m0 .., 128 kb ..]: (128, 128) e4m3, 128B swizzle
-            tma_load_2d(sB, b_map, kb * BK, n0, fb);         // B[n0 .., 128 kb ..]: (128, 128) e4m3, 128B swizzle
-            tma_load_2d(sS, sa_map, m0, kb, fb);             // sa_t[kb, m0 .. m0 + 127]: 512 contiguous B
-        }
-    }
-}
-
-// The ring as the shared consumer (promote_overlap.cuh) reads it, and how a stage is handed back here: lane 0 of
-// each consumer warp arrives on this CTA's empty[s] (8 arrivals complete it).
+// The ring as the shared producer and consumer (promote_overlap.cuh) read it, and how a stage is handed back here:
+// lane 0 of each consumer warp arrives on this CTA's empty[s] (8 arrivals complete it).
 using Ring = OverlapRing<STAGES, STAGE_TILES, SA_BASE>;
 static_assert(Ring::TILE_A == TILE_A && Ring::SA_BYTES == SA_BYTES, "the stage layout promote_overlap.cuh assumes");
 
@@ -139,21 +115,13 @@ fp8_gemm_overlap(FP8_GEMM_ARGS) {
     init_ring<STAGES>(full, empty, CONSUMER_WARPS);  // full[s]: the producer's arrive + 33280 B; empty[s]: 8 warps
     __syncthreads();
 
-    split_roles([&] { producer(&a_map, &b_map, &sa_map, base, full, empty, M, N, kblocks); },
+    split_roles([&] { overlap_producer<Ring, GROUP_M>(&a_map, &b_map, &sa_map, base, full, empty, M, N, kblocks); },
                 [&](int c) {  // consumer c: tile rows 64 c .. 64 c + 63
-                    const int tiles_m = M / BM, tiles_n = N / BN, tiles = tiles_m * tiles_n;
                     const Ring r{smem, base, full};
-                    auto release = [&](unsigned s) {
-                        if (lane_index() == 0) mbar_arrive(smem_addr(&empty[s]));
-                    };
-                    unsigned it = 0;  // the same count as the producer's
-                    float acc[64];
-                    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-                        int i, j;
-                        grouped_order(t, tiles_m, tiles_n, GROUP_M, i, j);
-                        overlap_tile<UNROLL>(acc, r, release, sb + static_cast<long long>(j) * kblocks, c, kblocks,
-                                             it);
-                        store_tile(acc, D, N, i * BM + 64 * c, j * BN);  // (64, 128) fp32 -> bf16 pairs
-                    }
+                    // each tile's (64, 128) fp32 -> bf16 pairs, straight from the registers (rung 1's store_tile)
+                    overlap_consumer<UNROLL, GROUP_M>(r, empty, sb, c, M, N, kblocks,
+                                                      [&](const float (&acc)[64], int m0, int n0) {
+                                                          store_tile(acc, D, N, m0, n0);
+                                                      });
                 });
 }

@@ -3,15 +3,18 @@ course's one comparison method (kernels.compare: interleaved rounds, positions b
 bootstrap interval), with each side's kernel names (the profiler) and mean SM clock, and each side's accuracy
 against the fp32 product of the dequantized operands.
 
-    python -m kernels.fp8_gemm.rounds --rounds 18 [--shape 8192 8192 8192] [--unrolls 4 8 16 32] [--out build/gpu]
+    python -m kernels.fp8_gemm.rounds --rounds 18 [--shape 8192 8192 8192] [--unrolls 4 8 32] [--ablations]
+                                      [--out build/gpu]
 
 Candidates (the same inputs: kernels.fp8_gemm.workload.make_inputs, one draw per seed):
-  block_scaled          the course kernel, gemm_fp8 (rung 1); wide, cluster, overlap, overlap_cluster: rungs 2-5
-                        where their sources are present (gemm_fp8_wide, _cluster, _overlap, _overlap_cluster)
+  block_scaled          the course kernel, gemm_fp8 (rung 1); wide, cluster, overlap, overlap_cluster, tma_store:
+                        rungs 2-6 where their sources are present (gemm_fp8_wide, _cluster, _overlap,
+                        _overlap_cluster, _tma_store)
   cublaslt_blockwise    cuBLASLt with the same recipe (1x128 for A, 128x128 for B) through torch, where it runs
   triton_fp8            Triton's block-scaled FP8 matmul, autotuned (kernels.fp8_gemm.triton_fp8)
   cublas_bf16           cuBLAS bf16 on the dequantized operands: what FP8 buys at this shape (context, no claim)
   overlap_u<n>          with --unrolls: rung 4 built with FP8_UNROLL = n (k-blocks per step of its k-loop), each n
+  overlap_no_store      with --ablations: rung 4 with its stores never run, and overlap_s5: with 5 stages
 A candidate that does not run here (baselines.supported) is named with its reason and left out. Needs an sm_90 GPU.
 """
 
@@ -29,15 +32,38 @@ BASELINE = "cublaslt_blockwise"
 REPS = 10
 
 
-def _candidates(inputs: dict, unrolls=()) -> tuple[dict, dict]:
+def _ablations(args: tuple) -> dict:
+    """Rung 4 taken apart, for what its epilogue and its ring cost (--ablations): overlap_no_store, r4_overlap.cu
+    with its store_tile behind a condition that is false at run time (K == 12345: the compiler keeps every
+    instruction that computes D, the stores never run; D stays the NaN it is filled with: its accuracy is NaN), and
+    overlap_s5, rung 4 with a ring of 5 stages (rung 6's depth)."""
+    from ..compile import compile_cuda, kernel_file
+    from .launch import OVERLAP_KERNEL, _run_rung, check_inputs, gemm_fp8_overlap, overlap_grid, sm_count, smem_bytes
+
+    src = kernel_file("fp8_gemm", "r4_overlap.cu").read_text()
+    store = "store_tile(acc, D, N, i * BM + 64 * c, j * BN);"
+    if src.count(store) != 1:
+        raise ValueError(f"r4_overlap.cu: its store ({store}) is not there once: the ablation cannot be built")
+    import torch
+
+    cub = compile_cuda(src.replace(store, "if (K == 12345) " + store), name="r4_overlap_no_store.cu")
+    shape = check_inputs(*args, None)
+    sms = sm_count(args[0].device.index or 0)
+    nan = torch.full(shape[:2], float("nan"), dtype=torch.bfloat16, device=args[0].device)  # never written
+    return {"overlap_no_store": lambda: _run_rung("overlap_no_store", OVERLAP_KERNEL, lambda: cub,
+                                                  lambda: overlap_grid(shape, sms), smem_bytes(), shape, *args, nan),
+            "overlap_s5": lambda: gemm_fp8_overlap(*args, stages=5)}
+
+
+def _candidates(inputs: dict, unrolls=(), ablations: bool = False) -> tuple[dict, dict]:
     """({name: fn() -> D}, {name: why it is left out}) for the inputs; unrolls: rung 4's other steps of the k-loop
-    timed beside it (overlap_u<n>)."""
+    timed beside it (overlap_u<n>); ablations: rung 4 without its stores and with 5 stages (_ablations)."""
     import torch
 
     from .baselines import cublaslt_blockwise, supported
-    from .launch import (HAS_RUNG2, HAS_RUNG3, HAS_RUNG4, HAS_RUNG5, LEFT_OUT_RUNG2, LEFT_OUT_RUNG3, LEFT_OUT_RUNG4,
-                         LEFT_OUT_RUNG5, gemm_fp8, gemm_fp8_cluster, gemm_fp8_overlap, gemm_fp8_overlap_cluster,
-                         gemm_fp8_wide)
+    from .launch import (HAS_RUNG2, HAS_RUNG3, HAS_RUNG4, HAS_RUNG5, HAS_RUNG6, LEFT_OUT_RUNG2, LEFT_OUT_RUNG3,
+                         LEFT_OUT_RUNG4, LEFT_OUT_RUNG5, LEFT_OUT_RUNG6, gemm_fp8, gemm_fp8_cluster, gemm_fp8_overlap,
+                         gemm_fp8_overlap_cluster, gemm_fp8_tma_store, gemm_fp8_wide)
     from .triton_fp8 import triton_fp8
 
     args = (inputs["a"], inputs["sa_t"], inputs["b"], inputs["sb"])
@@ -55,12 +81,17 @@ def _candidates(inputs: dict, unrolls=()) -> tuple[dict, dict]:
     if HAS_RUNG4:  # rung 4: rung 1's tile, persistent, a promotion overlapped with the next wgmmas (r4_overlap.cu)
         fns["overlap"] = lambda: gemm_fp8_overlap(*args)
         fns.update({f"overlap_u{u}": (lambda u=u: gemm_fp8_overlap(*args, unroll=u)) for u in unrolls})
+        fns.update(_ablations(args) if ablations else {})
     else:
         skipped["overlap"] = LEFT_OUT_RUNG4
     if HAS_RUNG5:  # rung 5: rung 4 in 2-CTA clusters, B's tile shared by TMA multicast (r5_overlap_cluster.cu)
         fns["overlap_cluster"] = lambda: gemm_fp8_overlap_cluster(*args)
     else:
         skipped["overlap_cluster"] = LEFT_OUT_RUNG5
+    if HAS_RUNG6:  # rung 6: rung 4 with D written through shared memory by TMA stores (r6_tma_store.cu)
+        fns["tma_store"] = lambda: gemm_fp8_tma_store(*args)
+    else:
+        skipped["tma_store"] = LEFT_OUT_RUNG6
     for name, fn in (("cublaslt_blockwise", cublaslt_blockwise), ("triton_fp8", triton_fp8)):
         if ok[name]["ok"]:
             fns[name] = lambda fn=fn: fn(*args)
@@ -85,7 +116,7 @@ def _accuracy(fns: dict, inputs: dict) -> dict:
 
 
 def ladder_rounds(shape=workload.BENCH_SHAPE, rounds: int = 18, reps: int = REPS, seed: int = 0,
-                  progress=print, unrolls=()) -> dict:
+                  progress=print, unrolls=(), ablations: bool = False) -> dict:
     """The rounds at `shape`: per candidate its time each round, TFLOPS, SM clock, kernel names and accuracy, and
     each candidate's speed over the baseline's (kernels.compare.Ratio.to_dict: median, 95 % interval, what it says)."""
     import torch
@@ -95,7 +126,7 @@ def ladder_rounds(shape=workload.BENCH_SHAPE, rounds: int = 18, reps: int = REPS
 
     shape = workload.check_shape(shape)
     inputs = workload.make_inputs(shape, seed)
-    fns, skipped = _candidates(inputs, tuple(unrolls))
+    fns, skipped = _candidates(inputs, tuple(unrolls), ablations)
     accuracy = _accuracy(fns, inputs)
     names = {n: kernel_names(fn) for n, fn in fns.items()}
     mhz: dict[str, list] = {n: [] for n in fns}
@@ -145,11 +176,14 @@ def main(argv=None) -> int:
     ap.add_argument("--shape", type=int, nargs=3, default=list(workload.BENCH_SHAPE))
     ap.add_argument("--rounds", type=int, default=18)
     ap.add_argument("--reps", type=int, default=REPS)
+    ap.add_argument("--ablations", action="store_true",
+                    help="rung 4 also without its stores and with 5 stages (what its epilogue and ring cost)")
     ap.add_argument("--unrolls", type=int, nargs="*", default=[],
                     help="rung 4 also built with these steps of its k-loop (powers of two, 2 .. 64), timed beside it")
     ap.add_argument("--out", default=None, help="a folder: rounds_<shape>.json written there")
     args = ap.parse_args(argv)
-    doc = ladder_rounds(tuple(args.shape), rounds=args.rounds, reps=args.reps, unrolls=args.unrolls)
+    doc = ladder_rounds(tuple(args.shape), rounds=args.rounds, reps=args.reps, unrolls=args.unrolls,
+                        ablations=args.ablations)
     print(table(doc))
     if args.out:  # a record: where, when and by which command (the rounds say what)
         import datetime

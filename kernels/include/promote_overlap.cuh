@@ -15,6 +15,7 @@
 #pragma once
 
 #include "block_scaled.cuh"
+#include "tma.cuh"
 
 template <int STAGES_, int STAGE_TILES_, int SA_BASE_>
 struct OverlapRing {
@@ -24,6 +25,36 @@ struct OverlapRing {
     unsigned base;              // the same byte, shared-window address (TMA and wgmma descriptors)
     unsigned long long* full;   // full[s]: the stage's tiles and scales have landed
 };
+
+// The producer of a CTA that walks 128 x 128 tiles alone (rungs 4 and 6; one elected thread): rung 1's three TMA loads
+// per k-block, over every tile of this CTA (tiles b, b + grid, ...) in the grouped order (GROUP_M tile rows per
+// group); `it` runs on across tiles (the ring's position). full[s] counts 1 arrival + 33280 bytes; empty[s] the 8
+// consumer warps of this CTA. Coordinates are {inner, outer} in elements.
+template <class Ring, int GROUP_M>
+__device__ __forceinline__ void overlap_producer(const CUtensorMap* a_map, const CUtensorMap* b_map,
+                                                 const CUtensorMap* sa_map, unsigned base, unsigned long long* full,
+                                                 unsigned long long* empty, int M, int N, int kblocks) {
+    constexpr int BM = 128, BN = 128, BK = 128, TILE_A = Ring::TILE_A, SA_BYTES = Ring::SA_BYTES;
+    constexpr int STAGE_TX = TILE_A + BN * BK + SA_BYTES;  // 33280
+    const int tiles_m = M / BM, tiles_n = N / BN, tiles = tiles_m * tiles_n;
+    unsigned it = 0;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        int i, j;
+        grouped_order(t, tiles_m, tiles_n, GROUP_M, i, j);
+        const int m0 = i * BM, n0 = j * BN;
+        for (int kb = 0; kb < kblocks; ++kb, ++it) {
+            const unsigned s = it % Ring::STAGES, n = it / Ring::STAGES;
+            const unsigned sA = base + s * Ring::STAGE_TILES, sB = sA + TILE_A;
+            const unsigned sS = base + Ring::SA_BASE + s * SA_BYTES;
+            const unsigned fb = smem_addr(&full[s]);
+            mbar_wait(smem_addr(&empty[s]), (n & 1) ^ 1);  // the 8 consumer warps are done with round n - 1
+            mbar_arrive_expect_tx(fb, STAGE_TX);             // 1 arrival + 33280 bytes complete the phase
+            tma_load_2d(sA, a_map, kb * BK, m0, fb);         // A[m0 .., 128 kb ..]: (128, 128) e4m3, 128B swizzle
+            tma_load_2d(sB, b_map, kb * BK, n0, fb);         // B[n0 .., 128 kb ..]: (128, 128) e4m3, 128B swizzle
+            tma_load_2d(sS, sa_map, m0, kb, fb);             // sa_t[kb, m0 .. m0 + 127]: 512 contiguous B
+        }
+    }
+}
 
 // Issue k-block kb of the tile (ring position it): wait for its stage, read this thread's two row scales times the
 // block's sb float (lo, hi), 4 k32 wgmmas into t (scale-d = 0 on the first: t = this k-block's A B^T alone),
@@ -107,4 +138,26 @@ __device__ __forceinline__ void overlap_tile(float (&acc)[64], const Ring& r, Re
     for (; kb + UNROLL <= kblocks; kb += UNROLL, it += UNROLL)
         overlap_steps<UNROLL>(acc, t, lo, hi, r, release, sb_row, c, row, kb, it);
     overlap_tail<UNROLL / 2>(acc, t, lo, hi, r, release, sb_row, c, row, kblocks, kb, it);
+}
+
+// Consumer c of a CTA that walks 128 x 128 tiles alone (rungs 4 and 6): the same tiles in the same order as
+// overlap_producer's (tiles b, b + grid, ..., grouped), each tile's k-blocks by overlap_tile — a stage handed back by
+// lane 0 of each warp on this CTA's empty[s] — then epilogue(acc, m0, n0): acc holds D rows m0 .. m0 + 63 (this
+// warpgroup's), cols n0 .. n0 + 127, promoted, in fp32. `it` (the ring's position) runs on across tiles, in step
+// with the producer's.
+template <int UNROLL, int GROUP_M, class Ring, class Epilogue>
+__device__ __forceinline__ void overlap_consumer(const Ring& r, unsigned long long* empty, const float* __restrict__ sb,
+                                                 int c, int M, int N, int kblocks, Epilogue&& epilogue) {
+    const int tiles_m = M / 128, tiles_n = N / 128, tiles = tiles_m * tiles_n;
+    auto release = [&](unsigned s) {
+        if (lane_index() == 0) mbar_arrive(smem_addr(&empty[s]));
+    };
+    unsigned it = 0;  // the same count as the producer's
+    float acc[64];
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        int i, j;
+        grouped_order(t, tiles_m, tiles_n, GROUP_M, i, j);
+        overlap_tile<UNROLL>(acc, r, release, sb + static_cast<long long>(j) * kblocks, c, kblocks, it);
+        epilogue(acc, i * 128 + 64 * c, j * 128);
+    }
 }
