@@ -79,9 +79,9 @@ def test_the_sass_holds_fp8_wgmma_tma_and_the_barriers(ops):
 
 
 # Each rung's header check, in one place (rungs 2-6 are tests/test_fp8_gemm_wide.py's, _cluster.py's, _overlap.py's,
-# _overlap_cluster.py's and _tma_store.py's): the opcodes its "SASS you should see" paragraph must list at least (how many, and some
-# by name), those it must forbid, and lies a header could tell — an opcode the kernel lacks named as required, one it
-# has named as forbidden.
+# _overlap_cluster.py's and _tma_store.py's): the opcodes its "SASS you should see" paragraph must list at least
+# (how many, and some by name), those it must forbid, and lies a header could tell — an opcode the kernel lacks
+# named as required, one it has named as forbidden.
 RUNG_HEADERS = {
     "r1_block_scaled": dict(cubin=fp8.block_scaled_cubin, kernel=fp8.KERNEL, at_least=12,
                             names={"QGMMA.64x128x32.F32.E4M3.E4M3", "UTMALDG.2D", "SYNCS.ARRIVE.TRANS64",

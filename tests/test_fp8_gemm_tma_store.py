@@ -50,7 +50,8 @@ def test_the_sass_is_rung_4s_mainloop_with_a_tma_store_epilogue(ops):
     for op in ("QGMMA.64x128x32.F32.E4M3.E4M3", "WARPGROUP.ARRIVE", "WARPGROUP.DEPBAR.LE", "UTMALDG.2D",
                "SYNCS.ARRIVE.TRANS64.A1T0", "F2FP.BF16.F32.PACK_AB"):
         assert ops[op] == rung4[op], op  # the shared producer and consumer; the same bf16 packing
-    waits = Counter(i.text.split()[-1] for i in disassemble(fp8.tma_store_cubin())[KERNEL] if "WARPGROUP.DEPBAR" in i.text)
+    ins = disassemble(fp8.tma_store_cubin())[KERNEL]
+    waits = Counter(i.text.split()[-1] for i in ins if "WARPGROUP.DEPBAR" in i.text)
     assert waits == {"0x1": 26, "0x0": 5}
     assert ops["SYNCS.EXCH.64"] == 2 * fp8.TMA_STORE_STAGES  # one stage less than rung 4
     # the epilogue: 2 pieces x 4 chunk pairs of stmatrix.x4, the proxy fence, 2 TMA stores, one commit
@@ -167,3 +168,19 @@ def test_every_scale_lands_on_its_block():
     fp8.gemm_fp8_tma_store(x["a"], x["sa_t"], x["b"], x["sb"], out=out, sms=4, unroll=4)
     report = compare(out, workload.reference(x), rtol=2e-3)
     assert report.ok, report.message
+
+
+def test_the_shape_records_hold_rung_6_and_rung_1_to_the_same_accuracy():
+    # other shapes than the claim's (python -m kernels.fp8_gemm.rounds --shape M N K): each a whole rounds record of
+    # the ladder and the baselines, on the GPU it names, every rung's error the same as rung 1's
+    files = sorted(RECORDS.glob("shape_rounds_*_h200.json"))
+    assert len(files) >= 2
+    for f in files:
+        doc = json.loads(f.read_text())
+        assert doc["device"] == "NVIDIA H200" and doc["driver"] and doc["date"] and "--shape" in doc["what"]
+        assert f.name == f"shape_rounds_{'x'.join(map(str, doc['shape']))}_h200.json"
+        assert doc["rounds"] >= 18 and doc["baseline"] == "cublaslt_blockwise"
+        assert doc["kernels"]["tma_store"] == [KERNEL]
+        x = doc["ratios"]["tma_store"]
+        assert x["lo"] <= x["median"] <= x["hi"] and x["rounds"] == doc["rounds"]
+        assert doc["accuracy"]["tma_store"] == doc["accuracy"]["block_scaled"] < 2e-3
