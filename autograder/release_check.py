@@ -54,7 +54,7 @@ INSTRUCTOR_ONLY = {
                                               "exercise (fp8_promote) asks",
     "kernels/fp8_gemm/r6_tma_store.cu": "rung 6 of the FP8 GEMM: it promotes each k-block as week 3 day 1's exercise "
                                         "(fp8_promote) asks",
-    "kernels/include/promote_overlap.cuh": "the overlapped promotion the FP8 GEMM's rungs 4 and 5 share: it calls "
+    "kernels/include/promote_overlap.cuh": "the overlapped promotion the FP8 GEMM's rungs 4-6 share: it calls "
                                            "block_scaled.cuh's promote() (week 3 day 1's exercise, fp8_promote)",
     "kernels/include/block_scaled.cuh": "what the FP8 GEMM's rungs share: its promote() (each k-block's product "
                                         "scaled by its row and block scales into the fp32 accumulator) is week 3 day "

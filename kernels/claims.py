@@ -2,8 +2,9 @@
 rung 5 against cuBLAS), the attention overlap rung's rounds against cuDNN, the FP8 GEMM's rungs against cuBLASLt's
 block-scaled FP8 (kernels.fp8_gemm.rounds) and week 2 days 1-3's rounds against the D2D copy of the same bytes
 (kernels.copy_rounds.copy_summary), each read with its topic's own summary (so the table, the notebooks and the README
-agree), each with its GPU, driver and date, one row per claim and input distribution the rounds ran on (the exercise's data; N(0, 1) where the record has it), and each side's kernel — the longest-running
-one the profiler saw — where the record names them ("kernels", written by make gpu-test's 'claims rounds' step).
+agree), each with its GPU, driver and date, one row per claim and input distribution the rounds ran on (the
+exercise's data; N(0, 1) where the record has it), and each side's kernel — the longest-running one the profiler saw
+— where the record names them ("kernels", written by make gpu-test's 'claims rounds' step).
 
     python -m kernels.claims [--markdown]      # the README's table is the --markdown output (a test holds it)
 

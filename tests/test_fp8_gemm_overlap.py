@@ -380,3 +380,18 @@ def test_the_headers_step_of_16_is_the_recorded_sweeps_fastest():
     assert sorted(steps) == [4, 8, 16, 32] and max(steps, key=steps.get) == fp8.OVERLAP_UNROLL == 16, steps
     assert all(doc["kernels"][k] == ["fp8_gemm_overlap"] for k in doc["ratios"] if k.startswith("overlap"))
     assert all(e < 2e-3 for k, e in doc["accuracy"].items() if k.startswith("overlap"))
+
+
+def test_the_no_store_ablation_builds_from_this_source():
+    # `python -m kernels.fp8_gemm.rounds --ablations` times rung 4 with its stores guarded off: the patch must find
+    # the epilogue in today's source, and the build must keep rung 4's mainloop and stores (only a guard added)
+    from kernels.fp8_gemm import rounds
+
+    src = rounds.no_store_source()
+    assert src.replace("if (K == 12345) ", "", 1) == SOURCE.read_text()
+    cub = compile_cuda(src, name="r4_overlap_no_store.cu")
+    ablated = Counter(opcodes(cub, fp8.OVERLAP_KERNEL))
+    rung4 = Counter(opcodes(fp8.overlap_cubin(), fp8.OVERLAP_KERNEL))
+    assert advisories(cub) == []
+    for op in ("QGMMA.64x128x32.F32.E4M3.E4M3", "WARPGROUP.DEPBAR.LE", "UTMALDG.2D", "STG.E"):
+        assert ablated[op] == rung4[op], op

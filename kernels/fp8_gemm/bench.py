@@ -27,8 +27,7 @@ from ..clock import SmClock, timed
 from ..device import gpu
 from ..topic import Topic, answer_row, check_kernels, row, shipped, time_answer
 from . import model, workload
-from .launch import (HAS_RUNG2, HAS_RUNG3, HAS_RUNG4, HAS_RUNG5, HAS_RUNG6, gemm_fp8, gemm_fp8_cluster,
-                     gemm_fp8_overlap, gemm_fp8_overlap_cluster, gemm_fp8_tma_store, gemm_fp8_wide)
+from .launch import LADDER, gemm_fp8
 
 TEST_SHAPES = [(128, 128, 128), (256, 384, 512), (384, 128, 640), (1024, 2048, 4096)]
 BENCH_SHAPES = [(2048, 2048, 2048), (4096, 4096, 4096), workload.BENCH_SHAPE]  # the baselines' shapes
@@ -67,11 +66,8 @@ def _baselines() -> dict:
     from .triton_fp8 import triton_fp8  # Triton: only where the baselines run
 
     ok = supported()
-    wide = ({"wide": gemm_fp8_wide} if HAS_RUNG2 else {}) | ({"cluster": gemm_fp8_cluster} if HAS_RUNG3 else {})
-    wide |= ({"overlap": gemm_fp8_overlap} if HAS_RUNG4 else {}) | (
-        {"overlap_cluster": gemm_fp8_overlap_cluster} if HAS_RUNG5 else {}) | (
-        {"tma_store": gemm_fp8_tma_store} if HAS_RUNG6 else {})
-    return wide | {n: f for n, f in (("cublaslt_blockwise", cublaslt_blockwise), ("triton_fp8", triton_fp8))
+    rungs = {name: fn for name, (has, _, fn) in LADDER.items() if has}
+    return rungs | {n: f for n, f in (("cublaslt_blockwise", cublaslt_blockwise), ("triton_fp8", triton_fp8))
                    if ok[n]["ok"]}
 
 
@@ -84,8 +80,7 @@ def check_all() -> list[str]:
     """The course kernel (at each checked depth) and the baselines against the fp32 reference (the course kernel's
     output poisoned first)."""
     runs = {name: _build(name) for name in CHECKED}
-    rungs = ("wide", "cluster", "overlap", "overlap_cluster", "tma_store")  # rungs write `out`; vendors allocate
-    runs.update({n: (lambda a, sa_t, b, sb, out, f=f: f(a, sa_t, b, sb, out=out)) if n in rungs
+    runs.update({n: (lambda a, sa_t, b, sb, out, f=f: f(a, sa_t, b, sb, out=out)) if n in LADDER  # rungs write out
                  else (lambda a, sa_t, b, sb, out, f=f: out.copy_(f(a, sa_t, b, sb))) for n, f in _baselines().items()})
     return check_kernels(list(runs), TEST_SHAPES, inputs=lambda shape, seed: workload.make_inputs(shape, seed),
                          reference=workload.reference, output=lambda inp, run: workload.make_output(inp),

@@ -306,13 +306,14 @@ LEFT_OUT_RUNG4 = ("rung 4 (kernels/fp8_gemm/r4_overlap.cu) promotes each k-block
 
 
 def _overlap_build(source: str, left_out: str, stages: int, group_m: int, unroll: int, pairs: bool,
-                   default_stages: int = OVERLAP_STAGES):
-    """Rungs 4 and 5's module (their one consumer, promote_overlap.cuh; the same tunables), through the course's one
-    compile helper, after the tunables are checked: stages 3 .. OVERLAP_STAGES; group_m at least 1 (pairs: a positive
-    multiple of 2, whole tile pairs); unroll a power of two, 2 .. OVERLAP_MAX_UNROLL."""
-    if not OVERLAP_MIN_STAGES <= stages <= OVERLAP_STAGES:
-        raise ValueError(f"stages: got {stages}, needs {OVERLAP_MIN_STAGES} .. {OVERLAP_STAGES} (a consumer holds 2 "
-                         f"stages; {OVERLAP_STAGES + 1} x 32 KiB and the scales exceed 227 KiB)")
+                   max_stages: int = OVERLAP_STAGES, over: str = "the scales"):
+    """Rungs 4-6's module (their one producer and consumer, promote_overlap.cuh; the same tunables), through the
+    course's one compile helper, after the tunables are checked: stages 3 .. max_stages (the file's default; more
+    stages and `over` exceed 227 KiB); group_m at least 1 (pairs: a positive multiple of 2, whole tile pairs); unroll
+    a power of two, 2 .. OVERLAP_MAX_UNROLL."""
+    if not OVERLAP_MIN_STAGES <= stages <= max_stages:
+        raise ValueError(f"stages: got {stages}, needs {OVERLAP_MIN_STAGES} .. {max_stages} (a consumer holds 2 "
+                         f"stages; {max_stages + 1} x 32 KiB and {over} exceed 227 KiB)")
     if pairs and (group_m < CLUSTER_SIZE or group_m % CLUSTER_SIZE):
         raise ValueError(f"group_m: got {group_m}, needs a positive multiple of {CLUSTER_SIZE} (whole tile pairs)")
     if group_m < 1:
@@ -321,7 +322,7 @@ def _overlap_build(source: str, left_out: str, stages: int, group_m: int, unroll
         raise ValueError(f"unroll: got {unroll}, needs a power of two, 2 .. {OVERLAP_MAX_UNROLL} (k-blocks per "
                          "iteration of the k-loop)")
     return compile_cuda(kernel_file("fp8_gemm", source, left_out=left_out),
-                        defines=_defines(FP8_STAGES=(stages, default_stages), FP8_GROUP_M=(group_m, OVERLAP_GROUP_M),
+                        defines=_defines(FP8_STAGES=(stages, max_stages), FP8_GROUP_M=(group_m, OVERLAP_GROUP_M),
                                          FP8_UNROLL=(unroll, OVERLAP_UNROLL)))
 
 
@@ -415,11 +416,8 @@ LEFT_OUT_RUNG6 = ("rung 6 (kernels/fp8_gemm/r6_tma_store.cu) promotes each k-blo
 @lru_cache(maxsize=8)
 def tma_store_cubin(stages: int = TMA_STORE_STAGES, group_m: int = OVERLAP_GROUP_M, unroll: int = OVERLAP_UNROLL):
     """Rung 6's module (r6_tma_store.cu), cached on disk too: stages 3 .. 5, group_m and unroll as rung 4's."""
-    if stages > TMA_STORE_STAGES:
-        raise ValueError(f"stages: got {stages}, needs {OVERLAP_MIN_STAGES} .. {TMA_STORE_STAGES} ({stages} x 32 KiB, "
-                         "the scales and the 32 KiB staging of D exceed 227 KiB)")
     return _overlap_build("r6_tma_store.cu", LEFT_OUT_RUNG6, stages, group_m, unroll, pairs=False,
-                          default_stages=TMA_STORE_STAGES)
+                          max_stages=TMA_STORE_STAGES, over="the scales and the 32 KiB staging of D")
 
 
 def tma_store_smem_bytes(stages: int = TMA_STORE_STAGES) -> int:
@@ -441,6 +439,13 @@ def gemm_fp8_tma_store(a: torch.Tensor, sa_t: torch.Tensor, b: torch.Tensor, sb:
                      tma_store_smem_bytes(int(stages)), shape, a, sa_t, b, sb, out, d_box=D_BOX)
 
 
+# The ladder past rung 1, in order: name -> (this copy has the source, why not if not, the call fn(a, sa_t, b, sb,
+# out=None)) — what the rounds (rounds.py) and the bench (bench.py) time beside rung 1.
+LADDER = {"wide": (HAS_RUNG2, LEFT_OUT_RUNG2, gemm_fp8_wide), "cluster": (HAS_RUNG3, LEFT_OUT_RUNG3, gemm_fp8_cluster),
+          "overlap": (HAS_RUNG4, LEFT_OUT_RUNG4, gemm_fp8_overlap),
+          "overlap_cluster": (HAS_RUNG5, LEFT_OUT_RUNG5, gemm_fp8_overlap_cluster),
+          "tma_store": (HAS_RUNG6, LEFT_OUT_RUNG6, gemm_fp8_tma_store)}
+
 __all__ = ["gemm_fp8", "check_inputs", "map_views", "block_scaled_cubin", "smem_bytes", "grid", "KERNEL", "HAS_RUNG1",
            "LEFT_OUT", "gemm_fp8_wide", "wide_cubin", "wide_smem_bytes", "wide_grid", "wide_tiles", "sm_count",
            "WIDE_KERNEL", "HAS_RUNG2"]
@@ -448,4 +453,4 @@ __all__ += ["gemm_fp8_cluster", "cluster_cubin", "cluster_grid", "cluster_units"
 __all__ += ["gemm_fp8_overlap", "overlap_cubin", "overlap_grid", "OVERLAP_KERNEL", "HAS_RUNG4"]
 __all__ += ["gemm_fp8_overlap_cluster", "overlap_cluster_cubin", "overlap_cluster_grid", "overlap_cluster_units",
             "OVERLAP_CLUSTER_KERNEL", "HAS_RUNG5"]
-__all__ += ["gemm_fp8_tma_store", "tma_store_cubin", "tma_store_smem_bytes", "TMA_STORE_KERNEL", "HAS_RUNG6"]
+__all__ += ["gemm_fp8_tma_store", "tma_store_cubin", "tma_store_smem_bytes", "TMA_STORE_KERNEL", "HAS_RUNG6", "LADDER"]

@@ -32,21 +32,31 @@ BASELINE = "cublaslt_blockwise"
 REPS = 10
 
 
-def _ablations(args: tuple) -> dict:
-    """Rung 4 taken apart, for what its epilogue and its ring cost (--ablations): overlap_no_store, r4_overlap.cu
-    with its store_tile behind a condition that is false at run time (K == 12345: the compiler keeps every
-    instruction that computes D, the stores never run; D stays the NaN it is filled with: its accuracy is NaN), and
-    overlap_s5, rung 4 with a ring of 5 stages (rung 6's depth)."""
-    from ..compile import compile_cuda, kernel_file
-    from .launch import OVERLAP_KERNEL, _run_rung, check_inputs, gemm_fp8_overlap, overlap_grid, sm_count, smem_bytes
+NO_STORE_EPILOGUE = "store_tile(acc, D, N, m0, n0);"  # r4_overlap.cu's epilogue, the line the ablation guards
+
+
+def no_store_source() -> str:
+    """r4_overlap.cu with its store_tile behind a condition that is false at run time (K == 12345): the compiler keeps
+    every instruction that computes D, the stores never run (tests/test_fp8_gemm_overlap.py compiles it on CPU)."""
+    from ..compile import kernel_file
 
     src = kernel_file("fp8_gemm", "r4_overlap.cu").read_text()
-    store = "store_tile(acc, D, N, i * BM + 64 * c, j * BN);"
-    if src.count(store) != 1:
-        raise ValueError(f"r4_overlap.cu: its store ({store}) is not there once: the ablation cannot be built")
+    if src.count(NO_STORE_EPILOGUE) != 1:
+        raise ValueError(f"r4_overlap.cu: its store ({NO_STORE_EPILOGUE}) is not there once: the ablation cannot be "
+                         "built")
+    return src.replace(NO_STORE_EPILOGUE, "if (K == 12345) " + NO_STORE_EPILOGUE)
+
+
+def _ablations(args: tuple) -> dict:
+    """Rung 4 taken apart, for what its epilogue and its ring cost (--ablations): overlap_no_store (no_store_source:
+    D stays the NaN it is filled with, so its accuracy is NaN), and overlap_s5, rung 4 with a ring of 5 stages (rung
+    6's depth)."""
     import torch
 
-    cub = compile_cuda(src.replace(store, "if (K == 12345) " + store), name="r4_overlap_no_store.cu")
+    from ..compile import compile_cuda
+    from .launch import OVERLAP_KERNEL, _run_rung, check_inputs, gemm_fp8_overlap, overlap_grid, sm_count, smem_bytes
+
+    cub = compile_cuda(no_store_source(), name="r4_overlap_no_store.cu")
     shape = check_inputs(*args, None)
     sms = sm_count(args[0].device.index or 0)
     nan = torch.full(shape[:2], float("nan"), dtype=torch.bfloat16, device=args[0].device)  # never written
@@ -61,37 +71,21 @@ def _candidates(inputs: dict, unrolls=(), ablations: bool = False) -> tuple[dict
     import torch
 
     from .baselines import cublaslt_blockwise, supported
-    from .launch import (HAS_RUNG2, HAS_RUNG3, HAS_RUNG4, HAS_RUNG5, HAS_RUNG6, LEFT_OUT_RUNG2, LEFT_OUT_RUNG3,
-                         LEFT_OUT_RUNG4, LEFT_OUT_RUNG5, LEFT_OUT_RUNG6, gemm_fp8, gemm_fp8_cluster, gemm_fp8_overlap,
-                         gemm_fp8_overlap_cluster, gemm_fp8_tma_store, gemm_fp8_wide)
+    from .launch import LADDER, gemm_fp8, gemm_fp8_overlap
     from .triton_fp8 import triton_fp8
 
     args = (inputs["a"], inputs["sa_t"], inputs["b"], inputs["sb"])
     ok = supported()
     fns = {"block_scaled": lambda: gemm_fp8(*args)}
     skipped = {}
-    if HAS_RUNG2:  # rung 2: 128 x 256 tiles, persistent (r2_wide.cu)
-        fns["wide"] = lambda: gemm_fp8_wide(*args)
-    else:
-        skipped["wide"] = LEFT_OUT_RUNG2
-    if HAS_RUNG3:  # rung 3: rung 2 in 2-CTA clusters, B shared by TMA multicast (r3_cluster.cu)
-        fns["cluster"] = lambda: gemm_fp8_cluster(*args)
-    else:
-        skipped["cluster"] = LEFT_OUT_RUNG3
-    if HAS_RUNG4:  # rung 4: rung 1's tile, persistent, a promotion overlapped with the next wgmmas (r4_overlap.cu)
-        fns["overlap"] = lambda: gemm_fp8_overlap(*args)
-        fns.update({f"overlap_u{u}": (lambda u=u: gemm_fp8_overlap(*args, unroll=u)) for u in unrolls})
-        fns.update(_ablations(args) if ablations else {})
-    else:
-        skipped["overlap"] = LEFT_OUT_RUNG4
-    if HAS_RUNG5:  # rung 5: rung 4 in 2-CTA clusters, B's tile shared by TMA multicast (r5_overlap_cluster.cu)
-        fns["overlap_cluster"] = lambda: gemm_fp8_overlap_cluster(*args)
-    else:
-        skipped["overlap_cluster"] = LEFT_OUT_RUNG5
-    if HAS_RUNG6:  # rung 6: rung 4 with D written through shared memory by TMA stores (r6_tma_store.cu)
-        fns["tma_store"] = lambda: gemm_fp8_tma_store(*args)
-    else:
-        skipped["tma_store"] = LEFT_OUT_RUNG6
+    for name, (has, why, fn) in LADDER.items():  # rungs 2-6, where this copy has their sources
+        if not has:
+            skipped[name] = why
+            continue
+        fns[name] = lambda fn=fn: fn(*args)
+        if name == "overlap":  # rung 4's other steps of the k-loop, and rung 4 taken apart, beside it
+            fns.update({f"overlap_u{u}": (lambda u=u: gemm_fp8_overlap(*args, unroll=u)) for u in unrolls})
+            fns.update(_ablations(args) if ablations else {})
     for name, fn in (("cublaslt_blockwise", cublaslt_blockwise), ("triton_fp8", triton_fp8)):
         if ok[name]["ok"]:
             fns[name] = lambda fn=fn: fn(*args)

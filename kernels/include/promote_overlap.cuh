@@ -1,6 +1,7 @@
-// promote_overlap.cuh — the consumer week 3 day 1's rungs 4 and 5 share (kernels/fp8_gemm/r4_overlap.cu,
-// r5_overlap_cluster.cu): a warpgroup's (64, 128) piece of a 128 x 128 tile over the tile's k-blocks, each k-block's
-// promotion run while the warpgroup's next k-block is in the tensor core (two fragments, wgmma_wait<1>), in steps of
+// promote_overlap.cuh — the consumer week 3 day 1's rungs 4-6 share (kernels/fp8_gemm/r4_overlap.cu,
+// r5_overlap_cluster.cu, r6_tma_store.cu; rungs 4 and 6 also its producer): a warpgroup's (64, 128) piece of a
+// 128 x 128 tile over the tile's k-blocks, each k-block's promotion run while the warpgroup's next k-block is in the
+// tensor core (two fragments, wgmma_wait<1>), in steps of
 // UNROLL k-blocks with nothing in flight across a step's end (r4_overlap.cu's header: the diagram, and why a fragment
 // in flight across the loop's back-edge makes ptxas serialize every wgmma). What differs between the rungs is a
 // template argument: the ring's depth and layout (OverlapRing) and how a stage is handed back (`release(s)`: this
