@@ -130,7 +130,9 @@ def test_the_checks_can_fail():
 TOPICS = {p.parent.name for p in (ROOT / "kernels").glob("*/bench.py")}
 # A topic may import another topic only to borrow a taught idea — its model (a fitted constant, a rule) — never
 # machinery (a launcher, a cache, an exercise). The one exception, and why.
-BORROWED_KERNELS = {("kernels.tma.bench", "kernels.naive_loads.launch"): "day 5's table times day 1's copy beside TMA"}
+BORROWED_KERNELS = {("kernels.tma.bench", "kernels.naive_loads.launch"): "day 5's table times day 1's copy beside TMA",
+                    ("kernels.stream_k.sweep", "kernels.gemm.launch"): "week 3 day 2's sweep times week 2's capstone "
+                                                                       "beside split-K: where each rung wins"}
 
 
 def test_a_topic_borrows_only_another_topics_model():
