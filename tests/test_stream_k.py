@@ -265,3 +265,36 @@ def test_the_kernels_header_says_what_the_record_measured_of_the_reduce_add():
     worst = min(s["ratios"]["split_k_reduce"]["median"] / s["ratios"]["split_k"]["median"] for s in both)
     assert worst < 0.34  # "down to a third"
     assert "15 of 19 shapes" in SOURCE.read_text()
+
+
+def test_make_gpu_tests_claims_step_runs_the_scan_then_the_sweep_with_its_fit(tmp_path):
+    import sys
+
+    sys.path.insert(0, str(SOURCE.parents[2] / "tools"))
+    from gpu_claims import SWEEP_SLUGS, stream_k_commands
+
+    from kernels.stream_k import scan, sweep
+
+    assert SWEEP_SLUGS == ("stream_k",)
+    first, second = stream_k_commands(tmp_path, 18)
+    assert first[1:3] == ["-m", "kernels.stream_k.scan"] and second[1:3] == ["-m", "kernels.stream_k.sweep"]
+    # each command's options are its module's (parsed by its own parser: a renamed flag fails here, not on a GPU)
+    for cmd, mod in ((first, scan), (second, sweep)):
+        import argparse
+
+        parsers = []
+        real = argparse.ArgumentParser.parse_args
+
+        def grab(self, args=None, namespace=None):
+            parsers.append(self)
+            return real(self, args, namespace)
+
+        argparse.ArgumentParser.parse_args = grab
+        try:
+            with pytest.raises(SystemExit):  # parse only: --help after the options stops it before any GPU work
+                mod.main(cmd[3:] + ["--help"])
+        finally:
+            argparse.ArgumentParser.parse_args = real
+        ns = real(parsers[0], cmd[3:])
+        assert ns.out == str(tmp_path / "stream_k")
+    assert second[second.index("--constants") + 1] == str(tmp_path / "stream_k" / "constants.json")

@@ -8,6 +8,8 @@
    18 interleaved rounds, each side first and last equally often (GEMM's four: 24), on N(0, 1) and the exercise's
    data, each side's kernels named by the profiler; week 2 days 1-3 against the D2D copy of the same bytes the same
    way (kernels.copy_rounds): kernels/<slug>/rounds_<gpu>.json (COURSE_RECORD=1) and out/<slug>/
+   Week 3 day 2 (`--slugs stream_k`): its scan (every tile and split once, the model fitted and held out) and its
+   sweep of 40 LLM shapes in rounds against cuBLAS: kernels/stream_k/{scan,sweep}_<gpu>.json and out/stream_k/
    2c. the capstones in SM cycles (tools/gpu_cycles.py; `--skip cycles`): each side's launches under ncu, clocks left
    alone, the vendor's cycles over the course's per round: kernels/<slug>/cycles_<gpu>.json and out/<slug>/
 3. grader calibration of every spec for this GPU kind, from the records step 2 wrote (autograder.calibration)
@@ -39,7 +41,7 @@ import time
 import traceback
 from pathlib import Path
 
-from gpu_claims import SLUGS as CLAIM_SLUGS, claims_rounds
+from gpu_claims import SLUGS as CLAIM_SLUGS, SWEEP_SLUGS, claims_rounds
 from gpu_cycles import cycles_step
 from gpu_cohort import autograde_cohort, class_scale, compare_scale
 from gpu_mutants import understanding_checks, understanding_cohort
@@ -438,7 +440,7 @@ def main() -> int:
         if (ROOT / "kernels" / slug / "bench.py").exists() and "bench" not in args.skip:
             step(f"bench {slug}", topic_bench, summary, slug, out)
     command = shlex.join([Path(sys.executable).name, "tools/gpu_check.py", *sys.argv[1:]])  # the exact command
-    if "claims" not in args.skip and set(CLAIM_SLUGS) & set(slugs):
+    if "claims" not in args.skip and set(CLAIM_SLUGS + SWEEP_SLUGS) & set(slugs):
         step("claims rounds", claims_rounds, summary, slugs, out, command)
     if "cycles" not in args.skip and {"gemm", "attention"} & set(slugs):
         step("capstones in SM cycles (ncu)", cycles_step, summary, slugs, out, command)

@@ -123,6 +123,42 @@ def rounds_doc(slug: str, measured: dict, command: str, datas=DATAS) -> dict:
             **({"baselines": measured["baselines"]} if "baselines" in measured else {}), "rows": measured["rows"]}
 
 
+# Week 3 day 2: its sweep is a table of 40 shapes, not a claim of this file's rows: the step runs its scan (every tile
+# and split once: the model's fit and held-out rows) and then its sweep in rounds with the fitted pick, each in a
+# process of its own, and writes kernels/stream_k/{scan,sweep}_<gpu>.json (COURSE_RECORD=1) and out/stream_k/.
+SWEEP_SLUGS = ("stream_k",)
+
+
+def stream_k_commands(out: Path, rounds: int) -> list[list[str]]:
+    """The two commands of the day-2 part of the step (kernels.stream_k.scan, then .sweep with the scan's fit)."""
+    import sys
+
+    d = out / "stream_k"
+    return [[sys.executable, "-m", "kernels.stream_k.scan", "--out", str(d)],
+            [sys.executable, "-m", "kernels.stream_k.sweep", "--rounds", str(rounds), "--week2", "--reduce",
+             "--constants", str(d / "constants.json"), "--out", str(d)]]
+
+
+def stream_k_sweep(out: Path, rounds: int | None = None) -> dict:
+    import shutil
+    import subprocess
+
+    for cmd in stream_k_commands(out, rounds or 18):
+        p = subprocess.run(cmd, cwd=ROOT, text=True, capture_output=True)
+        print(p.stdout[-4000:])
+        if p.returncode:
+            return {"ok": False, "error": f"{' '.join(cmd[1:4])} exit {p.returncode}: {p.stderr[-2000:]}"}
+    tag = device_tag((gpu() or {}).get("name"))
+    files = []
+    for name in ("scan", "sweep"):
+        src = out / "stream_k" / f"{name}.json"
+        files.append(str(src))
+        if os.environ.get("COURSE_RECORD") == "1":
+            shutil.copy(src, ROOT / "kernels" / "stream_k" / f"{name}_{tag}.json")
+            files.append(str(ROOT / "kernels" / "stream_k" / f"{name}_{tag}.json"))
+    return {"ok": True, "files": files}
+
+
 def claims_rounds(slugs, out: Path, command: str, rounds: int | None = None) -> dict:
     """The step: for each topic of SLUGS in `slugs`, its rounds measured and written (module docstring), the claims
     they support printed (kernels.claims.doc_claims). A topic that fails is reported; the others still run."""
@@ -146,4 +182,7 @@ def claims_rounds(slugs, out: Path, command: str, rounds: int | None = None) -> 
                   f"({c['lo']:.3f}-{c['hi']:.3f}x, {c['says']})  " + "; ".join(f"{k} {n}" for k, n in
                                                                             c["kernels"].items()))
         res[slug] = {"files": [str(f) for f in files], "claims": claims}
+    if set(SWEEP_SLUGS) & set(slugs):
+        res["stream_k"] = stream_k_sweep(out, rounds)
+        ok = ok and res["stream_k"]["ok"]
     return {"ok": ok, **res}
