@@ -263,6 +263,6 @@ def test_the_claims_step_writes_each_record_whole(tmp_path, monkeypatch, fake_cl
 
 def test_the_claims_step_is_wired_into_make_gpu_test():
     text = (ROOT / "tools" / "gpu_check.py").read_text()
-    assert 'if "claims" not in args.skip and set(CLAIM_SLUGS) & set(slugs):' in text
+    assert 'if "claims" not in args.skip and set(CLAIM_SLUGS + SWEEP_SLUGS) & set(slugs):' in text
     assert 'step("claims rounds", claims_rounds, summary, slugs, out, command)' in text
     assert gpu_claims.rounds_for("gemm") == 24 and gpu_claims.rounds_for("attention") == 18
