@@ -387,3 +387,27 @@ def kernel_names(fn: Callable[[], object], *, warmup: int = 1, flush: bool = Tru
 def top(names: list[str] | None) -> str | None:
     """The longest-running kernel of a kernel_names list (None for none)."""
     return names[0] if names else None
+
+
+def clocked_rounds(fns: dict[str, Callable[[], object]], *, flops: float, reps: int, rounds: int, progress=None):
+    """The course's interleaved rounds (kernels.compare.interleaved, `rounds` balanced by balanced_rounds) of `fns`,
+    each measurement a bench() of `reps` launches with the SM clock sampled over it (kernels.clock). Returns (the
+    Comparison, {name: mean SM MHz over its measurements, or None where the clock was not read}, {name: TFLOPS of its
+    median time})."""
+    from .clock import SmClock, timed
+    from .compare import balanced_rounds, interleaved
+
+    mhz: dict[str, list] = {n: [] for n in fns}
+
+    def measure(name):
+        def run():
+            res, m = timed(clock, lambda: bench(fns[name], flops=flops, reps=reps))
+            mhz[name].append(m)
+            return res.ms
+        return run
+
+    with SmClock() as clock:
+        cmp = interleaved({n: measure(n) for n in fns}, rounds=balanced_rounds(fns, rounds), progress=progress)
+    mean = {n: (statistics.mean([m for m in v if m]) if any(v) else None) for n, v in mhz.items()}
+    tflops = {n: flops / (statistics.median(t) * 1e-3) / 1e12 for n, t in cmp.times.items()}
+    return cmp, mean, tflops

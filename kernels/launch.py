@@ -35,6 +35,19 @@ def expect_tensor(name: str, t, dims: int, layout: str = "", dtype_name: str = "
         raise ValueError(f"{name} must be contiguous (strides {t.stride()}): call .contiguous() first")
 
 
+def gemm_operands(a, b) -> tuple[int, int, int]:
+    """(M, N, K) of c = a @ b.T for 2-D a (M, K) and b (N, K) that passed their tensor checks, or the error that names
+    the rule: one K, and K and N multiples of 8 (the tensor maps' 16-byte row stride). The GEMM launchers' shared
+    rule; each adds its own bounds."""
+    (m, k), (n, kb) = a.shape, b.shape
+    if k != kb:
+        raise ValueError(f"a is (M, K) = {tuple(a.shape)} and b is (N, K) = {tuple(b.shape)}: K differs. b is given "
+                         "transposed (N rows of K): pass w, not w.T, for c = a @ w.T")
+    if k % 8 or n % 8:
+        raise ValueError(f"K = {k} and N = {n} must be multiples of 8 (16-byte rows: the tensor-map stride rule)")
+    return m, n, k
+
+
 @lru_cache(maxsize=1)
 def _device():
     from cuda.core import Device

@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 from pathlib import Path
 
-from ..compare import balanced_rounds, interleaved
 from . import workload
 
 BASELINE = "cublaslt_blockwise"
@@ -115,37 +113,23 @@ def ladder_rounds(shape=workload.BENCH_SHAPE, rounds: int = 18, reps: int = REPS
     each candidate's speed over the baseline's (kernels.compare.Ratio.to_dict: median, 95 % interval, what it says)."""
     import torch
 
-    from ..bench import bench, kernel_names
-    from ..clock import SmClock, timed
+    from ..bench import clocked_rounds, kernel_names
 
     shape = workload.check_shape(shape)
     inputs = workload.make_inputs(shape, seed)
     fns, skipped = _candidates(inputs, tuple(unrolls), ablations)
     accuracy = _accuracy(fns, inputs)
     names = {n: kernel_names(fn) for n, fn in fns.items()}
-    mhz: dict[str, list] = {n: [] for n in fns}
     work = workload.flops(shape)
-    rounds = balanced_rounds(fns, rounds)
-
-    def measure(name):
-        def run():
-            res, m = timed(clock, lambda: bench(fns[name], flops=work, reps=reps))
-            mhz[name].append(m)
-            return res.ms
-        return run
-
-    with SmClock() as clock:
-        cmp = interleaved({n: measure(n) for n in fns}, rounds=rounds,
-                          progress=lambda r, t: progress(f"  round {r}/{t}") if progress else None)
+    cmp, mhz, tflops = clocked_rounds(fns, flops=work, reps=reps, rounds=rounds,
+                                      progress=lambda r, t: progress(f"  round {r}/{t}") if progress else None)
     base = BASELINE if BASELINE in fns else "cublas_bf16"
     ratios = {n: cmp.ratio(n, base).to_dict() for n in fns if n != base}
     torch.cuda.synchronize()
     gpu = torch.cuda.get_device_properties(0)
-    return {"shape": list(shape), "rounds": rounds, "reps": reps, "seed": seed, "baseline": base, "device": gpu.name,
+    return {"shape": list(shape), "rounds": len(cmp.orders), "reps": reps, "seed": seed, "baseline": base, "device": gpu.name,
             "skipped": skipped, "kernels": names, "accuracy": accuracy,
-            "tflops": {n: work / (statistics.median(t) * 1e-3) / 1e12 for n, t in cmp.times.items()},
-            "sm_mhz": {n: (statistics.mean([m for m in v if m]) if any(v) else None) for n, v in mhz.items()},
-            "ratios": ratios, "comparison": cmp.to_dict()}
+            "tflops": tflops, "sm_mhz": mhz, "ratios": ratios, "comparison": cmp.to_dict()}
 
 
 def table(doc: dict) -> str:

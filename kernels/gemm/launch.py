@@ -23,7 +23,7 @@ from functools import lru_cache
 import torch
 
 from ..compile import compile_cuda, excerpt, has_kernel_file, kernel_file
-from ..launch import ceil_div, i32, launch
+from ..launch import ceil_div, gemm_operands, i32, launch
 from ..tensormap import cached_tensor_map as cached, validate_tensor
 from ..sass import disassemble
 from ..tensormap import cached_tensor_map
@@ -163,12 +163,7 @@ def check_inputs(a, b, out=None) -> tuple[int, int, int]:
         if t.dim() != 2 or t.dtype != torch.bfloat16 or not t.is_contiguous():
             raise ValueError(f"{name} must be a contiguous 2-D bf16 tensor, got {t.dtype} {tuple(t.shape)} "
                              f"strides {t.stride()}")
-    (m, k), (n, kb) = a.shape, b.shape
-    if k != kb:
-        raise ValueError(f"a is (M, K) = {tuple(a.shape)} and b is (N, K) = {tuple(b.shape)}: K differs. b is given "
-                         "transposed (N rows of K): pass w, not w.T, for c = a @ w.T")
-    if k % 8 or n % 8:
-        raise ValueError(f"K = {k} and N = {n} must be multiples of 8 (16-byte rows: the tensor-map stride rule)")
+    m, n, k = gemm_operands(a, b)
     if m < BOX[0] or n < BOX[0] or k < BOX[1]:
         raise ValueError(f"(M, N, K) = {(m, n, k)}: M, N >= {BOX[0]} and K >= {BOX[1]} (a TMA box may not be "
                          "larger than the tensor)")

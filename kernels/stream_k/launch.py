@@ -18,7 +18,7 @@ from functools import lru_cache
 import torch
 
 from ..compile import compile_cuda, kernel_file
-from ..launch import expect_tensor, i32, launch
+from ..launch import expect_tensor, gemm_operands, i32, launch
 from ..tensormap import cached_tensor_map, validate_tensor
 from . import model
 
@@ -63,12 +63,7 @@ def check_inputs(a, b, out=None, splits=None) -> tuple[int, int, int]:
     """(M, N, K) of c = a @ b.T, or the error that names the rule broken."""
     expect_tensor("a", a, 2, "(M, K)")
     expect_tensor("b", b, 2, "(N, K)")
-    (m, k), (n, kb) = a.shape, b.shape
-    if k != kb:
-        raise ValueError(f"a is (M, K) = {tuple(a.shape)} and b is (N, K) = {tuple(b.shape)}: K differs. b is given "
-                         "transposed (N rows of K): pass w, not w.T, for c = a @ w.T")
-    if k % 8 or n % 8:
-        raise ValueError(f"K = {k} and N = {n} must be multiples of 8 (16-byte rows: the tensor-map stride rule)")
+    m, n, k = gemm_operands(a, b)
     if m < 1 or n < BOX[0] or k < BOX[1]:
         raise ValueError(f"(M, N, K) = {(m, n, k)}: M >= 1, N >= {BOX[0]} and K >= {BOX[1]} (a TMA box may not be "
                          "larger than the tensor along N and K; rows of A past M are read as zeros)")

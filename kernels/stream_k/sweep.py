@@ -21,7 +21,6 @@ import math
 import statistics
 from pathlib import Path
 
-from ..compare import balanced_rounds, interleaved
 from . import model, workload
 
 REPS = 10
@@ -72,8 +71,7 @@ def shape_rounds(shape, rounds: int = 18, reps: int = REPS, seed: int = 0, do_sc
     cuBLAS's (kernels.compare.Ratio.to_dict)."""
     import torch
 
-    from ..bench import bench, kernel_names
-    from ..clock import SmClock, timed
+    from ..bench import clocked_rounds, kernel_names
     from .launch import gemm_split_k, sm_count
 
     a, b = workload.make_inputs(shape, seed)
@@ -100,22 +98,9 @@ def shape_rounds(shape, rounds: int = 18, reps: int = REPS, seed: int = 0, do_sc
         doc["scan_ms"] = scan(shape, a, b, reps)
     doc["accuracy"] = _accuracy(fns, a, b)
     doc["kernels"] = {n: kernel_names(fn) for n, fn in fns.items()}
-    mhz: dict[str, list] = {n: [] for n in fns}
-    work = workload.flops(shape)
-
-    def measure(name):
-        def run():
-            res, m = timed(clock, lambda: bench(fns[name], flops=work, reps=reps))
-            mhz[name].append(m)
-            return res.ms
-        return run
-
-    with SmClock() as clock:
-        cmp = interleaved({n: measure(n) for n in fns}, rounds=balanced_rounds(fns, rounds))
+    cmp, mhz, tflops = clocked_rounds(fns, flops=workload.flops(shape), reps=reps, rounds=rounds)
     torch.cuda.synchronize()
-    doc |= {"rounds": len(cmp.orders), "reps": reps,
-            "tflops": {n: work / (statistics.median(t) * 1e-3) / 1e12 for n, t in cmp.times.items()},
-            "sm_mhz": {n: (statistics.mean([m for m in v if m]) if any(v) else None) for n, v in mhz.items()},
+    doc |= {"rounds": len(cmp.orders), "reps": reps, "tflops": tflops, "sm_mhz": mhz,
             "ratio": cmp.ratio("split_k", "cublas").to_dict(),
             "ratios": {n: cmp.ratio(n, "cublas").to_dict() for n in fns if n != "cublas"},
             "comparison": cmp.to_dict()}
